@@ -1,0 +1,55 @@
+"""The `musicgen` command: parses arguments, calls one function per subcommand, sets the exit code.
+
+Each subcommand lives in `musicgen/commands/<name>.py` and exposes `register(subparsers)`, which
+adds its parser and sets `func` (a callable taking the parsed namespace and returning an exit code).
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+
+from musicgen import __version__
+from musicgen.errors import MusicgenError
+
+# Order shown in `musicgen --help`.
+COMMANDS = ["prepare", "train", "generate", "export", "evaluate", "plot", "render", "demo"]
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="musicgen",
+        description="Symbolic music generation: MIDI folder -> tokens -> Performer -> new MIDI.",
+    )
+    parser.add_argument("--version", action="version", version=f"musicgen {__version__}")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    for name in COMMANDS:
+        try:
+            module = importlib.import_module(f"musicgen.commands.{name}")
+        except ModuleNotFoundError as exc:  # a command whose module is not written yet
+            if exc.name != f"musicgen.commands.{name}":
+                raise
+            continue
+        module.register(sub)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if not getattr(args, "func", None):
+        parser.print_help()
+        return 2
+    try:
+        return int(args.func(args) or 0)
+    except MusicgenError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        print("interrupted", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

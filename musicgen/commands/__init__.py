@@ -1,0 +1,1 @@
+"""One module per `musicgen` subcommand; each exposes `register(subparsers)`."""

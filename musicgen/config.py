@@ -1,0 +1,249 @@
+"""Typed configuration: dataclasses <-> YAML, strict about unknown keys, with dotted overrides.
+
+A run is described by one `Config` (data, model, optim, train, log). Presets in `configs/` are YAML
+files that set some of its fields; `--model.pe=sine_spe` style overrides change any field from the
+command line. Unknown keys and wrong types are one-line errors that list what is valid.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import types
+import typing
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from musicgen.errors import MusicgenError
+
+
+@dataclass
+class PerceiverConfig:
+    """Perceiver-S head (design notes §4): m context tokens read once, n query latents."""
+
+    context_len: int = 4096  # m: tokens the cross-attention reads
+    n_queries: int = 1024  # n: last positions that are queries / latents
+    combine: str = "sum"  # how the two cross-attention outputs are merged: sum | concat
+
+
+@dataclass
+class ModelConfig:
+    """The Performer; defaults are the SPE paper's music model (about 80 M parameters)."""
+
+    vocab_size: int = 0  # 0 = take it from the tokenizer
+    n_layers: int = 24
+    d_model: int = 512
+    n_heads: int = 8
+    d_ff: int = 2048
+    dropout: float = 0.1
+    norm: str = "pre"  # pre | post (LayerNorm placement)
+    max_len: int = 2048  # only for the learned absolute encoding (ape_learned)
+    pe: str = "ape"  # registry name: ape | ape_learned | sine_spe | conv_spe | none
+    gated: bool = False  # SPE gating (per layer and feature)
+    spe_shared: bool = True  # one SPE module for all layers (the paper's music setting)
+    num_sines: int = 5  # K for sine_spe
+    kernel_size: int = 128  # P for conv_spe
+    num_realizations: int = 64  # R for SPE
+    feature_map: str = "favor"  # registry name: favor | relu
+    n_features: int = 128  # FAVOR+ random features
+    redraw: str = "prob"  # never | every | prob (FAVOR+ redraw during training)
+    redraw_every: int = 40
+    redraw_prob: float = 0.05
+    backend: str = "torch"  # torch | fast_transformers (reference causal product)
+    chunk_size: int = 64  # chunk length of the parallel causal linear attention
+    head: str = "lm"  # lm | perceiver_s
+    perceiver: PerceiverConfig = field(default_factory=PerceiverConfig)
+
+
+@dataclass
+class DataConfig:
+    path: str = ""  # a folder written by `musicgen prepare`
+    crop_len: int = 2048
+    transpose: list[int] = field(default_factory=lambda: [-6, 6])  # inclusive semitone range
+    drop_instrument_p: float = 0.0  # groove: drop each track with this probability
+    random_start_bar: bool = True  # crops start at a random bar (else at the song's head)
+    workers: int = 0  # DataLoader worker processes
+
+
+@dataclass
+class OptimConfig:
+    lr: float = 2e-4
+    min_lr: float = 5e-6
+    warmup_steps: int = 200
+    schedule: str = "cosine"  # cosine | constant
+    betas: list[float] = field(default_factory=lambda: [0.9, 0.999])
+    weight_decay: float = 0.0
+    grad_clip: float = 0.5
+
+
+@dataclass
+class TrainConfig:
+    batch_size: int = 4
+    grad_accum: int = 1
+    max_steps: int = 100_000
+    seed: int = 0
+    device: str = "auto"  # auto | cpu | cuda | mps
+    precision: str = "auto"  # auto (bf16 on CUDA, fp32 elsewhere) | fp32 | bf16 | fp16
+    val_every: int = 500
+    val_songs: int = 32  # held-out songs per validation
+    val_max_len: int = 4096  # per-position validation up to this length (2 x crop for extrapolation)
+    ckpt_every: int = 500
+    keep_last: int = 2
+    max_minutes: float = 0.0  # stop (and checkpoint) after this wall time; 0 = no limit
+    compile: bool = False
+
+
+@dataclass
+class LogConfig:
+    every: int = 10
+
+
+@dataclass
+class Config:
+    name: str = "run"
+    tokenizer: str = "remi"  # name of the tokenizer the data was prepared with (checked at start)
+    data: DataConfig = field(default_factory=DataConfig)
+    model: ModelConfig = field(default_factory=ModelConfig)
+    optim: OptimConfig = field(default_factory=OptimConfig)
+    train: TrainConfig = field(default_factory=TrainConfig)
+    log: LogConfig = field(default_factory=LogConfig)
+
+
+# ---------------------------------------------------------------------------------------------
+# dict <-> dataclass
+
+
+def _type_name(tp: Any) -> str:
+    return getattr(tp, "__name__", str(tp))
+
+
+def _coerce(value: Any, tp: Any, where: str) -> Any:
+    """Check (and gently convert) `value` to the annotated type `tp`."""
+    origin = typing.get_origin(tp)
+    if dataclasses.is_dataclass(tp):
+        if not isinstance(value, dict):
+            raise MusicgenError(f"config: '{where}' must be a mapping, got {value!r}")
+        return from_dict(tp, value, where)
+    if origin in (list, tuple):
+        if not isinstance(value, (list, tuple)):
+            raise MusicgenError(f"config: '{where}' must be a list, got {value!r}")
+        (item_tp,) = typing.get_args(tp)[:1] or (Any,)
+        return [_coerce(v, item_tp, f"{where}[{i}]") for i, v in enumerate(value)]
+    if origin in (typing.Union, types.UnionType):
+        for arg in typing.get_args(tp):
+            try:
+                return _coerce(value, arg, where)
+            except MusicgenError:
+                continue
+        raise MusicgenError(f"config: '{where}' has the wrong type: {value!r}")
+    if tp is Any:
+        return value
+    if tp is float and isinstance(value, int) and not isinstance(value, bool):
+        return float(value)
+    if tp is bool and not isinstance(value, bool):
+        raise MusicgenError(f"config: '{where}' must be true or false, got {value!r}")
+    if tp in (int, float) and isinstance(value, bool):
+        raise MusicgenError(f"config: '{where}' must be {_type_name(tp)}, got {value!r}")
+    if tp in (int, float, str) and not isinstance(value, tp):
+        raise MusicgenError(f"config: '{where}' must be {_type_name(tp)}, got {value!r}")
+    if tp is type(None) and value is not None:
+        raise MusicgenError(f"config: '{where}' must be null")
+    return value
+
+
+def from_dict(cls: type, data: dict, where: str = "") -> Any:
+    """Build dataclass `cls` from a (possibly partial) dict; unknown keys are errors."""
+    hints = typing.get_type_hints(cls)
+    names = [f.name for f in dataclasses.fields(cls)]
+    unknown = [k for k in data if k not in names]
+    if unknown:
+        prefix = f"{where}." if where else ""
+        raise MusicgenError(
+            f"config: unknown key '{prefix}{unknown[0]}'; valid keys"
+            f"{' of ' + where if where else ''}: {', '.join(names)}"
+        )
+    kwargs = {}
+    for key, value in data.items():
+        kwargs[key] = _coerce(value, hints[key], f"{where}.{key}" if where else key)
+    return cls(**kwargs)
+
+
+def to_dict(cfg: Any) -> dict:
+    return dataclasses.asdict(cfg)
+
+
+def _parse_scalar(text: str) -> Any:
+    """Command-line values are YAML scalars: 4, 2e-4, true, [−6, 6], sine_spe."""
+    try:
+        return yaml.safe_load(text)
+    except yaml.YAMLError:
+        return text
+
+
+def apply_overrides(data: dict, overrides: list[str]) -> dict:
+    """Apply `section.key=value` (or `--section.key=value`) strings to a nested dict."""
+    data = _deep_copy(data)
+    for item in overrides:
+        text = item[2:] if item.startswith("--") else item
+        if "=" not in text:
+            raise MusicgenError(f"config: override '{item}' must look like --section.key=value")
+        dotted, raw = text.split("=", 1)
+        keys = dotted.split(".")
+        node = data
+        for k in keys[:-1]:
+            node = node.setdefault(k, {})
+            if not isinstance(node, dict):
+                raise MusicgenError(f"config: '{dotted}' does not name a config field")
+        node[keys[-1]] = _parse_scalar(raw)
+    return data
+
+
+def _deep_copy(d: dict) -> dict:
+    return {k: _deep_copy(v) if isinstance(v, dict) else v for k, v in d.items()}
+
+
+def load_yaml(path: str | Path) -> dict:
+    path = Path(path)
+    if not path.is_file():
+        raise MusicgenError(f"{path}: config file not found")
+    try:
+        data = yaml.safe_load(path.read_text()) or {}
+    except yaml.YAMLError as exc:
+        raise MusicgenError(f"{path}: not valid YAML ({str(exc).splitlines()[0]})") from None
+    if not isinstance(data, dict):
+        raise MusicgenError(f"{path}: a config file must be a mapping of sections")
+    return data
+
+
+def load_config(path: str | Path | None, overrides: list[str] | None = None) -> Config:
+    """Read a preset (which may name a `base:` preset it extends) and apply overrides."""
+    data: dict = {}
+    if path is not None:
+        data = _load_with_base(Path(path))
+    data = apply_overrides(data, overrides or [])
+    return from_dict(Config, data)
+
+
+def _load_with_base(path: Path) -> dict:
+    data = load_yaml(path)
+    base = data.pop("base", None)
+    if base is None:
+        return data
+    merged = _load_with_base((path.parent / base).resolve())
+    _deep_merge(merged, data)
+    return merged
+
+
+def _deep_merge(dst: dict, src: dict) -> None:
+    for k, v in src.items():
+        if isinstance(v, dict) and isinstance(dst.get(k), dict):
+            _deep_merge(dst[k], v)
+        else:
+            dst[k] = v
+
+
+def config_from_dict(data: dict) -> Config:
+    """Rebuild a Config saved in a checkpoint."""
+    return from_dict(Config, data)

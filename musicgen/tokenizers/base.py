@@ -1,0 +1,105 @@
+"""The tokenizer and grammar interfaces every downstream module relies on.
+
+A tokenizer turns a MIDI file (or a `symusic.Score`) into a list of integer ids and back; it never
+sees torch. Its `grammar()` gives an incremental checker used by the sampler (to mask invalid
+tokens), by tests (every prepared sequence is accepted) and by the evaluation (grammar error rate).
+Tokenizers are chosen by name from `musicgen.tokenizers.REGISTRY` and describe themselves as a
+JSON-able dict, which is stored with every prepared dataset and every checkpoint.
+"""
+
+from __future__ import annotations
+
+import abc
+from pathlib import Path
+
+import numpy as np
+import symusic
+
+PAD_ID = 0  # every tokenizer reserves id 0 for padding; the loss ignores it
+
+
+class Grammar(abc.ABC):
+    """Incremental validity state for one sequence being generated.
+
+    `allowed()` is O(vocabulary) and never re-parses the prefix; `advance()` updates the state in
+    O(1) (amortised). `completion()` lists the tokens that close the sequence validly (finish an
+    open note triple, release sounding notes, end token) when the length budget runs out.
+    """
+
+    @abc.abstractmethod
+    def allowed(self) -> np.ndarray:
+        """Boolean mask of shape (vocab_size,): which ids may come next."""
+
+    @abc.abstractmethod
+    def advance(self, token_id: int) -> bool:
+        """Consume one id; returns False (and records an error) if it was not allowed."""
+
+    @abc.abstractmethod
+    def finished(self) -> bool:
+        """True once the end token was consumed (nothing more is allowed)."""
+
+    @abc.abstractmethod
+    def completion(self) -> list[int]:
+        """Ids that, appended now, make the sequence complete and valid (ends with the end token)."""
+
+    errors: int = 0  # number of ids advanced that were not allowed
+
+
+class Tokenizer(abc.ABC):
+    """MIDI <-> ids. Subclasses set `name` and register themselves in `musicgen.tokenizers`."""
+
+    name: str = ""
+    pad_id: int = PAD_ID
+    bos_id: int
+    eos_id: int
+
+    @property
+    @abc.abstractmethod
+    def vocab_size(self) -> int: ...
+
+    @abc.abstractmethod
+    def encode(self, src: str | Path | symusic.Score) -> list[int]:
+        """A whole piece as ids, starting with `bos_id` and ending with `eos_id`.
+
+        Raises `MusicgenError` naming the file for unreadable input or a piece with no notes.
+        """
+
+    @abc.abstractmethod
+    def decode(self, ids: list[int] | np.ndarray) -> symusic.Score:
+        """Ids (padding, BOS/EOS allowed) to a score. Invalid tokens are skipped, never fatal."""
+
+    def decode_to_midi(self, ids: list[int] | np.ndarray, path: str | Path) -> None:
+        self.decode(ids).dump_midi(str(path))
+
+    @abc.abstractmethod
+    def token_name(self, token_id: int) -> str: ...
+
+    @abc.abstractmethod
+    def token_id(self, name: str) -> int: ...
+
+    @abc.abstractmethod
+    def transpose(self, ids: np.ndarray, semitones: int) -> np.ndarray | None:
+        """Ids with every pitched note (and chord root) moved; None if a note would leave the range."""
+
+    @abc.abstractmethod
+    def bar_starts(self, ids: np.ndarray) -> np.ndarray:
+        """Indices of the tokens where a bar begins (crops start there)."""
+
+    @abc.abstractmethod
+    def grammar(self) -> Grammar: ...
+
+    @abc.abstractmethod
+    def to_dict(self) -> dict:
+        """A JSON-able description that `from_dict` turns back into an identical tokenizer."""
+
+    @classmethod
+    @abc.abstractmethod
+    def from_dict(cls, data: dict) -> Tokenizer: ...
+
+    def save(self, path: str | Path) -> None:
+        """Write `tokenizer.json` atomically."""
+        import json
+
+        from musicgen.io import atomic_write_text
+
+        atomic_write_text(Path(path), json.dumps(self.to_dict(), indent=1))
