@@ -177,9 +177,15 @@ def to_dict(cfg: Any) -> dict:
 def _parse_scalar(text: str) -> Any:
     """Command-line values are YAML scalars: 4, 2e-4, true, [−6, 6], sine_spe."""
     try:
-        return yaml.safe_load(text)
+        value = yaml.safe_load(text)
     except yaml.YAMLError:
         return text
+    if isinstance(value, str):  # YAML 1.1 reads "2e-4" as a string; users mean a number
+        try:
+            return float(value)
+        except ValueError:
+            pass
+    return value
 
 
 def apply_overrides(data: dict, overrides: list[str]) -> dict:
