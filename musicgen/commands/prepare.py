@@ -1,0 +1,52 @@
+"""`musicgen prepare`: a folder of MIDI files -> token arrays ready for training."""
+
+from __future__ import annotations
+
+import argparse
+import os
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser(
+        "prepare",
+        help="tokenize a folder of MIDI files into a prepared dataset",
+        description="Find every .mid/.midi file under --input, tokenize it and write token arrays "
+        "per split (train/validation/test) to --output. Bad files are skipped and listed in "
+        "OUTPUT/skipped.csv; rerunning reuses songs that did not change.",
+    )
+    p.add_argument(
+        "--dataset",
+        required=True,
+        choices=["pop909", "maestro", "groove", "folder"],
+        help="layout of the input (decides the split and the default tokenizer)",
+    )
+    p.add_argument(
+        "--input", required=True, help="folder with the MIDI files (searched recursively)"
+    )
+    p.add_argument("--output", required=True, help="folder to write the prepared dataset to")
+    p.add_argument(
+        "--tokenizer",
+        help="registry name (remi, groove) or YAML file; default: groove for --dataset groove, "
+        "configs/tokenizer/remi.yaml otherwise",
+    )
+    p.add_argument(
+        "--workers", type=int, default=min(4, os.cpu_count() or 1), help="tokenizer processes"
+    )
+    p.add_argument(
+        "--max-size-mb", type=float, default=10.0, help="skip MIDI files larger than this"
+    )
+    p.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    from musicgen.data.prepare import prepare
+
+    s = prepare(
+        args.dataset, args.input, args.output, args.tokenizer, args.workers, args.max_size_mb
+    )
+    print(
+        f"prepared {s['songs']} songs ({s['train']} train, {s['validation']} validation, "
+        f"{s['test']} test; {s['tokens']} tokens; {s['reused']} reused from cache), "
+        f"skipped {s['skipped']} (see {args.output}/skipped.csv) -> {args.output}"
+    )
+    return 0

@@ -1,0 +1,1 @@
+"""Prepared datasets: `prepare` writes them, `dataset` reads crops from them."""

@@ -1,0 +1,148 @@
+"""Reading a prepared dataset: whole songs (`PreparedSplit`) and training crops (`CropDataset`).
+
+Tokens stay memory-mapped (many DataLoader workers share one page cache). Every random choice of
+a crop is drawn from a generator seeded by (seed, epoch, index), so a batch is the same whatever
+the number of DataLoader workers.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import torch
+from torch.utils.data import Dataset
+
+from musicgen.errors import MusicgenError
+from musicgen.tokenizers import Tokenizer, load_tokenizer
+
+IGNORE_INDEX = -100  # target value the loss skips (padding)
+TRANSPOSE_TRIES = 5  # redraws when a shift pushes a note out of range, then no shift
+
+
+class PreparedSplit:
+    """One split of a folder written by `musicgen prepare`; `[i]` is song i's ids (uint16 view)."""
+
+    def __init__(self, path: str | Path, split: str):
+        self.path = Path(path)
+        self.split = split
+        tokens, offsets = self.path / split / "tokens.npy", self.path / split / "offsets.npy"
+        if not (self.path / "tokenizer.json").is_file():
+            raise MusicgenError(f"{self.path}: not a prepared dataset (no tokenizer.json)")
+        if not tokens.is_file() or not offsets.is_file():
+            raise MusicgenError(f"{self.path}: split '{split}' not found (no {split}/tokens.npy)")
+        try:
+            self.tokens = np.load(tokens, mmap_mode="r")  # (T,) uint16
+            self.offsets = np.load(offsets)  # (n_songs + 1,) int64
+        except (ValueError, OSError) as exc:
+            raise MusicgenError(f"{tokens.parent}: damaged token arrays ({exc})") from None
+        if len(self.offsets) == 0 or self.offsets[-1] != len(self.tokens):
+            raise MusicgenError(f"{tokens.parent}: offsets do not match tokens.npy")
+        self._tokenizer: Tokenizer | None = None
+
+    @property
+    def tokenizer(self) -> Tokenizer:
+        if self._tokenizer is None:
+            self._tokenizer = load_tokenizer(self.path / "tokenizer.json")
+        return self._tokenizer
+
+    @property
+    def lengths(self) -> np.ndarray:
+        return np.diff(self.offsets)
+
+    def __len__(self) -> int:
+        return len(self.offsets) - 1
+
+    def __getitem__(self, i: int) -> np.ndarray:
+        if not -len(self) <= i < len(self):
+            raise IndexError(f"song {i} out of range ({len(self)} songs)")
+        i = i % len(self)
+        return self.tokens[self.offsets[i] : self.offsets[i + 1]]
+
+
+def load_songs(path: str | Path, split: str, max_songs: int | None = None) -> list[np.ndarray]:
+    """The first `max_songs` songs of a split as int64 arrays (for validation)."""
+    ps = PreparedSplit(path, split)
+    n = len(ps) if max_songs is None else min(max_songs, len(ps))
+    return [np.asarray(ps[i], dtype=np.int64) for i in range(n)]
+
+
+class CropDataset(Dataset):
+    """Fixed-length training crops: random song, start at a bar, random transposition.
+
+    Item `index` of epoch `e` depends only on (seed, e, index). With the default `num_samples`
+    (number of songs) an epoch visits every song once, in a per-epoch random order.
+    """
+
+    def __init__(
+        self,
+        split: PreparedSplit,
+        crop_len: int,
+        transpose: tuple[int, int] | list[int] = (0, 0),
+        drop_instrument_p: float = 0.0,
+        random_start_bar: bool = True,
+        seed: int = 0,
+        num_samples: int | None = None,
+    ):
+        if len(split) == 0:
+            raise MusicgenError(f"{split.path}: split '{split.split}' has no songs")
+        if crop_len < 1:
+            raise MusicgenError(f"crop_len must be positive, got {crop_len}")
+        lo, hi = (int(x) for x in transpose)
+        if lo > hi:
+            raise MusicgenError(f"transpose range [{lo}, {hi}] is empty")
+        self.split, self.crop_len, self.lo, self.hi = split, int(crop_len), lo, hi
+        self.drop_instrument_p = float(drop_instrument_p)
+        self.random_start_bar = random_start_bar
+        self.seed = int(seed)
+        self.num_samples = len(split) if num_samples is None else int(num_samples)
+        self.tokenizer = split.tokenizer
+        self.epoch = 0
+        self._perm: tuple[int, np.ndarray] | None = None
+
+    def set_epoch(self, epoch: int) -> None:
+        self.epoch = int(epoch)
+
+    def __len__(self) -> int:
+        return self.num_samples
+
+    def _song_index(self, index: int) -> int:
+        n = len(self.split)
+        if self._perm is None or self._perm[0] != self.epoch:
+            order = np.random.default_rng([self.seed, self.epoch, 2**31]).permutation(n)
+            self._perm = (self.epoch, order)
+        return int(self._perm[1][index % n])
+
+    def __getitem__(self, index: int) -> dict[str, torch.Tensor]:
+        rng = np.random.default_rng([self.seed, self.epoch, int(index)])
+        song = np.asarray(self.split[self._song_index(int(index))], dtype=np.int64)
+        n_take = self.crop_len + 1  # input and its one-step-shifted target
+        start = 0
+        if self.random_start_bar:
+            bars = self.tokenizer.bar_starts(song)
+            starts = np.concatenate([[0], bars[bars <= len(song) - n_take]])
+            start = int(starts[rng.integers(len(starts))])
+        if self.drop_instrument_p > 0:
+            chunk = np.asarray(
+                self.tokenizer.drop_tracks(song[start:], rng, self.drop_instrument_p)
+            )
+            chunk = chunk[:n_take]
+        else:
+            chunk = song[start : start + n_take]
+        if (self.lo, self.hi) != (0, 0):
+            chunk = self._transposed(chunk, rng)
+        n = len(chunk) - 1
+        inp = torch.full((self.crop_len,), self.tokenizer.pad_id, dtype=torch.long)  # (L,)
+        tgt = torch.full((self.crop_len,), IGNORE_INDEX, dtype=torch.long)  # (L,)
+        if n > 0:
+            inp[:n] = torch.from_numpy(np.ascontiguousarray(chunk[:-1], dtype=np.int64))
+            tgt[:n] = torch.from_numpy(np.ascontiguousarray(chunk[1:], dtype=np.int64))
+        return {"input": inp, "target": tgt}
+
+    def _transposed(self, chunk: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+        for _ in range(TRANSPOSE_TRIES):
+            k = int(rng.integers(self.lo, self.hi + 1))
+            out = self.tokenizer.transpose(chunk, k)
+            if out is not None:
+                return out
+        return chunk

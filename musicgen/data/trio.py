@@ -1,0 +1,240 @@
+"""A synthetic bass / drums / piano trio dataset, made the way Groove2Groove was: chord charts
+played in fixed styles.
+
+Chord charts come from POP909 (each song's `chord_midi.txt` on the beats of `beat_midi.txt`; the
+first downbeat at or after the first chord starts bar 0). A style is (one Groove MIDI drum groove
+looped over 2 bars, one bass pattern, one accompaniment pattern, the groove's tempo) and stays the
+same for a whole song of 16-48 bars (up to 64 possible; 48 keeps data/trio under 3 MB); every style
+plays `songs_per_style` songs.
+
+Split rule: styles are split 80/10/10 into train/validation/test. Drum grooves are split by their
+Groove MIDI style label (e.g. "funk/groove1"): every label belongs to one split only, so no drum
+file and no drum style label of the test set occurs in training. Bass and accompaniment patterns
+are generated per style from the seed, so their ids (`bass_<style>`, `accomp_<style>`) are unique
+to one style and hence to one split. Each POP909 song is used at most once.
+
+All notes lie on the 12-ticks-per-beat grid and no pitch overlaps itself within a part, so the
+Groove tokenizer round-trips the files exactly. Output is byte-for-byte deterministic for a seed.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import symusic
+from tqdm import tqdm
+
+from musicgen.data.trio_patterns import (
+    BAR,
+    BEAT,
+    Chord,
+    make_accomp_pattern,
+    make_bass_pattern,
+    parse_chord,
+    render_accomp,
+    render_bass,
+)
+from musicgen.errors import MusicgenError
+from musicgen.io import atomic_write_bytes, atomic_write_text
+from musicgen.tokenizers.groove import resolve_overlaps
+
+SPLITS = ("train", "validation", "test")
+LOOP_BARS = 2
+TD11_TO_GM = {22: 42, 26: 46, 58: 43}  # Roland TD-11 extra notes -> General MIDI drums
+META_FIELDS = (
+    "song", "split", "pop909_id", "start_bar", "bars", "tempo", "drum_file", "drum_style",
+    "bass_pattern", "accomp_pattern",
+)  # fmt: skip
+
+
+@dataclass
+class DrumGroove:
+    file: str  # relative to the Groove MIDI folder
+    style: str
+    bpm: int
+
+
+def chart_of(song_dir: Path) -> tuple[list[Chord | None], int] | None:
+    """Chords per beat (None = no chord) from the first usable downbeat, and the number of whole
+    bars available; None when the annotations are missing or unreadable."""
+    try:
+        beats = np.loadtxt(song_dir / "beat_midi.txt", ndmin=2)
+        rows = [ln.split("\t") for ln in (song_dir / "chord_midi.txt").read_text().splitlines()]
+    except (OSError, ValueError):
+        return None
+    rows = [r for r in rows if len(r) == 3]
+    if len(beats) < 4 or not rows:
+        return None
+    starts = np.array([float(r[0]) for r in rows])
+    chords = [parse_chord(r[2].strip()) for r in rows]
+    first = next((starts[i] for i, c in enumerate(chords) if c is not None), None)
+    if first is None:
+        return None
+    down = np.flatnonzero((beats[:, 2] == 1) & (beats[:, 0] >= first - 0.05))
+    if len(down) == 0:
+        return None
+    b0 = int(down[0])
+    idx = np.searchsorted(starts, beats[b0:, 0] + 0.05, side="right") - 1
+    per_beat = [chords[i] if i >= 0 else None for i in idx.tolist()]
+    return per_beat, len(per_beat) // 4
+
+
+def drum_pool(groove_dir: Path) -> list[DrumGroove]:
+    """4/4 'beat' grooves of at least 4 bars, in info.csv order."""
+    info = groove_dir / "info.csv"
+    if not info.is_file():
+        raise MusicgenError(f"{info}: Groove MIDI info.csv not found")
+    out = []
+    with open(info, newline="") as fh:
+        for r in csv.DictReader(fh):
+            if r["beat_type"] != "beat" or r["time_signature"] != "4-4":
+                continue
+            if float(r["duration"]) * int(r["bpm"]) / 60 < 4 * 4 or not (
+                groove_dir / r["midi_filename"]
+            ).is_file():
+                continue
+            out.append(DrumGroove(r["midi_filename"], r["style"], int(r["bpm"])))
+    if not out:
+        raise MusicgenError(f"{info}: no 4/4 beat grooves found")
+    return out
+
+
+def split_drum_styles(pool: list[DrumGroove], rng: np.random.Generator) -> dict[str, str]:
+    """Style label -> split: the 3 most frequent labels train; of the rest (shuffled) 10 % test,
+    10 % validation (at least one each), the others train."""
+    counts: dict[str, int] = {}
+    for g in pool:
+        counts[g.style] = counts.get(g.style, 0) + 1
+    labels = sorted(counts, key=lambda s: (-counts[s], s))
+    common, rest = labels[:3], sorted(labels[3:])
+    rest = [rest[i] for i in rng.permutation(len(rest))]
+    n = max(1, round(0.1 * len(labels)))
+    out = {s: "train" for s in common + rest[2 * n :]}
+    out.update({s: "test" for s in rest[:n]})
+    out.update({s: "validation" for s in rest[n : 2 * n]})
+    return out
+
+
+def drum_loop(path: Path) -> np.ndarray:
+    """(onset, offset, pitch, velocity) of a 2-bar loop on the 12-tick grid: the bars after the
+    first played bar (or the first two when the groove is short)."""
+    try:
+        score = symusic.Score(str(path))
+    except (RuntimeError, ValueError, OSError) as exc:
+        raise MusicgenError(f"{path}: cannot read MIDI ({exc})") from None
+    notes = [n for t in score.tracks for n in t.notes]
+    if not notes:
+        raise MusicgenError(f"{path}: no drum notes")
+    tpq = score.tpq
+    on = np.array([round(n.time * BEAT / tpq) for n in notes], dtype=np.int64)
+    pitch = np.array([TD11_TO_GM.get(n.pitch, n.pitch) for n in notes], dtype=np.int64)
+    vel = np.array([n.velocity for n in notes], dtype=np.int64)
+    b0 = int(round(on.min() / BAR))
+    start = (b0 + 1) * BAR if on.max() >= (b0 + 1 + LOOP_BARS) * BAR else b0 * BAR
+    keep = (on >= start) & (on < start + LOOP_BARS * BAR)
+    return np.stack([on[keep] - start, on[keep] - start + 1, pitch[keep], vel[keep]], axis=1)
+
+
+def _tile(loop: np.ndarray, n_bars: int) -> np.ndarray:
+    reps = -(-n_bars // LOOP_BARS)
+    parts = [loop + np.array([r * LOOP_BARS * BAR, r * LOOP_BARS * BAR, 0, 0]) for r in range(reps)]
+    return np.concatenate(parts)
+
+
+def _clean(notes: np.ndarray, end: int) -> np.ndarray:
+    """Clip to [0, end), drop same-pitch overlaps (tokenizer rule), keep velocities."""
+    notes = notes[notes[:, 0] < end].copy()
+    notes[:, 1] = np.minimum(notes[:, 1], end)
+    vel = {(int(n[0]), int(n[2])): int(n[3]) for n in notes[::-1]}  # first velocity wins
+    clean = resolve_overlaps(notes[:, :3])
+    v = np.array([vel[(int(n[0]), int(n[2]))] for n in clean], dtype=np.int64)
+    return np.concatenate([clean, v.reshape(-1, 1)], axis=1)
+
+
+def _midi_bytes(parts: list[np.ndarray], tempo: int) -> bytes:
+    score = symusic.Score(BEAT)
+    score.tempos.append(symusic.Tempo(0, float(tempo)))
+    score.time_signatures.append(symusic.TimeSignature(0, 4, 4))
+    for (name, program, drum), notes in zip(
+        (("Bass", 33, False), ("Drums", 0, True), ("Piano", 0, False)), parts, strict=True
+    ):
+        track = symusic.Track(name, program, drum)
+        for on, off, pitch, vel in notes[np.lexsort((notes[:, 2], notes[:, 0]))].tolist():
+            track.notes.append(symusic.Note(on, off - on, pitch, vel))
+        score.tracks.append(track)
+    return bytes(score.dumps_midi())
+
+
+def build_trio(
+    pop909_dir: str | Path,
+    groove_dir: str | Path,
+    out_dir: str | Path,
+    n_songs: int = 300,
+    seed: int = 0,
+    songs_per_style: int = 3,
+    min_bars: int = 16,
+    max_bars: int = 48,
+    progress: bool = True,
+) -> list[dict]:
+    """Write `out_dir/{split}/NNNN.mid` and `out_dir/metadata.csv`; returns the metadata rows."""
+    pop909_dir, groove_dir, out_dir = Path(pop909_dir), Path(groove_dir), Path(out_dir)
+    if not pop909_dir.is_dir():
+        raise MusicgenError(f"{pop909_dir}: POP909 folder not found")
+    rng = np.random.default_rng(seed)
+    pool = drum_pool(groove_dir)
+    label_split = split_drum_styles(pool, rng)
+    by_split = {s: [g for g in pool if label_split[g.style] == s] for s in SPLITS}
+    song_ids = sorted(p.name for p in pop909_dir.iterdir() if p.is_dir())
+    song_ids = [song_ids[i] for i in rng.permutation(len(song_ids))]
+    n_styles = -(-n_songs // songs_per_style)
+    n_small = max(1, round(0.1 * n_styles)) if n_styles >= 3 else 0
+    style_split = ["test"] * n_small + ["validation"] * n_small
+    style_split += ["train"] * (n_styles - 2 * n_small)
+    rows: list[dict] = []
+    song_iter = iter(song_ids)
+    bar = tqdm(total=n_songs, desc="trio songs", disable=not progress)
+    for k in range(n_styles):
+        split = style_split[k]
+        srng = np.random.default_rng([seed, k])
+        groove = by_split[split][int(srng.integers(len(by_split[split])))]
+        loop = drum_loop(groove_dir / groove.file)
+        bass, accomp = make_bass_pattern(srng), make_accomp_pattern(srng)
+        for _ in range(min(songs_per_style, n_songs - len(rows))):
+            chart = None
+            while chart is None:
+                pid = next(song_iter, None)
+                if pid is None:
+                    raise MusicgenError(f"{pop909_dir}: not enough POP909 songs with annotations")
+                chart = chart_of(pop909_dir / pid)
+                if chart is not None and chart[1] < min_bars:
+                    chart = None
+            chords, avail = chart
+            n_bars = int(srng.integers(min_bars, min(max_bars, avail) + 1))
+            start_bar = int(srng.integers(0, avail - n_bars + 1))
+            chords = chords[start_bar * 4 : (start_bar + n_bars) * 4]
+            end = n_bars * BAR
+            parts = [
+                _clean(render_bass(bass, chords), end),
+                _clean(_tile(loop, n_bars), end),
+                _clean(render_accomp(accomp, chords), end),
+            ]
+            name = f"{len(rows):04d}"
+            atomic_write_bytes(out_dir / split / f"{name}.mid", _midi_bytes(parts, groove.bpm))
+            rows.append({
+                "song": f"{split}/{name}.mid", "split": split, "pop909_id": pid,
+                "start_bar": start_bar, "bars": n_bars, "tempo": groove.bpm,
+                "drum_file": groove.file, "drum_style": groove.style,
+                "bass_pattern": f"bass_{k:03d}", "accomp_pattern": f"accomp_{k:03d}",
+            })  # fmt: skip
+            bar.update(1)
+    bar.close()
+    buf = io.StringIO()
+    writer = csv.DictWriter(buf, fieldnames=META_FIELDS, lineterminator="\n")
+    writer.writeheader()
+    writer.writerows(rows)
+    atomic_write_text(out_dir / "metadata.csv", buf.getvalue())
+    return rows

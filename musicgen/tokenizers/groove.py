@@ -1,0 +1,391 @@
+"""Groove2Groove multi-track tokenizer: NoteOn/NoteOff(track, pitch) + TimeShift, 12 ticks per beat.
+
+The vocabulary is the one of the SPE paper's groove experiment (794 tokens) plus our padding id 0,
+so `vocab_size` is 795; the exact layout is in `groove_grammar.py` and docs/tokenization.md.
+
+Track roles (track 1 = bass, 2 = drums, 3 = accompaniment) are found in a multi-track MIDI as:
+drums = every `is_drum` track; bass = every pitched track with a GM bass program (32-39) or "bass"
+in its name; third = ONE of the remaining pitched tracks, by default the one with the most notes
+(ties: the earliest track), or with `third_track: random` a uniformly drawn one (seeded per file).
+Tracks of one role are merged. Times are quantised to 12 ticks per beat (beat = quarter note);
+overlapping notes of one pitch on one role are cut where the next one starts.
+
+Bars: 4 beats per bar (`beats_per_bar`) counted from the first bar that has a note (leading empty
+bars are dropped). The encoder splits TimeShifts at bar lines, so every bar line falls between two
+tokens; `bar_starts` reads the accumulated time, so it also works on generated ids.
+
+Tempo: ids carry none. `decode(ids, tempo=...)` writes the given tempo (the sampler passes
+`tempo_of(prompt)`), else `default_tempo` (120 qpm).
+"""
+
+from __future__ import annotations
+
+import functools
+import re
+import zlib
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import symusic
+
+from musicgen.errors import MusicgenError
+from musicgen.tokenizers.base import PAD_ID, Tokenizer
+from musicgen.tokenizers.groove_grammar import (
+    BOS_ID,
+    DRUMS,
+    EOS_ID,
+    MAX_SHIFT,
+    N_TRACKS,
+    NOTE_OFF,
+    NOTE_ON,
+    TICKS_PER_BEAT,
+    TRACK_NAMES,
+    VOCAB_SIZE,
+    GrooveGrammar,
+    GrooveTables,
+    time_shift,
+)
+
+DEFAULTS: dict[str, Any] = {
+    "bass_program": 33,  # GM program of the decoded bass track (33 = fingered electric bass)
+    "third_program": 0,  # GM program of the decoded accompaniment track (0 = acoustic piano)
+    "default_tempo": 120.0,  # qpm written by decode() when no tempo is given
+    "beats_per_bar": 4,  # bar length for bar_starts / bar-aligned TimeShifts
+    "velocity": 90,  # velocity of decoded notes (the vocabulary has none)
+    "third_track": "most_notes",  # most_notes | random: which remaining track plays role 3
+    "seed": 0,  # seed of the per-file draw when third_track = random
+    "decode_tpq": 480,  # ticks per quarter of decoded scores
+}
+THIRD_CHOICES = ("most_notes", "random")
+
+NoteArray = np.ndarray  # int64 (n, 3): onset, offset, pitch in 12-tick units
+
+
+def _where(src: str | Path | symusic.Score) -> str:
+    return "score" if isinstance(src, symusic.Score) else str(src)
+
+
+def load_score(src: str | Path | symusic.Score) -> symusic.Score:
+    """A tick-time score, or MusicgenError naming the file (missing, empty, corrupt)."""
+    if isinstance(src, symusic.Score) or hasattr(src, "tracks"):
+        score = src
+        if "Tick" not in str(getattr(score, "ttype", "Tick")):
+            score = score.to("tick")
+        return score
+    path = Path(src)
+    if not path.is_file():
+        raise MusicgenError(f"{path}: file not found")
+    if path.stat().st_size == 0:
+        raise MusicgenError(f"{path}: empty file (not a MIDI file)")
+    try:
+        return symusic.Score(str(path))
+    except (RuntimeError, ValueError, IndexError, OSError) as exc:
+        msg = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+        raise MusicgenError(f"{path}: cannot read MIDI (corrupt or not MIDI: {msg})") from None
+
+
+def _quantise(track: Any, tpq: int) -> NoteArray:
+    """(onset, offset, pitch) at 12 ticks per beat; every note lasts at least one tick."""
+    a = track.notes.numpy()
+    t = a["time"].astype(np.float64) * TICKS_PER_BEAT / tpq
+    e = (a["time"].astype(np.float64) + a["duration"]) * TICKS_PER_BEAT / tpq
+    on = np.floor(t + 0.5).astype(np.int64)
+    off = np.maximum(np.floor(e + 0.5).astype(np.int64), on + 1)
+    return np.stack([on, off, a["pitch"].astype(np.int64) & 127], axis=1)
+
+
+def resolve_overlaps(notes: NoteArray) -> NoteArray:
+    """One pitch sounds at most once: same-onset duplicates keep the longest, and a note is cut
+    where the next note of its pitch starts. Sorted by (pitch, onset)."""
+    if len(notes) == 0:
+        return notes.reshape(0, 3)
+    on, off, pitch = notes[:, 0], notes[:, 1], notes[:, 2]
+    order = np.lexsort((-off, on, pitch))
+    n = notes[order]
+    first = np.ones(len(n), dtype=bool)
+    first[1:] = (n[1:, 2] != n[:-1, 2]) | (n[1:, 0] != n[:-1, 0])
+    n = n[first].copy()
+    same_next = np.zeros(len(n), dtype=bool)
+    same_next[:-1] = n[1:, 2] == n[:-1, 2]
+    nxt = np.roll(n[:, 0], -1)
+    n[:, 1] = np.where(same_next, np.minimum(n[:, 1], nxt), n[:, 1])
+    return n
+
+
+_BASS_NAME = re.compile(r"bass(?!oon)", re.IGNORECASE)  # "Bass", "E.Bass", not "Bassoon"
+
+
+def is_bass(track: Any) -> bool:
+    return not track.is_drum and (32 <= track.program <= 39 or bool(_BASS_NAME.search(track.name)))
+
+
+class GrooveTokenizer(Tokenizer):
+    """MIDI <-> Groove2Groove ids (see the module docstring for roles, bars and tempo)."""
+
+    name = "groove"
+    bos_id = BOS_ID
+    eos_id = EOS_ID
+
+    def __init__(self, options: dict[str, Any] | None = None):
+        opts = dict(DEFAULTS)
+        opts.update(options or {})
+        if opts["third_track"] not in THIRD_CHOICES:
+            raise MusicgenError(
+                f"tokenizer: third_track '{opts['third_track']}' is not one of {THIRD_CHOICES}"
+            )
+        if int(opts["beats_per_bar"]) < 1:
+            raise MusicgenError("tokenizer: beats_per_bar must be >= 1")
+        self.options = opts
+        self.tables = GrooveTables()
+        self._names = self.tables.names()
+        self._ids = {n: i for i, n in enumerate(self._names)}
+        self.ticks_per_bar = int(opts["beats_per_bar"]) * TICKS_PER_BEAT
+
+    @property
+    def vocab_size(self) -> int:
+        return VOCAB_SIZE
+
+    def token_name(self, token_id: int) -> str:
+        if not 0 <= int(token_id) < VOCAB_SIZE:
+            raise MusicgenError(f"tokenizer: id {token_id} outside the vocabulary (0..794)")
+        return self._names[int(token_id)]
+
+    def token_id(self, name: str) -> int:
+        if name not in self._ids:
+            raise MusicgenError(f"tokenizer: unknown groove token '{name}'")
+        return self._ids[name]
+
+    # --- roles ------------------------------------------------------------------------------
+
+    def roles(
+        self, src: str | Path | symusic.Score, rng: np.random.Generator | None = None
+    ) -> list[NoteArray]:
+        """Quantised, overlap-free notes of bass, drums, third (each (n, 3)), times from 0 of
+        the first bar that has a note. Raises MusicgenError when no track has notes."""
+        where = _where(src)
+        score = load_score(src)
+        tracks = [t for t in score.tracks if len(t.notes) > 0]
+        if not tracks:
+            raise MusicgenError(f"{where}: no usable track (no notes in any track)")
+        groups: list[list[Any]] = [[], [], []]
+        others = []
+        for t in tracks:
+            if t.is_drum:
+                groups[DRUMS].append(t)
+            elif is_bass(t):
+                groups[0].append(t)
+            else:
+                others.append(t)
+        if others:
+            if self.options["third_track"] == "random":
+                if rng is None:
+                    seed = [int(self.options["seed"]), zlib.crc32(where.encode())]
+                    rng = np.random.default_rng(seed)
+                groups[2].append(others[int(rng.integers(len(others)))])
+            else:
+                counts = [len(t.notes) for t in others]
+                groups[2].append(others[int(np.argmax(counts))])  # argmax: earliest on ties
+        out = []
+        for group in groups:
+            parts = [_quantise(t, score.tpq) for t in group]
+            out.append(resolve_overlaps(np.concatenate(parts)) if parts else np.zeros((0, 3), int))
+        start = min(int(n[:, 0].min()) for n in out if len(n))
+        start = start // self.ticks_per_bar * self.ticks_per_bar
+        for n in out:
+            n[:, :2] -= start
+        return out
+
+    def tempo_of(self, src: str | Path | symusic.Score) -> float:
+        """The first tempo (qpm) of a file or score, else `default_tempo`."""
+        score = load_score(src)
+        if len(score.tempos):
+            return float(score.tempos[0].qpm)
+        return float(self.options["default_tempo"])
+
+    # --- encode / decode --------------------------------------------------------------------
+
+    def _shifts(self, cur: int, target: int, out: list[int]) -> None:
+        """Append TimeShifts from `cur` to `target`: <= 2 beats each, never across a bar line."""
+        while cur < target:
+            next_bar = (cur // self.ticks_per_bar + 1) * self.ticks_per_bar
+            step = min(target, next_bar, cur + MAX_SHIFT) - cur
+            out.append(time_shift(step))
+            cur += step
+
+    def encode(
+        self, src: str | Path | symusic.Score, rng: np.random.Generator | None = None
+    ) -> list[int]:
+        """BOS, then at each tick the NoteOffs then the NoteOns (by track, pitch), TimeShifts
+        between ticks, EOS. `rng` only matters for `third_track: random`."""
+        roles = self.roles(src, rng)
+        times, kinds, toks = [], [], []
+        for track, n in enumerate(roles):
+            if len(n) == 0:
+                continue
+            slot = track * 128 + n[:, 2]
+            times += [n[:, 1], n[:, 0]]
+            kinds += [np.zeros(len(n), np.int64), np.ones(len(n), np.int64)]
+            toks += [NOTE_OFF + slot, NOTE_ON + slot]
+        t, k, tok = (np.concatenate(x) for x in (times, kinds, toks))
+        order = np.lexsort((tok, k, t))
+        ids = [BOS_ID]
+        cur = 0
+        for time, token in zip(t[order].tolist(), tok[order].tolist(), strict=True):
+            if time > cur:
+                self._shifts(cur, time, ids)
+                cur = time
+            ids.append(token)
+        ids.append(EOS_ID)
+        return ids
+
+    def decode(self, ids: list[int] | np.ndarray, tempo: float | None = None) -> symusic.Score:
+        """Three tracks (bass, drums on channel 10, third) at `tempo` (default: `default_tempo`).
+        Lenient: unmatched NoteOffs are skipped, a repeated NoteOn restarts the note, notes still
+        sounding at the end (or at EOS) stop there (at least one tick long)."""
+        o = self.options
+        scale = int(o["decode_tpq"]) // TICKS_PER_BEAT
+        score = symusic.Score(int(o["decode_tpq"]))
+        score.tempos.append(symusic.Tempo(0, float(tempo or o["default_tempo"])))
+        programs = (int(o["bass_program"]), 0, int(o["third_program"]))
+        tracks = [symusic.Track(TRACK_NAMES[i], programs[i], i == DRUMS) for i in range(N_TRACKS)]
+        vel = int(o["velocity"])
+        tb = self.tables
+        open_: dict[int, int] = {}  # slot -> onset
+        cur = 0
+
+        def close(slot: int, end: int) -> None:
+            onset = open_.pop(slot)
+            dur = max(end - onset, 1) * scale
+            tracks[slot // 128].notes.append(symusic.Note(onset * scale, dur, slot % 128, vel))
+
+        for i in np.asarray(ids, dtype=np.int64).reshape(-1).tolist():
+            if not 0 <= i < VOCAB_SIZE or i in (PAD_ID, BOS_ID):
+                continue
+            if i == EOS_ID:
+                break
+            kind = tb.kind[i]
+            if kind == GrooveTables.SHIFT:
+                cur += int(tb.shift[i])
+                continue
+            slot = int(tb.slot[i])
+            if kind == GrooveTables.ON:
+                if slot in open_:
+                    close(slot, cur)
+                open_[slot] = cur
+            elif slot in open_:
+                close(slot, cur)
+        for slot in sorted(open_):
+            close(slot, cur)
+        for tr in tracks:
+            tr.notes.sort()
+            score.tracks.append(tr)
+        return score
+
+    def decode_to_midi(
+        self, ids: list[int] | np.ndarray, path: str | Path, tempo: float | None = None
+    ) -> None:
+        self.decode(ids, tempo=tempo).dump_midi(str(path))
+
+    # --- sequence operations ----------------------------------------------------------------
+
+    @functools.lru_cache(maxsize=64)  # noqa: B019  (one tokenizer lives for the whole run)
+    def _transpose_table(self, k: int) -> np.ndarray:
+        """id -> id with pitched (non-drum) notes moved by k; -1 where a pitch leaves 0..127."""
+        tb = self.tables
+        table = np.arange(VOCAB_SIZE, dtype=np.int64)
+        pitched = (tb.track >= 0) & (tb.track != DRUMS)
+        new = tb.pitch + k
+        inside = (new >= 0) & (new < 128)
+        table[pitched] = np.where(inside[pitched], table[pitched] + k, -1)
+        return table
+
+    def transpose(self, ids: np.ndarray, semitones: int) -> np.ndarray | None:
+        arr = np.asarray(ids)
+        if semitones == 0:
+            return arr.copy()
+        out = self._transpose_table(int(semitones))[arr.astype(np.int64)]
+        if np.any(out < 0):
+            return None
+        return out.astype(arr.dtype)
+
+    def bar_starts(self, ids: np.ndarray) -> np.ndarray:
+        """Index of the first token at or after each bar line (time accumulated from the first
+        token; BOS/EOS/PAD are never starts; a token after a long silence starts one bar; the
+        NoteOffs closing the piece on its last bar line start none)."""
+        arr = np.asarray(ids, dtype=np.int64).reshape(-1)
+        if len(arr) == 0:
+            return np.zeros(0, dtype=np.int64)
+        arr = np.clip(arr, 0, VOCAB_SIZE - 1)
+        shift = self.tables.shift[arr]
+        before = np.cumsum(shift) - shift  # time before each token
+        bar = before // self.ticks_per_bar
+        new = np.ones(len(arr), dtype=bool)
+        new[1:] = bar[1:] > bar[:-1]
+        kind = self.tables.kind[arr]
+        special = kind == GrooveTables.SPECIAL
+        if special[0]:  # BOS: bar 0 starts at the next token
+            new[1:2] = True
+        # a "bar" of only the final NoteOffs (notes ending on the last bar line) is no bar
+        moves = (kind == GrooveTables.ON) | (kind == GrooveTables.SHIFT)
+        moves_later = np.flip(np.cumsum(np.flip(moves))) > 0
+        return np.flatnonzero(new & ~special & moves_later)
+
+    def drop_tracks(self, ids: np.ndarray, rng: Any, p: float) -> np.ndarray:
+        """Remove each present track's notes with probability p, never all of them; TimeShifts
+        are merged back into the encoder's canonical form. `rng`: numpy Generator or
+        random.Random (only `.random()` is used)."""
+        arr = np.asarray(ids)
+        a = arr.astype(np.int64)
+        tb = self.tables
+        safe = np.clip(a, 0, VOCAB_SIZE - 1)
+        notes = tb.track[safe]
+        present = [int(x) for x in np.unique(notes[tb.kind[safe] == GrooveTables.ON])]
+        if p <= 0 or not present:
+            return arr.copy()
+        drop = [rng.random() < p for _ in present]
+        if all(drop):
+            drop[min(int(rng.random() * len(present)), len(present) - 1)] = False
+        dropped = {t for t, d in zip(present, drop, strict=True) if d}
+        if not dropped:
+            return arr.copy()
+        out: list[int] = []
+        cur = emitted = 0
+        for i, trk in zip(a.tolist(), notes.tolist(), strict=True):
+            sh = int(tb.shift[i]) if 0 <= i < VOCAB_SIZE else 0
+            if sh:
+                cur += sh
+                continue
+            if trk in dropped:
+                continue
+            if cur > emitted:
+                self._shifts(emitted, cur, out)
+                emitted = cur
+            out.append(i)
+        if cur > emitted:
+            self._shifts(emitted, cur, out)
+        return np.asarray(out, dtype=arr.dtype)
+
+    def grammar(self) -> GrooveGrammar:
+        return GrooveGrammar()
+
+    # --- serialisation ----------------------------------------------------------------------
+
+    def to_dict(self) -> dict:
+        return {"name": self.name, **self.options, "vocab_size": VOCAB_SIZE}
+
+    @classmethod
+    def from_dict(cls, data: dict) -> GrooveTokenizer:
+        known = {"name", "vocab_size", "options"} | set(DEFAULTS)
+        unknown = [k for k in data if k not in known]
+        if unknown:
+            raise MusicgenError(
+                f"tokenizer: unknown groove option '{unknown[0]}'; valid: {', '.join(DEFAULTS)}"
+            )
+        if data.get("vocab_size", VOCAB_SIZE) != VOCAB_SIZE:
+            raise MusicgenError(
+                f"tokenizer: stored groove vocab_size {data['vocab_size']} != {VOCAB_SIZE}"
+            )
+        options = dict(data.get("options") or {})
+        options.update({k: v for k, v in data.items() if k in DEFAULTS})
+        return cls(options)

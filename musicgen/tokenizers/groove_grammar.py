@@ -1,0 +1,169 @@
+"""The Groove2Groove vocabulary layout and its incremental grammar.
+
+Layout (795 ids = the paper's 794 tokens + our padding id 0):
+
+| ids       | tokens                                                                   |
+|-----------|--------------------------------------------------------------------------|
+| 0         | PAD (base.PAD_ID; not in the paper's 794)                                |
+| 1, 2      | BOS (start), EOS (end)                                                   |
+| 3..386    | NoteOn(track, pitch):  3 + 128 * (track - 1) + pitch, tracks 1..3        |
+| 387..770  | NoteOff(track, pitch): 387 + 128 * (track - 1) + pitch                   |
+| 771..794  | TimeShift(beats, offset) of 1..24 ticks (12 ticks per beat): 770 + ticks |
+
+Tracks: 1 = bass, 2 = drums, 3 = the accompaniment instrument. The 24 TimeShifts are beats 0..1 x
+offset 0..11 without the zero shift (23) plus exactly 2 beats (1): 768 + 24 + 2 = 794.
+Kept separate from `groove.py` so that the sampler-facing part (masks) stays small and numpy-only.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from musicgen.tokenizers.base import PAD_ID, Grammar
+
+TICKS_PER_BEAT = 12
+MAX_SHIFT = 2 * TICKS_PER_BEAT  # longest single TimeShift, in ticks
+N_TRACKS = 3
+N_PITCHES = 128
+TRACK_NAMES = ("bass", "drums", "third")  # track 1, 2, 3 (index 0, 1, 2 here)
+DRUMS = 1  # index of the drum track (never transposed)
+
+BOS_ID = 1
+EOS_ID = 2
+NOTE_ON = 3
+NOTE_OFF = NOTE_ON + N_TRACKS * N_PITCHES  # 387
+TIME_SHIFT = NOTE_OFF + N_TRACKS * N_PITCHES  # 771: id of the 1-tick shift
+VOCAB_SIZE = TIME_SHIFT + MAX_SHIFT  # 795 (794 paper tokens + PAD)
+
+
+def note_on(track: int, pitch: int) -> int:
+    """Id of NoteOn for track index 0..2 (bass, drums, third)."""
+    return NOTE_ON + track * N_PITCHES + pitch
+
+
+def note_off(track: int, pitch: int) -> int:
+    return NOTE_OFF + track * N_PITCHES + pitch
+
+
+def time_shift(ticks: int) -> int:
+    """Id of a TimeShift of 1..24 ticks."""
+    return TIME_SHIFT + ticks - 1
+
+
+class GrooveTables:
+    """Per-id lookup arrays (built once): kind, track, pitch, shift length."""
+
+    SPECIAL, ON, OFF, SHIFT = 0, 1, 2, 3
+
+    def __init__(self) -> None:
+        ids = np.arange(VOCAB_SIZE)
+        self.kind = np.full(VOCAB_SIZE, self.SPECIAL, dtype=np.int8)
+        self.kind[(ids >= NOTE_ON) & (ids < NOTE_OFF)] = self.ON
+        self.kind[(ids >= NOTE_OFF) & (ids < TIME_SHIFT)] = self.OFF
+        self.kind[ids >= TIME_SHIFT] = self.SHIFT
+        note = np.where(self.kind == self.ON, ids - NOTE_ON, ids - NOTE_OFF)
+        is_note = (self.kind == self.ON) | (self.kind == self.OFF)
+        self.track = np.where(is_note, note // N_PITCHES, -1).astype(np.int64)
+        self.pitch = np.where(is_note, note % N_PITCHES, -1).astype(np.int64)
+        self.shift = np.where(self.kind == self.SHIFT, ids - TIME_SHIFT + 1, 0).astype(np.int64)
+        # slot = track * 128 + pitch (the sounding-note index), -1 for non-notes
+        self.slot = np.where(is_note, note, -1).astype(np.int64)
+        self.kind_list: list[int] = self.kind.tolist()  # plain lists: fast scalar access
+        self.slot_list: list[int] = self.slot.tolist()
+
+    def name(self, i: int) -> str:
+        if i == PAD_ID:
+            return "PAD"
+        if i == BOS_ID:
+            return "BOS"
+        if i == EOS_ID:
+            return "EOS"
+        k = self.kind[i]
+        if k == self.ON or k == self.OFF:
+            head = "NoteOn" if k == self.ON else "NoteOff"
+            return f"{head}_{TRACK_NAMES[self.track[i]]}_{self.pitch[i]}"
+        beats, offset = divmod(int(self.shift[i]), TICKS_PER_BEAT)
+        return f"TimeShift_{beats}_{offset}"
+
+    def names(self) -> list[str]:
+        return [self.name(i) for i in range(VOCAB_SIZE)]
+
+
+class GrooveGrammar(Grammar):
+    """Valid sequences: BOS, then NoteOn / NoteOff / TimeShift, then EOS with nothing sounding.
+
+    - NoteOn(track, pitch) only when that pitch is not sounding on that track;
+    - NoteOff(track, pitch) only when it is sounding;
+    - TimeShifts always (time only moves forward by construction);
+    - EOS only when nothing sounds; nothing at all after EOS; PAD and a second BOS never.
+    The allowed mask is kept up to date in O(1) per `advance`; `allowed()` copies it (O(vocab)).
+    """
+
+    def __init__(self) -> None:
+        self.tables = _TABLES
+        self.errors = 0
+        self._sounding = np.zeros(N_TRACKS * N_PITCHES, dtype=bool)
+        self._n_sounding = 0
+        self._started = False
+        self._finished = False
+        self._mask = np.zeros(VOCAB_SIZE, dtype=bool)
+        self._mask[BOS_ID] = True
+
+    def _open_mask(self) -> None:
+        """The mask right after BOS (nothing sounding)."""
+        self._mask[:] = False
+        self._mask[NOTE_ON:NOTE_OFF] = True
+        self._mask[TIME_SHIFT:] = True
+        self._mask[EOS_ID] = True
+
+    def allowed(self) -> np.ndarray:
+        return self._mask.copy()
+
+    def finished(self) -> bool:
+        return self._finished
+
+    def sounding(self) -> list[tuple[int, int]]:
+        """(track index, pitch) of the notes currently held."""
+        return [divmod(int(s), N_PITCHES) for s in np.flatnonzero(self._sounding)]
+
+    def advance(self, token_id: int) -> bool:
+        i = int(token_id)
+        ok = 0 <= i < VOCAB_SIZE and bool(self._mask[i])
+        if not ok:
+            self.errors += 1
+        if self._finished or not 0 <= i < VOCAB_SIZE:
+            return ok
+        if not self._started:
+            if i == BOS_ID:
+                self._started = True
+                self._open_mask()
+            return ok
+        kind = self.tables.kind_list[i]
+        if kind == GrooveTables.ON:
+            self._set(self.tables.slot_list[i], True)
+        elif kind == GrooveTables.OFF:
+            self._set(self.tables.slot_list[i], False)
+        elif i == EOS_ID:
+            self._finished = True
+            self._mask[:] = False
+        return ok
+
+    def _set(self, slot: int, on: bool) -> None:
+        """Mark a slot sounding (on) or released and flip its two mask entries."""
+        if self._sounding[slot] == on:
+            return  # an invalid repeat (already counted as an error): state unchanged
+        self._sounding[slot] = on
+        self._n_sounding += 1 if on else -1
+        self._mask[NOTE_ON + slot] = not on
+        self._mask[NOTE_OFF + slot] = on
+        self._mask[EOS_ID] = self._n_sounding == 0
+
+    def completion(self) -> list[int]:
+        if self._finished:
+            return []
+        head = [] if self._started else [BOS_ID]
+        offs = [NOTE_OFF + int(s) for s in np.flatnonzero(self._sounding)]
+        return head + offs + [EOS_ID]
+
+
+_TABLES = GrooveTables()

@@ -1,0 +1,245 @@
+"""REMI tokens for (pop) piano, built on miditok's REMI and configured after the SPE paper.
+
+Every non-drum track is merged into one piano part before tokenizing (POP909's MELODY, BRIDGE and
+PIANO tracks become one stream), time signatures are ignored (every bar is 4/4, 16 positions).
+The miditok configuration is embedded in `to_dict()`, so a checkpoint alone rebuilds the exact
+vocabulary. See docs/tokenization.md for the vocabulary and where it differs from the paper.
+"""
+
+from __future__ import annotations
+
+import functools
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import symusic
+from miditok import REMI, TokenizerConfig, TokSequence
+from miditok.constants import SCORE_LOADING_EXCEPTION
+
+from musicgen.errors import MusicgenError
+from musicgen.tokenizers.base import PAD_ID, Tokenizer
+from musicgen.tokenizers.remi_grammar import RemiGrammar, RemiTables
+
+# The paper's pop-piano vocabulary, expressed with miditok's options (nearest choices documented
+# in docs/tokenization.md). Keys here are the ones a YAML config may override.
+DEFAULTS: dict[str, Any] = {
+    "pitch_range": [21, 108],  # the 88 piano keys (miditok's range is inclusive)
+    "positions_per_beat": 4,  # 16 positions per 4/4 bar; durations 1..16 sub-beats
+    "max_duration_beats": 4,
+    "num_velocities": 24,
+    "tempo_range": [32, 224],
+    "num_tempos": 65,  # 32, 35, ..., 224: steps of 3 bpm
+    "chord_qualities": [
+        "min",
+        "maj",
+        "dim",
+        "aug",
+        "sus2",
+        "sus4",
+        "7dom",
+        "7min",
+        "7maj",
+        "7halfdim",
+        "7dim",
+    ],  # 11 qualities x 12 roots = 132 chord tokens
+}
+SPECIAL_TOKENS = ["PAD", "BOS", "EOS"]  # miditok puts them first, in this order: PAD is id 0
+
+
+def _miditok_config(opts: dict[str, Any]) -> TokenizerConfig:
+    """Our short option dict -> the full miditok config."""
+    from miditok.constants import CHORD_MAPS
+
+    unknown = [q for q in opts["chord_qualities"] if q not in CHORD_MAPS]
+    if unknown:
+        raise MusicgenError(f"tokenizer: unknown chord quality '{unknown[0]}'")
+    return TokenizerConfig(
+        pitch_range=tuple(opts["pitch_range"]),
+        beat_res={(0, int(opts["max_duration_beats"])): int(opts["positions_per_beat"])},
+        num_velocities=int(opts["num_velocities"]),
+        special_tokens=list(SPECIAL_TOKENS),
+        use_chords=True,
+        chord_maps={q: CHORD_MAPS[q] for q in opts["chord_qualities"]},
+        chord_tokens_with_root_note=True,
+        chord_unknown=None,
+        use_tempos=True,
+        num_tempos=int(opts["num_tempos"]),
+        tempo_range=tuple(opts["tempo_range"]),
+        log_tempos=False,
+        use_time_signatures=False,  # POP909's markers are unreliable: every bar is 4/4
+        use_rests=False,
+        use_programs=False,
+        use_pitchdrum_tokens=False,
+        use_sustain_pedals=False,
+        use_pitch_bends=False,
+        remove_duplicated_notes=False,
+    )
+
+
+def _config_from_serialized(d: dict) -> TokenizerConfig:
+    """Inverse of `TokenizerConfig.to_dict(serialize=True)` (JSON turned tuples into lists)."""
+    d = dict(d)
+    for key in ("beat_res", "beat_res_rest"):
+        d[key] = {tuple(map(int, k.split("_"))): v for k, v in d[key].items()}
+    d["time_signature_range"] = {int(k): v for k, v in d["time_signature_range"].items()}
+    d["chord_maps"] = {k: tuple(v) for k, v in d["chord_maps"].items()}
+    for key in ("pitch_range", "tempo_range", "drums_pitch_range", "pitch_bend_range"):
+        if key in d:
+            d[key] = tuple(d[key])
+    if "chord_unknown" in d and d["chord_unknown"] is not None:
+        d["chord_unknown"] = tuple(d["chord_unknown"])
+    d.setdefault("additional_params", {})
+    return TokenizerConfig.from_dict(d)
+
+
+def merge_piano(score: symusic.Score) -> symusic.Score:
+    """One piano track holding the notes of every non-drum track; tempos kept."""
+    out = symusic.Score(score.ticks_per_quarter)
+    out.tempos = score.tempos.copy()
+    track = symusic.Track(name="piano", program=0, is_drum=False)
+    for t in score.tracks:
+        if not t.is_drum:
+            track.notes.extend(t.notes)
+    track.notes.sort()
+    out.tracks.append(track)
+    return out
+
+
+class RemiTokenizer(Tokenizer):
+    """Pop-piano REMI: Bar, Position, Tempo, Chord, then Pitch/Velocity/Duration per note."""
+
+    name = "remi"
+
+    def __init__(self, options: dict[str, Any] | None = None, miditok: dict | None = None):
+        self.options = {**DEFAULTS, **(options or {})}
+        cfg = _config_from_serialized(miditok) if miditok else _miditok_config(self.options)
+        self._mt = REMI(cfg)
+        vocab = self._mt.vocab
+        self._names = [""] * len(vocab)
+        for tok, i in vocab.items():
+            self._names[i] = tok
+        if self._names[PAD_ID] != "PAD_None":
+            raise MusicgenError("tokenizer: miditok did not put PAD at id 0")
+        self.bos_id = vocab["BOS_None"]
+        self.eos_id = vocab["EOS_None"]
+        self.bar_id = vocab["Bar_None"]
+        self.tables = RemiTables.build(self._names)
+
+    # --- vocabulary -------------------------------------------------------------------------
+
+    @property
+    def vocab_size(self) -> int:
+        return len(self._names)
+
+    def token_name(self, token_id: int) -> str:
+        if not 0 <= int(token_id) < len(self._names):
+            raise MusicgenError(
+                f"token id {token_id} is outside the vocabulary (0..{len(self._names) - 1})"
+            )
+        return self._names[int(token_id)]
+
+    def token_id(self, name: str) -> int:
+        try:
+            return self._mt.vocab[name]
+        except KeyError:
+            raise MusicgenError(f"unknown REMI token '{name}'") from None
+
+    @property
+    def velocities(self) -> np.ndarray:
+        """The velocity bins (what a decoded note's velocity can be)."""
+        return np.asarray(self._mt.velocities)
+
+    # --- encode / decode --------------------------------------------------------------------
+
+    def load_score(self, src: str | Path | symusic.Score) -> symusic.Score:
+        if isinstance(src, symusic.Score):
+            return src
+        path = Path(src)
+        if path.is_dir():
+            raise MusicgenError(f"{path}: is a directory, not a MIDI file")
+        try:
+            return symusic.Score(str(path))
+        except SCORE_LOADING_EXCEPTION as exc:
+            msg = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+            raise MusicgenError(f"{path}: cannot read MIDI ({msg})") from None
+
+    def encode(self, src: str | Path | symusic.Score) -> list[int]:
+        where = "score" if isinstance(src, symusic.Score) else str(src)
+        score = merge_piano(self.load_score(src))
+        if len(score.tracks[0].notes) == 0:
+            raise MusicgenError(f"{where}: no notes (outside drum tracks)")
+        try:
+            seqs = self._mt.encode(score)
+        except (ValueError, IndexError, RuntimeError) as exc:
+            raise MusicgenError(f"{where}: cannot tokenize ({exc})") from None
+        seq = seqs[0] if isinstance(seqs, list) else seqs
+        ids = [self.bos_id, *seq.ids, self.eos_id]
+        if not np.any(self.tables.family[np.asarray(ids)] == RemiTables.PITCH):
+            raise MusicgenError(f"{where}: no notes inside the piano range")
+        return ids
+
+    def decode(self, ids: list[int] | np.ndarray) -> symusic.Score:
+        arr = np.asarray(ids, dtype=np.int64).reshape(-1)
+        arr = arr[(arr >= 0) & (arr < self.vocab_size)]
+        arr = arr[self.tables.family[arr] != RemiTables.SPECIAL]
+        score = self._mt.decode([TokSequence(ids=arr.tolist())])
+        return score
+
+    # --- sequence operations ----------------------------------------------------------------
+
+    @functools.lru_cache(maxsize=64)  # noqa: B019  (one tokenizer lives for the whole run)
+    def _transpose_table(self, k: int) -> np.ndarray:
+        """id -> id shifted by k semitones; -1 where a pitch would leave the range."""
+        t = self.tables
+        table = np.arange(self.vocab_size, dtype=np.int64)
+        pitch_ids = np.flatnonzero(t.family == RemiTables.PITCH)
+        for i in pitch_ids:
+            table[i] = t.pitch_to_id.get(int(t.pitch[i]) + k, -1)
+        for i in np.flatnonzero(t.family == RemiTables.CHORD):
+            root, quality = t.chord[i]
+            table[i] = t.chord_to_id[((root + k) % 12, quality)]
+        return table
+
+    def transpose(self, ids: np.ndarray, semitones: int) -> np.ndarray | None:
+        arr = np.asarray(ids)
+        if semitones == 0:
+            return arr.copy()
+        out = self._transpose_table(int(semitones))[arr.astype(np.int64)]
+        if np.any(out < 0):
+            return None  # a note leaves the piano range: the dataset redraws the shift
+        return out.astype(arr.dtype)
+
+    def bar_starts(self, ids: np.ndarray) -> np.ndarray:
+        return np.flatnonzero(np.asarray(ids) == self.bar_id)
+
+    def grammar(self, max_bars: int | None = None) -> RemiGrammar:
+        return RemiGrammar(self.tables, self.bos_id, self.eos_id, self.bar_id, max_bars=max_bars)
+
+    # --- serialisation ----------------------------------------------------------------------
+
+    def to_dict(self) -> dict:
+        return {
+            "name": self.name,
+            "options": dict(self.options),
+            "miditok": self._mt.config.to_dict(serialize=True),
+            "vocab": list(self._names),
+        }
+
+    @classmethod
+    def from_dict(cls, data: dict) -> RemiTokenizer:
+        known = {"name", "options", "miditok", "vocab"} | set(DEFAULTS)
+        unknown = [k for k in data if k not in known]
+        if unknown:
+            raise MusicgenError(
+                f"tokenizer: unknown REMI option '{unknown[0]}'; valid: {', '.join(DEFAULTS)}"
+            )
+        options = dict(data.get("options") or {})
+        options.update({k: v for k, v in data.items() if k in DEFAULTS})
+        tok = cls(options, miditok=data.get("miditok"))
+        if "vocab" in data and list(data["vocab"]) != tok._names:
+            raise MusicgenError(
+                "tokenizer: the stored REMI vocabulary differs from the one miditok rebuilds "
+                "(different miditok version?)"
+            )
+        return tok

@@ -1,0 +1,166 @@
+"""The REMI grammar: which token may follow, as precomputed boolean masks (no re-parsing).
+
+Order: BOS, then bars; a bar is `Bar` followed by positions strictly increasing inside it; after a
+`Position` come Tempo, Chord or note events; a note is the triple Pitch, Velocity, Duration
+(miditok's order) and must be complete before anything else; EOS ends the sequence (allowed after
+a bar, a position or a complete event). `max_bars` forbids a further `Bar` once that many were read.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from musicgen.tokenizers.base import Grammar
+
+PITCH_CLASSES = ["C", "C#", "D", "D#", "E", "F", "F#", "G", "G#", "A", "A#", "B"]
+
+
+@dataclass
+class RemiTables:
+    """Per-id lookup arrays derived from the vocabulary names (built once per tokenizer)."""
+
+    SPECIAL = 0
+    BAR = 1
+    POSITION = 2
+    TEMPO = 3
+    CHORD = 4
+    PITCH = 5
+    VELOCITY = 6
+    DURATION = 7
+    OTHER = 8
+
+    family: np.ndarray  # (V,) int8: one of the constants above
+    pitch: np.ndarray  # (V,) MIDI pitch of Pitch tokens, -1 elsewhere
+    position: np.ndarray  # (V,) position index of Position tokens, -1 elsewhere
+    value: np.ndarray  # (V,) numeric value of Velocity / Duration (beats) / Tempo tokens
+    chord: dict[int, tuple[int, str]] = field(default_factory=dict)  # id -> (root, quality)
+    pitch_to_id: dict[int, int] = field(default_factory=dict)
+    chord_to_id: dict[tuple[int, str], int] = field(default_factory=dict)
+
+    @classmethod
+    def build(cls, names: list[str]) -> RemiTables:
+        fams = {
+            "PAD": cls.SPECIAL, "BOS": cls.SPECIAL, "EOS": cls.SPECIAL, "Bar": cls.BAR,
+            "Position": cls.POSITION, "Tempo": cls.TEMPO, "Chord": cls.CHORD, "Pitch": cls.PITCH,
+            "Velocity": cls.VELOCITY, "Duration": cls.DURATION,
+        }  # fmt: skip
+        n = len(names)
+        t = cls(
+            family=np.full(n, cls.OTHER, dtype=np.int8),
+            pitch=np.full(n, -1, dtype=np.int64),
+            position=np.full(n, -1, dtype=np.int64),
+            value=np.zeros(n, dtype=np.float64),
+        )
+        for i, name in enumerate(names):
+            kind, _, arg = name.partition("_")
+            fam = fams.get(kind, cls.OTHER)
+            t.family[i] = fam
+            if fam == cls.PITCH:
+                t.pitch[i] = int(arg)
+                t.pitch_to_id[int(arg)] = i
+            elif fam == cls.POSITION:
+                t.position[i] = int(arg)
+            elif fam in (cls.VELOCITY, cls.TEMPO):
+                t.value[i] = float(arg)
+            elif fam == cls.DURATION:
+                beat, sub, res = (int(x) for x in arg.split("."))
+                t.value[i] = beat + sub / res
+            elif fam == cls.CHORD:
+                root, _, quality = arg.partition(":")
+                key = (PITCH_CLASSES.index(root), quality)
+                t.chord[i] = key
+                t.chord_to_id[key] = i
+        return t
+
+    def mask(self, *families: int) -> np.ndarray:
+        return np.isin(self.family, families)
+
+
+# parser states
+START, AFTER_BOS, AFTER_BAR, AFTER_POS, IN_POS, AFTER_PITCH, AFTER_VEL, DONE = range(8)
+
+
+class RemiGrammar(Grammar):
+    """Incremental REMI checker; `allowed()` picks one of a few precomputed masks."""
+
+    def __init__(self, t: RemiTables, bos: int, eos: int, bar: int, max_bars: int | None = None):
+        self.t, self.bos, self.eos, self.bar = t, bos, eos, bar
+        self.max_bars = max_bars
+        self.state, self.pos, self.bars, self.errors = START, -1, 0, 0
+        v = len(t.family)
+        one = {i: np.eye(1, v, i, dtype=bool)[0] for i in (bos, eos, bar)}
+        positions = t.family == RemiTables.POSITION
+        events = t.mask(RemiTables.TEMPO, RemiTables.CHORD, RemiTables.PITCH)
+        # pos_after[p + 1]: positions strictly after p (p = -1 right after a Bar)
+        n_pos = int(t.position.max()) + 1
+        pos_after = [positions & (t.position > p) for p in range(-1, n_pos)]
+        self._masks: dict[tuple[int, int, bool], np.ndarray] = {
+            (START, -1, False): one[bos],
+            (AFTER_PITCH, -1, False): t.family == RemiTables.VELOCITY,
+            (AFTER_VEL, -1, False): t.family == RemiTables.DURATION,
+            (AFTER_POS, -1, False): events | one[eos],
+            (DONE, -1, False): np.zeros(v, dtype=bool),
+        }
+        for bar_ok in (False, True):
+            bar_m = one[bar] if bar_ok else np.zeros(v, dtype=bool)
+            self._masks[(AFTER_BOS, -1, bar_ok)] = bar_m.copy()
+            self._masks[(AFTER_BAR, -1, bar_ok)] = bar_m | positions | one[eos]
+            for p in range(-1, n_pos):  # -1: IN_POS reached without a Position (invalid input)
+                self._masks[(IN_POS, p, bar_ok)] = events | pos_after[p + 1] | bar_m | one[eos]
+        vel_ids = np.flatnonzero(t.family == RemiTables.VELOCITY)
+        dur_ids = np.flatnonzero(t.family == RemiTables.DURATION)
+        self._fill_vel = int(vel_ids[np.argsort(t.value[vel_ids])[len(vel_ids) // 2]])
+        one_beat = dur_ids[np.isclose(t.value[dur_ids], 1.0)]
+        self._fill_dur = int(one_beat[0] if len(one_beat) else dur_ids[0])
+
+    def _key(self) -> tuple[int, int, bool]:
+        if self.state in (AFTER_BOS, AFTER_BAR):
+            return (self.state, -1, self._bar_ok())
+        if self.state == IN_POS:
+            return (IN_POS, self.pos, self._bar_ok())
+        return (self.state, -1, False)
+
+    def _bar_ok(self) -> bool:
+        return self.max_bars is None or self.bars < self.max_bars
+
+    def allowed(self) -> np.ndarray:
+        return self._masks[self._key()].copy()
+
+    def advance(self, token_id: int) -> bool:
+        token_id = int(token_id)
+        ok = 0 <= token_id < len(self.t.family) and bool(self._masks[self._key()][token_id])
+        if not ok:
+            self.errors += 1
+            if not 0 <= token_id < len(self.t.family):
+                return False
+        fam = self.t.family[token_id]
+        if token_id == self.bos:
+            self.state = AFTER_BOS
+        elif token_id == self.eos:
+            self.state = DONE
+        elif fam == RemiTables.BAR:
+            self.state, self.pos, self.bars = AFTER_BAR, -1, self.bars + 1
+        elif fam == RemiTables.POSITION:
+            self.state, self.pos = AFTER_POS, int(self.t.position[token_id])
+        elif fam in (RemiTables.TEMPO, RemiTables.CHORD, RemiTables.DURATION):
+            self.state = IN_POS
+        elif fam == RemiTables.PITCH:
+            self.state = AFTER_PITCH
+        elif fam == RemiTables.VELOCITY:
+            self.state = AFTER_VEL
+        return ok
+
+    def finished(self) -> bool:
+        return self.state == DONE
+
+    def completion(self) -> list[int]:
+        tail = {
+            START: [self.bos, self.bar],
+            AFTER_BOS: [self.bar] if self._bar_ok() else [],
+            AFTER_PITCH: [self._fill_vel, self._fill_dur],
+            AFTER_VEL: [self._fill_dur],
+            DONE: None,
+        }.get(self.state, [])
+        return [] if tail is None else [*tail, self.eos]

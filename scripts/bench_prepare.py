@@ -1,0 +1,109 @@
+"""Time `musicgen prepare` on the whole of POP909 with 1 and 2 workers; write the "prepare" section
+of docs/benchmarks.md (its own section only; other sections are kept).
+
+Usage: .venv/bin/python scripts/bench_prepare.py [--input ../shared/data/pop909] [--workers 1 2]
+Every run starts from an empty output folder (no cache), so it measures a cold prepare.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import platform
+import re
+import resource
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from musicgen.data.prepare import prepare  # noqa: E402
+from musicgen.io import atomic_write_text  # noqa: E402
+
+SECTION = "## prepare"
+
+
+def machine() -> str:
+    cpu = platform.processor() or platform.machine()
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                cpu = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    return f"{cpu}, {os.cpu_count()} logical CPUs, Python {platform.python_version()}"
+
+
+def cpu_seconds() -> float:
+    """User + system time of this process and its finished children (the worker processes)."""
+    me, kids = (
+        resource.getrusage(resource.RUSAGE_SELF),
+        resource.getrusage(resource.RUSAGE_CHILDREN),
+    )
+    return me.ru_utime + me.ru_stime + kids.ru_utime + kids.ru_stime
+
+
+def replace_section(doc: str, body: str) -> str:
+    """Swap the text from `## prepare` to the next `## ` heading (or add it at the end)."""
+    if not doc.strip():
+        doc = "# Benchmarks\n\nEach section is written by a script in `scripts/`.\n"
+    pattern = re.compile(rf"^{re.escape(SECTION)}\n.*?(?=^## |\Z)", re.S | re.M)
+    if pattern.search(doc):
+        return pattern.sub(lambda _: body, doc, count=1)
+    return doc.rstrip("\n") + "\n\n" + body
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--input", default=str(ROOT.parent / "shared" / "data" / "pop909"))
+    ap.add_argument("--workers", type=int, nargs="+", default=[1, 2])
+    ap.add_argument("--doc", default=str(ROOT / "docs" / "benchmarks.md"))
+    args = ap.parse_args()
+
+    rows = []
+    for w in args.workers:
+        load = os.getloadavg()[0]
+        with tempfile.TemporaryDirectory() as out:
+            t0, c0 = time.perf_counter(), cpu_seconds()
+            s = prepare("pop909", args.input, out, workers=w)
+            dt, cpu = time.perf_counter() - t0, cpu_seconds() - c0
+        rows.append((w, s["songs"], s["tokens"], dt, cpu, load))
+        print(
+            f"workers={w}: {s['songs']} songs, {s['tokens']} tokens in {dt:.1f} s ({cpu:.1f} CPU s)"
+        )
+
+    lines = [
+        SECTION,
+        "",
+        "`musicgen prepare --dataset pop909` on all of POP909 (REMI, configs/tokenizer/remi.yaml), "
+        "from an empty output folder (no cache), written by `scripts/bench_prepare.py`.",
+        f"Machine: {machine()}. The CPUs were shared with other jobs running at the same time, "
+        "so times are upper bounds and vary between runs.",
+        "",
+        "| workers | songs | tokens | wall (s) | songs/s | tokens/s | CPU (s) | load avg |",
+        "|---:|---:|---:|---:|---:|---:|---:|---:|",
+    ]
+    for w, songs, tokens, dt, cpu, load in rows:
+        lines.append(
+            f"| {w} | {songs} | {tokens:,} | {dt:.1f} | {songs / dt:.1f} | {tokens / dt:,.0f} "
+            f"| {cpu:.1f} | {load:.1f} |"
+        )
+    lines += [
+        "",
+        "CPU is user + system time of the command and its worker processes (less sensitive "
+        "to the other jobs than wall time); load avg is the 1-minute load average when the run "
+        "started. Target: the whole of POP909 in under 60 s.",
+        "",
+    ]
+    doc_path = Path(args.doc)
+    doc = doc_path.read_text() if doc_path.is_file() else ""
+    atomic_write_text(doc_path, replace_section(doc, "\n".join(lines) + "\n"))
+    print(f"wrote the prepare section of {doc_path}")
+
+
+if __name__ == "__main__":
+    main()
