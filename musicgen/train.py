@@ -24,12 +24,20 @@ from tqdm import tqdm
 
 from musicgen.checkpoint import read_payload, save_checkpoint, unwrap
 from musicgen.config import Config, config_from_dict, to_dict
-from musicgen.data.dataset import CropDataset, PreparedSplit, load_songs
+from musicgen.data.dataset import PreparedSplit, load_songs
+from musicgen.data.segments import make_train_dataset
 from musicgen.errors import MusicgenError
+from musicgen.evaluate import SEGMENT, per_position_nll, range_mean, segment_means
 from musicgen.io import atomic_write_text
-from musicgen.evaluate import per_position_nll
 from musicgen.model import build_model
 from musicgen.tokenizers import Tokenizer
+
+
+@dataclass
+class TrainResult:
+    last: Path  # RUN_DIR/last.pt
+    step: int
+    model: torch.nn.Module  # the plain (unwrapped) model, in its final state
 
 
 @dataclass
@@ -131,23 +139,18 @@ def check_data(cfg: Config, split: PreparedSplit) -> Tokenizer:
     return tok
 
 
-def validate(model, songs, cfg: Config, device, segment: int = 128) -> dict:
-    """Mean loss and loss per 128-token segment, up to val_max_len (past the crop length)."""
-    totals, counts = per_position_nll(unwrap(model), songs, cfg.train.val_max_len, device)
-    n_seg = math.ceil(len(totals) / segment)
-    per_seg = []
-    for s in range(n_seg):
-        c = counts[s * segment:(s + 1) * segment].sum()
-        per_seg.append(float(totals[s * segment:(s + 1) * segment].sum() / c) if c else None)
+def validate(model, songs, cfg: Config, device) -> dict:
+    """Mean loss within the crop length, beyond it (extrapolation), and per 128-token segment."""
+    sums, counts = per_position_nll(unwrap(model), songs, cfg.train.val_max_len, device)
     crop = cfg.data.crop_len
-    within = float(totals[:crop].sum() / max(1, counts[:crop].sum()))
-    beyond_c = counts[crop:].sum()
-    beyond = float(totals[crop:].sum() / beyond_c) if beyond_c else None
-    return {"loss": within, "loss_beyond": beyond, "loss_per_segment": per_seg,
-            "segment": segment, "crop_len": crop}
+    beyond = range_mean(sums, counts, crop)
+    return {"loss": range_mean(sums, counts, 0, crop),
+            "loss_beyond": None if math.isnan(beyond) else beyond,
+            "loss_per_segment": [None if math.isnan(v) else v for v in segment_means(sums, counts)],
+            "segment": SEGMENT, "crop_len": crop}
 
 
-def train(cfg: Config, out_dir: str | Path, resume: bool = False) -> Path:
+def train(cfg: Config, out_dir: str | Path, resume: bool = False) -> TrainResult:
     """Train per `cfg`, writing RUN_DIR/{last,best,step_N}.pt and RUN_DIR/log.jsonl."""
     out = Path(out_dir)
     device = pick_device(cfg.train.device, int(os.environ.get("LOCAL_RANK", 0)))
@@ -183,7 +186,6 @@ def train(cfg: Config, out_dir: str | Path, resume: bool = False) -> Path:
             raise MusicgenError(f"{out / 'last.pt'}: checkpoint tokenizer differs from the data's")
         model.load_state_dict(payload["model"])
         optim.load_state_dict(payload["train_state"]["optimizer"])
-        set_rng_state(payload["train_state"]["rng"])
     raw = model
     if dd.world > 1:
         model = torch.nn.parallel.DistributedDataParallel(
@@ -194,10 +196,7 @@ def train(cfg: Config, out_dir: str | Path, resume: bool = False) -> Path:
     scaler = torch.amp.GradScaler(enabled=precision == "fp16")
 
     per_step = cfg.train.batch_size * cfg.train.grad_accum
-    data = CropDataset(train_split, cfg.data.crop_len, transpose=tuple(cfg.data.transpose),
-                       drop_instrument_p=cfg.data.drop_instrument_p,
-                       random_start_bar=cfg.data.random_start_bar, seed=cfg.train.seed,
-                       num_samples=cfg.train.max_steps * per_step * dd.world)
+    data = make_train_dataset(cfg, train_split, cfg.train.max_steps * per_step * dd.world)
     loader = DataLoader(data, batch_size=cfg.train.batch_size, num_workers=cfg.data.workers,
                         sampler=StepSampler(start_step, cfg.train.max_steps, per_step,
                                             dd.rank, dd.world))
@@ -218,15 +217,19 @@ def train(cfg: Config, out_dir: str | Path, resume: bool = False) -> Path:
         save_checkpoint(out / name, raw, cfg, tok, state)
 
     step, t0, tokens, batches = start_step, time.time(), 0, iter(loader)
+    if payload is not None:  # restored last: creating the loader's iterator draws from the RNG
+        set_rng_state(payload["train_state"]["rng"])
     bar = tqdm(total=cfg.train.max_steps, initial=start_step, disable=not dd.main,
                desc="train", dynamic_ncols=True)
     try:
         while step < cfg.train.max_steps:
-            raw.on_train_step(step)
+            model.train()
+            # FAVOR+ redraws come from (seed, step) alone: every rank and a resumed run agree.
+            redraw_rng = torch.Generator().manual_seed(cfg.train.seed * 1_000_003 + step)
+            raw.on_train_step(step, redraw_rng)
             lr = lr_at(step, cfg)
             for group in optim.param_groups:
                 group["lr"] = lr
-            model.train()
             loss_sum = 0.0
             for micro in range(cfg.train.grad_accum):
                 batch = next(batches)
@@ -285,7 +288,7 @@ def train(cfg: Config, out_dir: str | Path, resume: bool = False) -> Path:
             log.close()
         if dd.world > 1:
             dist.destroy_process_group()
-    return out / "last.pt"
+    return TrainResult(out / "last.pt", step, raw)
 
 
 def _log(fh, record: dict) -> None:
@@ -295,7 +298,7 @@ def _log(fh, record: dict) -> None:
 
 
 def _truncate_log(path: Path, step: int) -> None:
-    """On resume, drop log lines written after the checkpoint being resumed (then appended again)."""
+    """On resume, drop log lines written after the resumed checkpoint (they are replayed)."""
     if not path.exists():
         return
     keep = [line for line in path.read_text().splitlines()

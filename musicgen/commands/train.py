@@ -29,6 +29,6 @@ def run(args: argparse.Namespace) -> int:
     if args.data:
         cfg.data.path = args.data
     out = Path(args.out) if args.out else Path("runs") / cfg.name
-    last = train(cfg, out, resume=args.resume)
-    print(f"wrote {last}")
+    result = train(cfg, out, resume=args.resume)
+    print(f"wrote {result.last} (step {result.step})")
     return 0

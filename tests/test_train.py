@@ -1,0 +1,177 @@
+"""Training on real POP909 crops: learning, exact resume after a kill, checkpoints, errors, DDP."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import torch
+
+from musicgen.checkpoint import FORMAT, load_checkpoint, read_payload, save_checkpoint
+from musicgen.config import load_config
+from musicgen.data.prepare import prepare
+from musicgen.errors import MusicgenError
+from musicgen.train import train
+
+ROOT = Path(__file__).resolve().parents[1]
+SONGS = ROOT / "tests" / "data" / "pop909"
+TINY = ROOT / "configs" / "pop909" / "tiny.yaml"
+
+
+@pytest.fixture(scope="module")
+def prepared(tmp_path_factory) -> Path:
+    """The bundled POP909 songs laid out as train/ (3 songs) and validation/ (1 song)."""
+    src = tmp_path_factory.mktemp("songs")
+    songs = sorted(SONGS.glob("*/*.mid"))
+    for i, f in enumerate(songs):
+        split = "validation" if i == len(songs) - 1 else "train"
+        (src / split).mkdir(exist_ok=True)
+        shutil.copy(f, src / split / f.name)
+    out = tmp_path_factory.mktemp("prepared")
+    prepare("folder", src, out, tokenizer="remi", workers=1)
+    return out
+
+
+def tiny(prepared: Path, *overrides: str):
+    cfg = load_config(TINY, list(overrides))
+    cfg.data.path = str(prepared)
+    return cfg
+
+
+def losses(run: Path) -> dict[int, float]:
+    rows = [json.loads(line) for line in (run / "log.jsonl").read_text().splitlines()]
+    return {r["step"]: r["loss"] for r in rows if r["kind"] == "train"}
+
+
+def test_tiny_training_lowers_the_loss(prepared, tmp_path):
+    result = train(tiny(prepared, "train.max_steps=30", "train.val_every=30"), tmp_path)
+    got = losses(tmp_path)
+    first = sum(got[s] for s in (1, 2, 3)) / 3
+    last = sum(got[s] for s in (28, 29, 30)) / 3
+    assert last < first - 0.3, (first, last)
+    assert result.step == 30 and (tmp_path / "best.pt").is_file()
+    rows = [json.loads(x) for x in (tmp_path / "log.jsonl").read_text().splitlines()]
+    val = [r for r in rows if r["kind"] == "val"][-1]
+    # validation reaches past the 64-token crop (the extrapolation curve)
+    assert val["loss_beyond"] is not None and len(val["loss_per_segment"]) == 1
+
+
+def test_checkpoint_round_trip_reproduces_outputs(prepared, tmp_path):
+    result = train(tiny(prepared, "train.max_steps=3"), tmp_path)
+    loaded = load_checkpoint(result.last)
+    result.model.eval()
+    ids = torch.tensor([[1, 5, 9, 12, 40, 7, 3, 2]])
+    torch.manual_seed(0)
+    want = result.model(ids)
+    torch.manual_seed(0)
+    got = loaded.model(ids)
+    assert torch.equal(want, got)
+    assert loaded.config.model.vocab_size == loaded.tokenizer.vocab_size
+    assert loaded.train_state["step"] == 3 and loaded.meta["format"] == FORMAT
+    # weights_only: a plain torch.load with the safe unpickler reads it
+    payload = torch.load(result.last, weights_only=True)
+    assert payload["version"] and payload["config"]["name"] == "pop909_tiny"
+    # half-precision shipping keeps the architecture loadable
+    save_checkpoint(tmp_path / "half.pt", loaded.model, loaded.config, loaded.tokenizer, half=True)
+    half = load_checkpoint(tmp_path / "half.pt")
+    torch.manual_seed(0)
+    assert torch.allclose(half.model(ids), got, atol=5e-2)
+
+
+def test_exact_resume_after_kill(prepared, tmp_path):
+    """Killed with SIGKILL mid-run, then resumed: the same losses as an uninterrupted run."""
+    steps = 12
+    args = [f"train.max_steps={steps}", "train.ckpt_every=1", "train.val_every=1000"]
+    train(tiny(prepared, *args), tmp_path / "whole")
+    reference = losses(tmp_path / "whole")
+
+    run = tmp_path / "killed"
+    cmd = [sys.executable, "-m", "musicgen.cli", "train", "--config", str(TINY),
+           "--data", str(prepared), "--out", str(run), *(f"--{a}" for a in args)]
+    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.time() + 120
+    while time.time() < deadline and proc.poll() is None:
+        if (run / "log.jsonl").exists() and len(losses(run)) >= 4:
+            break
+        time.sleep(0.05)
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    resumed_from = read_payload(run / "last.pt")["train_state"]["step"]
+    assert 0 < resumed_from < steps, "the kill came too late to test resuming"
+    train(tiny(prepared, *args), run, resume=True)
+    got = losses(run)
+    assert sorted(got) == list(range(1, steps + 1))
+    for step in range(resumed_from + 1, steps + 1):
+        assert got[step] == pytest.approx(reference[step], abs=1e-6), step
+
+
+def test_resume_needs_matching_config(prepared, tmp_path):
+    train(tiny(prepared, "train.max_steps=2"), tmp_path)
+    with pytest.raises(MusicgenError, match="differ from this config"):
+        train(tiny(prepared, "train.max_steps=4", "model.n_layers=3"), tmp_path, resume=True)
+    with pytest.raises(MusicgenError, match="nothing to resume"):
+        train(tiny(prepared), tmp_path / "empty", resume=True)
+
+
+def test_data_and_tokenizer_mismatches_are_one_line_errors(prepared, tmp_path):
+    with pytest.raises(MusicgenError, match="prepared with tokenizer 'remi'.*expects 'groove'"):
+        train(tiny(prepared, "tokenizer=groove"), tmp_path)
+    with pytest.raises(MusicgenError, match="does not match model.vocab_size=100"):
+        train(tiny(prepared, "model.vocab_size=100"), tmp_path)
+    cfg = tiny(prepared)
+    cfg.data.path = str(tmp_path / "missing")
+    with pytest.raises(MusicgenError, match="missing"):
+        train(cfg, tmp_path / "run")
+
+
+def test_non_finite_loss_stops_and_keeps_the_checkpoint(prepared, tmp_path):
+    cfg = tiny(prepared, "train.max_steps=10", "train.ckpt_every=1", "optim.lr=1.0e+30",
+               "optim.warmup_steps=1", "optim.grad_clip=1.0e+30", "model.pe=ape")
+    with pytest.raises(MusicgenError, match="non-finite loss"):
+        train(cfg, tmp_path)
+    assert (tmp_path / "last.pt").is_file()
+    load_checkpoint(tmp_path / "last.pt")  # intact and loadable
+
+
+def test_cli_train_runs_and_reports(prepared, tmp_path, capsys):
+    from musicgen.cli import main
+
+    code = main(["train", "--config", str(TINY), "--data", str(prepared), "--out",
+                 str(tmp_path), "--train.max_steps=2"])
+    assert code == 0 and "step 2" in capsys.readouterr().out
+    assert main(["train", "--config", str(TINY), "--model.nlayers=2"]) == 1
+    assert "unknown key 'model.nlayers'" in capsys.readouterr().err
+
+
+def test_two_gloo_processes_end_with_identical_weights(prepared, tmp_path):
+    worker = tmp_path / "worker.py"
+    worker.write_text(
+        "import sys, torch, torch.distributed as dist\n"
+        "from musicgen.config import load_config\n"
+        "from musicgen.checkpoint import model_state\n"
+        "from musicgen.train import train\n"
+        f"cfg = load_config({str(TINY)!r}, ['train.max_steps=4', 'train.val_every=1000'])\n"
+        f"cfg.data.path = {str(prepared)!r}\n"
+        "import os\n"
+        f"res = train(cfg, {str(tmp_path / 'run')!r})\n"
+        "torch.save(model_state(res.model), sys.argv[1] + os.environ['RANK'] + '.pt')\n"
+    )
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2",
+           str(worker), str(tmp_path / "rank")]
+    done = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
+    a = torch.load(tmp_path / "rank0.pt", weights_only=True)
+    b = torch.load(tmp_path / "rank1.pt", weights_only=True)
+    assert a.keys() == b.keys()
+    assert all(torch.equal(a[k], b[k]) for k in a)
+    assert (tmp_path / "run" / "last.pt").is_file()  # written by rank 0 only
+    rows = (tmp_path / "run" / "log.jsonl").read_text().splitlines()
+    assert len([r for r in rows if '"train"' in r]) == 4  # one logger
