@@ -1,0 +1,352 @@
+"""Evaluation tasks and figures on tiny models built here and real POP909 songs."""
+
+from __future__ import annotations
+
+import json
+import math
+import struct
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+import torch.nn.functional as F
+
+from musicgen.checkpoint import save_checkpoint
+from musicgen.cli import main
+from musicgen.config import Config
+from musicgen.errors import MusicgenError
+from musicgen.evaluate import (
+    attention_maps,
+    evaluate_music,
+    evaluate_nll,
+    make_prompt,
+    per_position_nll,
+    positional_kernels,
+    segment_means,
+    split_by_time,
+)
+from musicgen.metrics import BAR_BEATS, make_notes, notes_from_score
+from musicgen.model import build_model
+from musicgen.plots import (
+    plot_attention,
+    plot_kernels,
+    plot_music_stats,
+    plot_nll_curves,
+    plot_style_boxes,
+    plot_training_log,
+)
+from musicgen.tokenizers import build_tokenizer
+
+DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
+POP909 = DATA / "pop909"
+
+
+def png_size(path: Path) -> tuple[int, int]:
+    head = Path(path).read_bytes()[:24]
+    assert head[:8] == b"\x89PNG\r\n\x1a\n" and head[12:16] == b"IHDR"
+    return struct.unpack(">II", head[16:24])
+
+
+def tiny_config(vocab: int, pe: str = "ape", gated: bool = False, crop: int = 128) -> Config:
+    cfg = Config()
+    cfg.data.crop_len = crop
+    m = cfg.model
+    m.vocab_size, m.n_layers, m.d_model, m.n_heads, m.d_ff = vocab, 2, 32, 2, 64
+    m.dropout, m.n_features, m.num_realizations, m.kernel_size = 0.0, 16, 8, 16
+    m.pe, m.gated = pe, gated
+    return cfg
+
+
+@pytest.fixture(scope="module")
+def remi():
+    return build_tokenizer("remi")
+
+
+@pytest.fixture(scope="module")
+def songs(remi):
+    return [np.asarray(remi.encode(POP909 / f"{n:03d}" / f"{n:03d}.mid")) for n in (1, 2, 3)]
+
+
+# --- per-position NLL -------------------------------------------------------------------------
+
+
+def test_per_position_nll_matches_cross_entropy(remi, songs):
+    torch.manual_seed(0)
+    model = build_model(tiny_config(remi.vocab_size).model)
+    model.train()
+    cut = [s[:n] for s, n in zip(songs, (90, 60, 120), strict=True)]
+    sums, counts = per_position_nll(model, cut, 100, "cpu", batch_size=2)
+    assert model.training  # restored
+    assert counts.tolist() == [3] * 59 + [2] * 30 + [1] * 11
+    total, n = 0.0, 0
+    model.eval()
+    for s in cut:
+        x = torch.as_tensor(s[:101], dtype=torch.long)
+        with torch.no_grad():
+            total += F.cross_entropy(model(x[None, :-1])[0], x[1:], reduction="sum").item()
+        n += len(x) - 1
+    assert sums.sum() / counts.sum() == pytest.approx(total / n, rel=1e-5)
+    one_by_one, _ = per_position_nll(model, cut, 100, "cpu", batch_size=1)
+    np.testing.assert_allclose(one_by_one, sums, rtol=1e-4)  # right padding changes nothing
+
+
+def test_segment_means_exact():
+    sums = np.array([1.0, 3.0, 2.0, 0.0, 0.0])
+    counts = np.array([1, 1, 1, 0, 0])
+    means = segment_means(sums, counts, segment=2)
+    assert means[:2] == [2.0, 2.0] and math.isnan(means[2])
+
+
+@pytest.fixture(scope="module")
+def run(tmp_path_factory, remi, songs):
+    """A prepared validation split of three songs and three tiny checkpoints."""
+    root = tmp_path_factory.mktemp("eval")
+    data = root / "data"
+    (data / "validation").mkdir(parents=True)
+    remi.save(data / "tokenizer.json")
+    cut = [s[:300] for s in songs]
+    np.save(data / "validation" / "tokens.npy", np.concatenate(cut).astype(np.uint16))
+    np.save(data / "validation" / "offsets.npy", np.cumsum([0] + [len(s) for s in cut]))
+    ckpts = {}
+    for pe, gated in (("ape", False), ("sine_spe", True), ("conv_spe", True)):
+        torch.manual_seed(0)
+        cfg = tiny_config(remi.vocab_size, pe, gated)
+        model = build_model(cfg.model)
+        for block in getattr(model, "blocks", []):  # gates away from 0.5 to test the mixing
+            if block.attn.gate is not None:
+                torch.nn.init.normal_(block.attn.gate, std=1.0)
+        ckpts[pe] = save_checkpoint(root / f"{pe}.pt", model, cfg, remi)
+    return root, data, ckpts
+
+
+def test_evaluate_nll_several_checkpoints(run):
+    root, data, ckpts = run
+    out = root / "nll"
+    res = evaluate_nll([ckpts["ape"], ckpts["conv_spe"]], data, out, max_songs=2)
+    assert res["songs"] == 2
+    assert len(res["models"]) == 2
+    for m in res["models"].values():
+        assert m["max_len"] == 256  # 2 x crop_len
+        assert len(m["per_segment"]) == 2 and all(0 < v < 10 for v in m["per_segment"])
+        assert m["tokens_per_segment"] == [256, 256]
+        assert 0 < m["mean_within"] < 10 and 0 < m["mean_beyond"] < 10
+    saved = json.loads((out / "nll.json").read_text())
+    assert saved["models"].keys() == res["models"].keys()
+    assert png_size(out / "nll.png") == (800, 500)
+    # the SPE noise is seeded: the same numbers twice
+    again = [evaluate_nll([ckpts["conv_spe"]], data, root / f"nll{i}", max_songs=1, seed=5)
+             for i in range(2)]
+    assert [next(iter(r["models"].values()))["per_segment"] for r in again][0] == \
+        next(iter(again[1]["models"].values()))["per_segment"]
+
+
+def test_evaluate_nll_rejects_other_tokenizer(run, tmp_path):
+    root, data, ckpts = run
+    other = tmp_path / "groove"
+    (other / "validation").mkdir(parents=True)
+    build_tokenizer("groove").save(other / "tokenizer.json")
+    np.save(other / "validation" / "tokens.npy", np.array([1, 2, 3], np.uint16))
+    np.save(other / "validation" / "offsets.npy", np.array([0, 3]))
+    with pytest.raises(MusicgenError, match="tokenizer differs"):
+        evaluate_nll([ckpts["ape"]], other, tmp_path / "o")
+
+
+# --- style continuation -----------------------------------------------------------------------
+
+
+def test_split_by_time_exact():
+    notes = make_notes([0, 1, 8, 9, 10, 12, 16], [1] * 7, [60] * 7)
+    segs = split_by_time(notes, start=8.0, n=4)  # [8, 10), [10, 12), [12, 14), [14, 16]
+    assert [s.onset.tolist() for s in segs] == [[8, 9], [10], [12], [16]]
+    empty = split_by_time(notes, start=100.0)
+    assert len(empty) == 4 and all(len(s) == 0 for s in empty)
+
+
+def test_make_prompt_skips_leading_silence(remi, songs):
+    ids = [int(i) for i in songs[0]]
+    prompt = make_prompt(remi, ids, bars=2)
+    g = remi.grammar()
+    assert all(g.advance(t) for t in prompt) and not g.finished()
+    assert prompt[0] == remi.bos_id
+    notes = notes_from_score(remi.decode(prompt))
+    assert notes.onset.min() < BAR_BEATS  # the first prompt bar has music
+    assert notes.onset.max() < 2 * BAR_BEATS
+    assert make_prompt(remi, ids[:12], bars=2) is None  # too short
+
+
+def test_make_prompt_groove_drums():
+    tok = build_tokenizer("groove")
+    song = DATA / "groove_drums" / "drummer1" / "eval_session" / "3_soul-groove3_86_beat_4-4.mid"
+    ids = tok.encode(song)
+    prompt = make_prompt(tok, ids, bars=2)
+    g = tok.grammar()
+    assert all(g.advance(t) for t in prompt)
+    notes = notes_from_score(tok.decode(prompt))
+    assert notes.track_keys == ["program:33", "drums", "program:0"]
+    assert 0 <= notes.onset.min() and notes.onset.max() < 2 * BAR_BEATS
+    assert len(notes) < len(notes_from_score(tok.decode(ids)))
+
+
+def test_evaluate_style_end_to_end(run, tmp_path):
+    from musicgen.evaluate import evaluate_style
+
+    root, data, ckpts = run
+    prompts = tmp_path / "prompts"
+    prompts.mkdir()
+    (prompts / "004.mid").write_bytes((POP909 / "004" / "004.mid").read_bytes())
+    res = evaluate_style(ckpts["sine_spe"], prompts, tmp_path / "o", max_tokens=160, samples=2)
+    for metric in ("time_pitch", "onset_duration"):
+        assert len(res["summary"][metric]) == 4
+    sample = res["songs"][0]["samples"][0]
+    assert len(sample["segments"]) == 4
+    assert len(list((tmp_path / "o" / "samples").glob("*.mid"))) == 2
+    assert png_size(tmp_path / "o" / "style.png") == (800, 500)
+
+
+# --- music statistics -------------------------------------------------------------------------
+
+
+def test_evaluate_music_with_reference_and_grammar(tmp_path, remi):
+    gen, ref = tmp_path / "gen", tmp_path / "ref"
+    gen.mkdir()
+    ref.mkdir()
+    for n in (1, 2):
+        (gen / f"{n}.mid").write_bytes((POP909 / f"{n:03d}" / f"{n:03d}.mid").read_bytes())
+    (gen / "broken.mid").write_bytes(b"garbage")
+    (ref / "5.mid").write_bytes((POP909 / "005" / "005.mid").read_bytes())
+    res = evaluate_music(gen, tmp_path / "o", reference=ref, tokenizer=remi)
+    assert res["generated"]["note_density"]["n"] == 2
+    assert res["generated"]["grammar_error_rate"]["mean"] == 0.0
+    assert [s["path"].endswith("broken.mid") for s in res["skipped"]] == [True]
+    assert res["reference"]["pitch_class_entropy"]["n"] == 1
+    assert png_size(tmp_path / "o" / "music.png") == (800, 500)
+    json.loads((tmp_path / "o" / "music.json").read_text())  # strict JSON (no NaN)
+
+
+def test_cli_evaluate_music_missing_folder(tmp_path, capsys):
+    assert main(["evaluate", "music", str(tmp_path / "nope"), "--out", str(tmp_path)]) == 1
+    err = capsys.readouterr().err
+    assert err.startswith("error: ") and "nope" in err
+
+
+# --- kernels and attention --------------------------------------------------------------------
+
+
+def _load(path):
+    from musicgen.checkpoint import load_checkpoint
+
+    return load_checkpoint(path).model
+
+
+def test_kernels_conv_vanish_beyond_filter_and_gate_mixes(run):
+    model = _load(run[2]["conv_spe"])
+    lags = np.arange(-20, 21)
+    kern = positional_kernels(model, lags, layer=1)  # (L, H, D)
+    delta = torch.sigmoid(model.blocks[1].attn.gate).detach().numpy()
+    far = np.abs(lags) >= 16  # kernel_size 16: P is zero there, so (1 - delta) P + delta = delta
+    np.testing.assert_allclose(kern[far], np.broadcast_to(delta, kern[far].shape), atol=1e-6)
+    fq, fk = model.spe[0].filt_q.detach().numpy(), model.spe[0].filt_k.detach().numpy()
+    p0 = (fq * fk).sum(-1)  # lag 0: the filters' inner product
+    np.testing.assert_allclose(kern[20], (1 - delta) * p0 + delta, rtol=1e-5, atol=1e-6)
+
+
+def test_kernels_sine_closed_form(run):
+    model = _load(run[2]["sine_spe"])
+    spe = model.spe[0]
+    lags = np.array([0, 3, 50])
+    kern = positional_kernels(model, lags, layer=0)
+    f = (torch.sigmoid(spe.freq) / 2).detach().numpy()
+    lam2 = F.softplus(spe.gain).detach().numpy() ** 2
+    theta = spe.phase.detach().numpy()
+    delta = torch.sigmoid(model.blocks[0].attn.gate).detach().numpy()
+    for i, t in enumerate(lags):
+        p = (lam2 * np.cos(2 * np.pi * f * t + theta)).sum(-1)
+        np.testing.assert_allclose(kern[i], (1 - delta) * p + delta, rtol=1e-4, atol=1e-5)
+
+
+def test_kernels_refuse_absolute_encoding(run):
+    with pytest.raises(MusicgenError, match="no learned positional kernel"):
+        positional_kernels(_load(run[2]["ape"]), np.arange(3))
+
+
+@pytest.mark.parametrize("pe", ["ape", "sine_spe"])
+def test_attention_maps_reproduce_the_layer_output(run, songs, pe):
+    """A @ V through the output projection equals what the attention module returns."""
+    model = _load(run[2][pe])
+    ids = [int(i) for i in songs[1][:40]]
+    attn = model.blocks[1].attn
+    seen = {}
+    h1 = attn.register_forward_pre_hook(lambda m, a: seen.__setitem__("x", a[0]))
+    h2 = attn.register_forward_hook(lambda m, a, out: seen.__setitem__("out", out))
+    maps = attention_maps(model, ids, layers=[1], heads=[0, 1], seed=3)
+    h1.remove()
+    h2.remove()
+    a = np.stack([maps[(1, 0)], maps[(1, 1)]])  # (H, N, N)
+    np.testing.assert_allclose(a.sum(-1), 1.0, rtol=1e-5)
+    assert np.all(np.triu(a, k=1) == 0)
+    x = seen["x"]
+    n = x.shape[1]
+    _, _, v = attn.qkv(x).view(1, n, 3, attn.n_heads, attn.head_dim).unbind(2)
+    mixed = torch.einsum("hnm,mhd->nhd", torch.from_numpy(a).float(), v[0]).reshape(1, n, -1)
+    with torch.no_grad():
+        expected = attn.out(mixed)
+    torch.testing.assert_close(expected, seen["out"], rtol=1e-3, atol=1e-4)
+
+
+def test_attention_rejects_bad_layer(run, songs):
+    with pytest.raises(MusicgenError, match="--layer"):
+        attention_maps(_load(run[2]["ape"]), [1, 2, 3], layers=[5], heads=[0])
+
+
+# --- figures ----------------------------------------------------------------------------------
+
+
+def test_every_plot_is_a_png_of_the_fixed_size(tmp_path):
+    rng = np.random.default_rng(0)
+    paths = [
+        plot_nll_curves({"ape": [3, 2.5, 2.9], "conv": [3, 2.4, 2.4]}, 128, 256,
+                        tmp_path / "a.png"),
+        plot_style_boxes({"time_pitch": [rng.random(5) for _ in range(4)],
+                          "onset_duration": [[], [0.5], [0.2, 0.3], [1.0]]}, tmp_path / "b.png"),
+        plot_kernels({"head 0": rng.random((3, 9))}, np.arange(-4, 5), tmp_path / "c.png"),
+        plot_attention({"l0 h0": np.tril(rng.random((6, 6)))}, tmp_path / "d.png"),
+        plot_training_log([{"kind": "train", "step": s, "loss": 4 - s / 50, "lr": 1e-4}
+                           for s in range(0, 100, 5)] + [{"kind": "val", "step": 50, "loss": 3}],
+                          tmp_path / "e.png"),
+        plot_music_stats({"polyphony": [2, 3], "entropy": [float("nan")]}, None,
+                         tmp_path / "f.png"),
+    ]
+    for p in paths:
+        assert png_size(p) == (800, 500)
+
+
+def test_cli_plot_log(tmp_path, capsys):
+    log = tmp_path / "log.jsonl"
+    lines = [json.dumps({"kind": "train", "step": s, "loss": 5 - s / 100, "lr": 2e-4})
+             for s in range(0, 300, 10)]
+    lines.append(json.dumps({"kind": "val", "step": 100, "loss": 3.0, "segment": 128,
+                             "loss_per_segment": [3.0, 3.1, None]}))
+    lines.append('{"kind": "train", "st')  # torn last line (crash mid-write)
+    log.write_text("\n".join(lines))
+    assert main(["plot", "log", str(tmp_path), "--out", str(tmp_path / "o")]) == 0
+    assert png_size(tmp_path / "o" / "log.png") == (800, 500)
+    assert png_size(tmp_path / "o" / "log_segments.png") == (800, 500)
+    assert main(["plot", "log", str(tmp_path / "none")]) == 1
+    assert "log.jsonl" in capsys.readouterr().err
+
+
+def test_cli_plot_kernels_and_attention(run, tmp_path, capsys):
+    _, _, ckpts = run
+    out = tmp_path / "o"
+    assert main(["plot", "kernels", "--checkpoint", str(ckpts["conv_spe"]), "--out", str(out),
+                 "--heads", "0", "1", "--features", "2"]) == 0
+    assert png_size(out / "kernels.png") == (800, 500)
+    saved = json.loads((out / "kernels.json").read_text())
+    assert len(saved["lags"]) == 2 * 16 + 1 and len(saved["kernels"]["head 1"]) == 2
+    midi = POP909 / "001" / "001.mid"
+    assert main(["plot", "attention", "--checkpoint", str(ckpts["sine_spe"]), "--midi", str(midi),
+                 "--max-tokens", "48", "--out", str(out)]) == 0
+    assert png_size(out / "attention.png") == (800, 500)
+    assert main(["plot", "kernels", "--checkpoint", str(ckpts["ape"]), "--out", str(out)]) == 1
+    assert "no learned positional kernel" in capsys.readouterr().err

@@ -1,0 +1,101 @@
+"""Piano roll and WAV rendering; rendering degrades cleanly without FluidSynth."""
+
+from __future__ import annotations
+
+import struct
+from pathlib import Path
+
+import matplotlib.image as mpimg
+import numpy as np
+import pytest
+import symusic
+
+from musicgen.cli import main
+from musicgen.render import (
+    INSTALL_HINT,
+    PIANO_ROLL_DPI,
+    PIANO_ROLL_SIZE,
+    find_fluidsynth,
+    find_soundfont,
+    render_midi,
+)
+
+DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
+SONG = DATA / "pop909" / "001" / "001.mid"  # three tracks: MELODY, BRIDGE, PIANO
+
+
+def png_size(path: Path) -> tuple[int, int]:
+    """(width, height) from the PNG signature and IHDR chunk."""
+    head = path.read_bytes()[:24]
+    assert head[:8] == b"\x89PNG\r\n\x1a\n", f"{path} is not a PNG"
+    assert head[12:16] == b"IHDR"
+    return struct.unpack(">II", head[16:24])
+
+
+def short_midi(path: Path) -> Path:
+    """Four piano notes and a kick: a one-bar file that synthesizes in well under a second."""
+    score = symusic.Score(480)
+    piano = symusic.Track("piano", 0, False)
+    for i, p in enumerate((60, 64, 67, 72)):
+        piano.notes.append(symusic.Note(i * 480, 480, p, 90))
+    drums = symusic.Track("drums", 0, True)
+    drums.notes.append(symusic.Note(0, 120, 36, 100))
+    score.tracks.extend([piano, drums])
+    score.dump_midi(str(path))
+    return path
+
+
+def test_piano_roll_png_size_and_track_colours(tmp_path):
+    written = render_midi(SONG, tmp_path, png=True, wav=False)
+    assert written == [tmp_path / "001.png"]
+    w, h = png_size(written[0])
+    assert (w, h) == (PIANO_ROLL_SIZE[0] * PIANO_ROLL_DPI, PIANO_ROLL_SIZE[1] * PIANO_ROLL_DPI)
+    # each of the three tracks is drawn in its own tab10 colour
+    import matplotlib
+
+    pixels = (mpimg.imread(written[0])[..., :3] * 255).round().astype(int).reshape(-1, 3)
+    present = {tuple(p) for p in np.unique(pixels, axis=0)}
+    for i in range(3):
+        rgb = tuple(int(round(c * 255)) for c in matplotlib.colormaps["tab10"](i)[:3])
+        assert rgb in present, f"track {i} colour {rgb} missing"
+
+
+def test_wav_missing_fluidsynth_degrades_cleanly(tmp_path, capsys):
+    midi = short_midi(tmp_path / "short.mid")
+    written = render_midi(midi, tmp_path / "out", png=True, wav=True,
+                          fluidsynth=str(tmp_path / "no-such-fluidsynth"))
+    assert written == [tmp_path / "out" / "short.png"]
+    assert not (tmp_path / "out" / "short.wav").exists()
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and INSTALL_HINT in err[0]
+
+
+def test_wav_missing_soundfont_degrades_cleanly(tmp_path, capsys):
+    midi = short_midi(tmp_path / "short.mid")
+    written = render_midi(midi, tmp_path, png=False, wav=True,
+                          soundfont=tmp_path / "missing.sf2",
+                          fluidsynth=find_fluidsynth() or "/bin/true")
+    assert written == []
+    assert INSTALL_HINT in capsys.readouterr().err
+
+
+@pytest.mark.skipif(find_fluidsynth() is None or find_soundfont() is None,
+                    reason="fluidsynth / fluid-soundfont-gm not installed")
+def test_wav_through_fluidsynth(tmp_path):
+    midi = short_midi(tmp_path / "short.mid")
+    written = render_midi(midi, tmp_path, png=False, wav=True)
+    assert written == [tmp_path / "short.wav"]
+    data = written[0].read_bytes()
+    assert data[:4] == b"RIFF" and data[8:12] == b"WAVE"
+    assert len(data) > 44100 * 2 * 2  # at least a second of 16-bit stereo (2 s of music)
+
+
+def test_cli_render_png_and_errors(tmp_path, capsys):
+    midi = short_midi(tmp_path / "short.mid")
+    assert main(["render", str(midi), "--png", "--out", str(tmp_path / "o")]) == 0
+    assert png_size(tmp_path / "o" / "short.png") == (1200, 400)
+    bad = tmp_path / "bad.mid"
+    bad.write_bytes(b"MThd garbage")
+    assert main(["render", str(bad), "--png"]) == 1
+    err = capsys.readouterr().err
+    assert err.startswith("error: ") and "bad.mid" in err and len(err.strip().splitlines()) == 1
