@@ -25,7 +25,7 @@ class PerceiverConfig:
 
     context_len: int = 4096  # m: tokens the cross-attention reads
     n_queries: int = 1024  # n: last positions that are queries / latents
-    combine: str = "sum"  # how the two cross-attention outputs are merged: sum | concat
+    combine: str = "sum"  # how the two cross-attention outputs are merged: sum | sequential
 
 
 @dataclass
@@ -53,6 +53,7 @@ class ModelConfig:
     redraw_prob: float = 0.05
     backend: str = "torch"  # torch | fast_transformers (reference causal product)
     chunk_size: int = 64  # chunk length of the parallel causal linear attention
+    tie_embeddings: bool = False  # share the output head's weight with the token embedding
     head: str = "lm"  # lm | perceiver_s
     perceiver: PerceiverConfig = field(default_factory=PerceiverConfig)
 
@@ -88,7 +89,7 @@ class TrainConfig:
     precision: str = "auto"  # auto (bf16 on CUDA, fp32 elsewhere) | fp32 | bf16 | fp16
     val_every: int = 500
     val_songs: int = 32  # held-out songs per validation
-    val_max_len: int = 4096  # per-position validation up to this length (2 x crop for extrapolation)
+    val_max_len: int = 4096  # validate per position up to here (2 x crop: extrapolation)
     ckpt_every: int = 500
     keep_last: int = 2
     max_minutes: float = 0.0  # stop (and checkpoint) after this wall time; 0 = no limit

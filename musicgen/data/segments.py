@@ -1,0 +1,141 @@
+"""Effective segmentation (Perceiver S, design notes §4): examples that end anywhere in a song.
+
+A song x[0:l] gives an example by its end e (the exclusive end of the input+target window, 0-based),
+drawn uniformly from [n+1, l] (or e = l when l <= n): the window is x[max(0, e-1-m) : e], the input
+is the window without its last token (at most m ids, LEFT-padded with pad id 0 to m), the target is
+the next token at each of the LAST n input positions (-100 where that input position is padding).
+So every song position that can end a window ends one equally often, and an example starts at the
+song's head (is padded) iff e <= m + 1, i.e. with probability (min(l, m+1) - n) / (l - n): the
+model sees how pieces begin, which fixed crops that rarely start at the head do not teach it.
+
+The seed text draws the end point from [n+1, l+1] in 1-based positions; read as an exclusive end of
+the input+target window in 1-based counting, its lowest value holds only n tokens (n-1 targets).
+We start one later so that every example has n real targets (noted in docs/perceiver.md).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import torch
+from torch.utils.data import Dataset
+
+from musicgen.data.dataset import IGNORE_INDEX, TRANSPOSE_TRIES, CropDataset, PreparedSplit
+from musicgen.errors import MusicgenError
+
+
+def end_range(length: int, n_queries: int) -> tuple[int, int]:
+    """Inclusive range [lo, hi] of window ends e for a song of `length` ids."""
+    return min(n_queries + 1, length), length
+
+
+def head_probability(length: int, context_len: int, n_queries: int) -> float:
+    """Probability that a uniformly drawn end gives a window that starts at the song's head."""
+    lo, hi = end_range(length, n_queries)
+    if hi < lo:
+        return 0.0
+    heads = max(0, min(hi, context_len + 1) - lo + 1)
+    return heads / (hi - lo + 1)
+
+
+def segment(song: np.ndarray, end: int, context_len: int, n_queries: int,
+            pad_id: int = 0) -> dict[str, torch.Tensor]:
+    """The example ending at `end`: input (m,) left-padded, target (n,) with -100 on padding."""
+    m, n = context_len, n_queries
+    window = np.asarray(song[max(0, end - 1 - m) : end], dtype=np.int64)  # (<= m + 1,)
+    k = len(window) - 1  # real input positions
+    inp = torch.full((m,), pad_id, dtype=torch.long)  # (m,)
+    tgt_all = torch.full((m,), IGNORE_INDEX, dtype=torch.long)  # (m,): target per input position
+    if k > 0:
+        inp[m - k :] = torch.from_numpy(window[:-1])
+        tgt_all[m - k :] = torch.from_numpy(window[1:])
+    return {"input": inp, "target": tgt_all[m - n :].clone()}  # target (n,)
+
+
+class SegmentDataset(Dataset):
+    """Perceiver-S training examples; item `index` of epoch `e` depends only on (seed, e, index).
+
+    Songs are visited as by `CropDataset` (a per-epoch permutation, `index % n_songs`), so an epoch
+    with the default `num_samples` sees every song once; the end point is then uniform in the song.
+    """
+
+    def __init__(
+        self,
+        split: PreparedSplit,
+        context_len: int,
+        n_queries: int,
+        transpose: tuple[int, int] | list[int] = (0, 0),
+        seed: int = 0,
+        num_samples: int | None = None,
+        drop_instrument_p: float = 0.0,
+    ):
+        if len(split) == 0:
+            raise MusicgenError(f"{split.path}: split '{split.split}' has no songs")
+        if not 0 < n_queries <= context_len:
+            raise MusicgenError(
+                f"model.perceiver: need 0 < n_queries <= context_len, got n_queries={n_queries}, "
+                f"context_len={context_len}")
+        lo, hi = (int(x) for x in transpose)
+        if lo > hi:
+            raise MusicgenError(f"transpose range [{lo}, {hi}] is empty")
+        self.split, self.lo, self.hi = split, lo, hi
+        self.m, self.n = int(context_len), int(n_queries)
+        self.seed = int(seed)
+        self.drop_instrument_p = float(drop_instrument_p)
+        self.num_samples = len(split) if num_samples is None else int(num_samples)
+        self.tokenizer = split.tokenizer
+        self.epoch = 0
+        self._perm: tuple[int, np.ndarray] | None = None
+
+    def set_epoch(self, epoch: int) -> None:
+        self.epoch = int(epoch)
+
+    def __len__(self) -> int:
+        return self.num_samples
+
+    def song_index(self, index: int) -> int:
+        n = len(self.split)
+        if self._perm is None or self._perm[0] != self.epoch:
+            order = np.random.default_rng([self.seed, self.epoch, 2**31]).permutation(n)
+            self._perm = (self.epoch, order)
+        return int(self._perm[1][index % n])
+
+    def draw(self, index: int) -> tuple[int, int, np.ndarray, np.random.Generator]:
+        """(song index, end, song ids after track dropping, rng for the rest of the item)."""
+        rng = np.random.default_rng([self.seed, self.epoch, int(index)])
+        i = self.song_index(int(index))
+        song = np.asarray(self.split[i], dtype=np.int64)
+        if self.drop_instrument_p > 0:
+            song = np.asarray(self.tokenizer.drop_tracks(song, rng, self.drop_instrument_p),
+                              dtype=np.int64)
+        lo, hi = end_range(len(song), self.n)
+        end = int(rng.integers(lo, hi + 1)) if hi >= lo else len(song)
+        return i, end, song, rng
+
+    def __getitem__(self, index: int) -> dict[str, torch.Tensor]:
+        _, end, song, rng = self.draw(index)
+        window = song[max(0, end - 1 - self.m) : end]  # transpose only what is used
+        if (self.lo, self.hi) != (0, 0):
+            window = self._transposed(window, rng)
+        return segment(window, len(window), self.m, self.n, self.tokenizer.pad_id)
+
+    def _transposed(self, chunk: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+        for _ in range(TRANSPOSE_TRIES):
+            k = int(rng.integers(self.lo, self.hi + 1))
+            out = self.tokenizer.transpose(chunk, k)
+            if out is not None:
+                return np.asarray(out, dtype=np.int64)
+        return chunk
+
+
+def make_train_dataset(cfg, split: PreparedSplit, num_samples: int) -> Dataset:
+    """The training dataset the model head needs: fixed crops ('lm') or segments ('perceiver_s')."""
+    if cfg.model.head == "perceiver_s":
+        p = cfg.model.perceiver
+        return SegmentDataset(split, p.context_len, p.n_queries,
+                              transpose=tuple(cfg.data.transpose), seed=cfg.train.seed,
+                              num_samples=num_samples,
+                              drop_instrument_p=cfg.data.drop_instrument_p)
+    return CropDataset(split, cfg.data.crop_len, transpose=tuple(cfg.data.transpose),
+                       drop_instrument_p=cfg.data.drop_instrument_p,
+                       random_start_bar=cfg.data.random_start_bar, seed=cfg.train.seed,
+                       num_samples=num_samples)

@@ -1,0 +1,274 @@
+"""Sampling: pure filters over logits and the batched, grammar-masked decoding loop.
+
+The filters are small functions over a batch of logits (`[B, V]`) so that each can be tested on a
+hand-made distribution. Their order matters: temperature, then the grammar mask (disallowed ids to
+-inf), then top-k and top-p, so that the kept set is never empty as long as the grammar allows
+something. Decoding goes through the model's step API (`init_state` / `step`): one token costs the
+same at position 10 and 4000, and several samples run as one batch.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+import torch
+from tqdm import tqdm
+
+from musicgen.errors import MusicgenError
+from musicgen.tokenizers.base import Tokenizer
+
+NEG_INF = float("-inf")
+
+# Sampling settings of the SPE paper's music experiments (design notes §3).
+PAPER_DEFAULTS: dict[str, dict[str, float]] = {
+    "remi": {"temperature": 1.2, "top_k": 0, "top_p": 0.9},
+    "groove": {"temperature": 0.6, "top_k": 0, "top_p": 1.0},
+}
+
+
+@dataclass
+class SamplingOptions:
+    """temperature 0 = greedy; top_k 0 = off; top_p 1 = off; grammar False = no masking."""
+
+    temperature: float = 1.0
+    top_k: int = 0
+    top_p: float = 1.0
+    grammar: bool = True
+
+    def validate(self) -> SamplingOptions:
+        if not self.temperature >= 0:  # also rejects NaN
+            raise MusicgenError(f"--temperature: must be >= 0, got {self.temperature}")
+        if self.top_k < 0:
+            raise MusicgenError(f"--top-k: must be >= 0 (0 = off), got {self.top_k}")
+        if not 0 < self.top_p <= 1:
+            raise MusicgenError(f"--top-p: must be in (0, 1] (1 = off), got {self.top_p}")
+        return self
+
+
+def default_options(tokenizer_name: str) -> SamplingOptions:
+    """The paper's settings for this tokenizer (plain sampling at T = 1 for an unknown one)."""
+    return SamplingOptions(**PAPER_DEFAULTS.get(tokenizer_name, {}))
+
+
+# ---------------------------------------------------------------------------------------------
+# pure filters over logits [B, V]
+
+
+def apply_temperature(logits: torch.Tensor, temperature: float) -> torch.Tensor:
+    """Divide by T > 0 (T = 0, greedy, is handled in `filter_logits` after the grammar mask)."""
+    if temperature <= 0:
+        raise ValueError("apply_temperature needs T > 0")
+    return logits / temperature
+
+
+def mask_disallowed(logits: torch.Tensor, allowed: torch.Tensor) -> torch.Tensor:
+    """Set disallowed ids to -inf; a row where nothing is allowed is left as it is."""
+    allowed = allowed.to(device=logits.device, dtype=torch.bool)
+    allowed = allowed | ~allowed.any(dim=-1, keepdim=True)
+    return logits.masked_fill(~allowed, NEG_INF)
+
+
+def greedy_filter(logits: torch.Tensor) -> torch.Tensor:
+    """Keep only the maximum of each row (ties all kept)."""
+    best = logits.max(dim=-1, keepdim=True).values
+    return logits.masked_fill(logits < best, NEG_INF)
+
+
+def top_k_filter(logits: torch.Tensor, k: int) -> torch.Tensor:
+    """Keep the k largest logits of each row (k = 0 or k >= V: no-op; ties at the k-th kept)."""
+    if k <= 0 or k >= logits.shape[-1]:
+        return logits
+    kth = torch.topk(logits, k, dim=-1).values[..., -1:]  # [B, 1]
+    return logits.masked_fill(logits < kth, NEG_INF)
+
+
+def top_p_filter(logits: torch.Tensor, p: float) -> torch.Tensor:
+    """Nucleus: keep the smallest set of most likely ids whose probability reaches p.
+
+    An id is dropped when the mass of the ids ranked before it is already >= p, so the most
+    likely id is always kept.
+    """
+    if p >= 1:
+        return logits
+    sorted_logits, order = torch.sort(logits, dim=-1, descending=True)  # [B, V]
+    probs = torch.softmax(sorted_logits.float(), dim=-1)
+    mass_before = torch.cumsum(probs, dim=-1) - probs
+    drop_sorted = mass_before >= p
+    drop = torch.zeros_like(drop_sorted).scatter(-1, order, drop_sorted)
+    return logits.masked_fill(drop, NEG_INF)
+
+
+def filter_logits(
+    logits: torch.Tensor, options: SamplingOptions, allowed: torch.Tensor | None = None
+) -> torch.Tensor:
+    """Temperature, grammar mask, then top-k and top-p: the logits to sample from, [B, V]."""
+    logits = logits.float()
+    if options.temperature > 0:
+        logits = apply_temperature(logits, options.temperature)
+    if allowed is not None:
+        logits = mask_disallowed(logits, allowed)
+    if options.temperature == 0:
+        return greedy_filter(logits)
+    logits = top_k_filter(logits, options.top_k)
+    return top_p_filter(logits, options.top_p)
+
+
+def sample_from_logits(
+    logits: torch.Tensor, generator: torch.Generator | None = None
+) -> torch.Tensor:
+    """Draw one id per row from softmax(logits): [B, V] -> [B]."""
+    probs = torch.softmax(logits.float(), dim=-1)
+    return torch.multinomial(probs, 1, generator=generator).squeeze(-1)
+
+
+# ---------------------------------------------------------------------------------------------
+# the decoding loop
+
+
+@dataclass
+class Generated:
+    """One finished sequence: prompt ids, then sampled ids, then the grammar completion."""
+
+    ids: list[int]
+    prompt_len: int
+    sampled: int = 0  # ids drawn from the model (kept after a bar cut)
+    completion: int = 0  # ids appended by grammar.completion()
+    errors: int = 0  # sampled ids the grammar rejected (only possible with masking off)
+    stop: str = ""  # end | max_tokens | bars
+    bar_base: int = field(default=0, repr=False)
+
+    @property
+    def continuation(self) -> list[int]:
+        return self.ids[self.prompt_len :]
+
+
+def _check_prompt(tokenizer: Tokenizer, prompt: list[int], what: str):
+    """Advance a fresh grammar over the prompt; a rejected id or a closed prompt is an error."""
+    grammar = tokenizer.grammar()
+    for k, tok in enumerate(prompt):
+        if not 0 <= tok < tokenizer.vocab_size:
+            raise MusicgenError(f"{what}: id {tok} at {k} is outside the vocabulary")
+        if not grammar.advance(int(tok)):
+            name = tokenizer.token_name(int(tok))
+            raise MusicgenError(f"{what}: not a valid prefix (token {k} '{name}' not allowed)")
+    if grammar.finished():
+        raise MusicgenError(f"{what}: the prompt already ends with the end token")
+    return grammar
+
+
+def _replay(tokenizer: Tokenizer, ids: list[int]):
+    grammar = tokenizer.grammar()
+    for tok in ids:
+        grammar.advance(int(tok))
+    return grammar
+
+
+@torch.inference_mode()
+def generate(
+    model: torch.nn.Module,
+    tokenizer: Tokenizer,
+    prompts: list[list[int]],
+    options: SamplingOptions,
+    max_new_tokens: int,
+    bars: int | None = None,
+    generator: torch.Generator | None = None,
+    progress: bool = False,
+) -> list[Generated]:
+    """Continue every prompt (at least [BOS]) in one batch until each ends.
+
+    A sequence ends when it emits the end token, when it has drawn `max_new_tokens` ids, or (with
+    `bars`) when a bar beyond `bars` new bars begins (that bar's first ids are cut off). On the two
+    last, `grammar.completion()` is appended so the sequence still ends validly. Prompts may differ
+    in length: a sequence is fed its prompt (teacher forcing) and samples only past it. Finished
+    sequences keep stepping with padding but their output no longer changes.
+    """
+    if not prompts or any(len(p) == 0 for p in prompts):
+        raise MusicgenError("generate: every prompt needs at least one id (BOS)")
+    if max_new_tokens < 1:
+        raise MusicgenError(f"--max-tokens: must be >= 1, got {max_new_tokens}")
+    options.validate()
+    model.eval()
+    device = next(model.parameters()).device
+    batch = len(prompts)
+    # with masking off the grammar still runs, to count errors (the ablation's invalid token rate)
+    grammars = [_check_prompt(tokenizer, list(p), "prompt") if options.grammar
+                else _replay(tokenizer, list(p)) for p in prompts]
+    outs = [Generated(ids=[int(t) for t in p], prompt_len=len(p)) for p in prompts]
+    if bars is not None:
+        for out in outs:
+            out.bar_base = len(tokenizer.bar_starts(np.asarray(out.ids, dtype=np.int64)))
+    prompt_errors = [g.errors for g in grammars]
+    active = [True] * batch
+    eos, pad = tokenizer.eos_id, tokenizer.pad_id
+
+    def finish(i: int, stop: str) -> None:
+        out = outs[i]
+        out.stop = stop
+        active[i] = False
+        if stop == "end":
+            return
+        tail = grammars[i].completion()
+        for tok in tail:
+            grammars[i].advance(int(tok))
+        out.ids.extend(int(t) for t in tail)
+        out.completion = len(tail)
+
+    total_steps = max(len(p) for p in prompts) - 1 + max_new_tokens
+    state = model.init_state(batch, device)
+    feed = torch.tensor([p[0] for p in prompts], dtype=torch.long, device=device)  # [B]
+    bar = tqdm(total=total_steps, desc="generate", unit="tok", disable=not progress)
+    pos = 0  # position of the id being fed
+    while any(active):
+        logits, state = model.step(feed, state)  # [B, V]: the distribution of id pos + 1
+        pos += 1
+        sampling = [active[i] and pos >= outs[i].prompt_len for i in range(batch)]
+        if any(sampling):
+            allowed = None
+            if options.grammar:
+                rows = [grammars[i].allowed() if sampling[i] else None for i in range(batch)]
+                ones = np.ones(tokenizer.vocab_size, dtype=bool)
+                allowed = torch.from_numpy(np.stack([r if r is not None else ones for r in rows]))
+            drawn = sample_from_logits(filter_logits(logits, options, allowed), generator)
+            drawn = drawn.tolist()
+        for i in range(batch):
+            if not sampling[i]:
+                continue
+            out, tok = outs[i], int(drawn[i])
+            grammars[i].advance(tok)
+            out.ids.append(tok)
+            out.sampled += 1
+            out.errors = grammars[i].errors - prompt_errors[i]
+            if grammars[i].finished() or tok == eos:
+                finish(i, "end")
+            elif bars is not None and _cut_at_bar(tokenizer, out, bars):
+                grammars[i] = _replay(tokenizer, out.ids)
+                out.errors = grammars[i].errors - prompt_errors[i]
+                finish(i, "bars")
+            elif out.sampled >= max_new_tokens:
+                finish(i, "max_tokens")
+        next_ids = [
+            outs[i].ids[pos] if active[i] else pad for i in range(batch)
+        ]
+        feed = torch.tensor(next_ids, dtype=torch.long, device=device)
+        bar.update(1)
+    bar.close()
+    return outs
+
+
+def _cut_at_bar(tokenizer: Tokenizer, out: Generated, bars: int) -> bool:
+    """If a bar past the allowed `bars` new bars has begun, drop its ids and return True."""
+    starts = tokenizer.bar_starts(np.asarray(out.ids, dtype=np.int64))
+    limit = out.bar_base + bars
+    if len(starts) <= limit:
+        return False
+    cut = max(int(starts[limit]), out.prompt_len)
+    out.sampled -= len(out.ids) - cut
+    del out.ids[cut:]
+    return True
+
+
+def invalid_rate(results: list[Generated]) -> float:
+    """Grammar errors per sampled id over a set of sequences (the --no-grammar ablation)."""
+    sampled = sum(r.sampled for r in results)
+    return sum(r.errors for r in results) / max(sampled, 1)

@@ -1,0 +1,284 @@
+"""Sampler filters on hand-made distributions; the grammar guarantee on untrained tiny models."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import numpy as np
+import pytest
+import symusic
+import torch
+
+from musicgen.config import ModelConfig, PerceiverConfig
+from musicgen.errors import MusicgenError
+from musicgen.model import build_model
+from musicgen.sample import (
+    SamplingOptions,
+    apply_temperature,
+    default_options,
+    filter_logits,
+    generate,
+    invalid_rate,
+    mask_disallowed,
+    sample_from_logits,
+    top_k_filter,
+    top_p_filter,
+)
+from musicgen.tokenizers import build_tokenizer
+
+DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
+
+INF = float("inf")
+
+
+def logits_of(*probs: float) -> torch.Tensor:
+    """A [1, V] row of logits whose softmax is exactly `probs` (up to float rounding)."""
+    return torch.tensor([[math.log(p) for p in probs]])
+
+
+def kept(logits: torch.Tensor) -> list[list[bool]]:
+    return torch.isfinite(logits).tolist()
+
+
+def test_temperature_scales_logits_and_sharpens():
+    x = torch.tensor([[2.0, 1.0, -1.0]])
+    assert torch.equal(apply_temperature(x, 2.0), torch.tensor([[1.0, 0.5, -0.5]]))
+    hot, cold = torch.softmax(x / 2.0, -1), torch.softmax(x / 0.5, -1)
+    assert cold[0, 0] > torch.softmax(x, -1)[0, 0] > hot[0, 0]
+    with pytest.raises(ValueError):
+        apply_temperature(x, 0.0)
+
+
+def test_top_k_keeps_exactly_the_k_largest_per_row():
+    x = torch.tensor([[0.1, 3.0, 2.0, -1.0], [5.0, 4.0, 3.0, 2.0]])
+    assert kept(top_k_filter(x, 2)) == [[False, True, True, False], [True, True, False, False]]
+    out = top_k_filter(x, 2)
+    assert out[0, 1] == 3.0 and out[1, 0] == 5.0  # kept values are unchanged
+    assert torch.equal(top_k_filter(x, 0), x) and torch.equal(top_k_filter(x, 4), x)
+
+
+def test_top_p_keeps_the_smallest_set_reaching_p():
+    x = logits_of(0.1, 0.5, 0.05, 0.35)  # sorted: 0.5, 0.35, 0.1, 0.05
+    assert kept(top_p_filter(x, 0.3)) == [[False, True, False, False]]  # top id always kept
+    assert kept(top_p_filter(x, 0.7)) == [[False, True, False, True]]  # 0.5 + 0.35 >= 0.7
+    assert kept(top_p_filter(x, 0.9)) == [[True, True, False, True]]  # 0.95 >= 0.9
+    assert kept(top_p_filter(x, 0.97)) == [[True, True, True, True]]
+    probs = torch.softmax(top_p_filter(x, 0.7), -1)
+    assert torch.allclose(probs, torch.tensor([[0.0, 0.5 / 0.85, 0.0, 0.35 / 0.85]]))
+
+
+def test_top_p_is_per_row():
+    x = torch.cat([logits_of(0.6, 0.3, 0.1), logits_of(0.2, 0.3, 0.5)])
+    assert kept(top_p_filter(x, 0.8)) == [[True, True, False], [False, True, True]]
+
+
+def test_grammar_mask_comes_before_top_k_and_top_p():
+    x = logits_of(0.7, 0.2, 0.06, 0.04)
+    allowed = torch.tensor([[False, False, True, True]])
+    # without the mask, top-1 would keep only id 0 and then the mask would leave nothing
+    out = filter_logits(x, SamplingOptions(temperature=1.0, top_k=1), allowed)
+    assert kept(out) == [[False, False, True, False]]
+    out = filter_logits(x, SamplingOptions(temperature=1.0, top_p=0.5), allowed)
+    assert kept(out) == [[False, False, True, False]]  # renormalised: 0.6, 0.4
+    assert torch.allclose(torch.softmax(out, -1), torch.tensor([[0.0, 0.0, 1.0, 0.0]]))
+
+
+def test_mask_with_nothing_allowed_leaves_the_row():
+    x = torch.tensor([[1.0, 2.0], [1.0, 2.0]])
+    allowed = torch.tensor([[False, False], [True, False]])
+    assert kept(mask_disallowed(x, allowed)) == [[True, True], [True, False]]
+
+
+def test_combined_filters_give_exact_probabilities():
+    x = logits_of(0.4, 0.3, 0.2, 0.1)
+    # T = 1, top-k 3 -> 0.4, 0.3, 0.2 renormalised; then top-p 0.7 on those: 4/9 + 3/9 >= 0.7
+    out = filter_logits(x, SamplingOptions(temperature=1.0, top_k=3, top_p=0.7))
+    assert torch.allclose(torch.softmax(out, -1), torch.tensor([[4 / 7, 3 / 7, 0.0, 0.0]]))
+    # T = 0.5 squares the probabilities: 16, 9, 4, 1 (/30)
+    out = filter_logits(x, SamplingOptions(temperature=0.5))
+    assert torch.allclose(torch.softmax(out, -1), torch.tensor([[16, 9, 4, 1]]) / 30.0)
+
+
+def test_greedy_picks_the_best_allowed_id():
+    x = logits_of(0.7, 0.2, 0.06, 0.04)
+    allowed = torch.tensor([[False, True, True, True]])
+    out = filter_logits(x, SamplingOptions(temperature=0.0), allowed)
+    assert kept(out) == [[False, True, False, False]]
+    assert sample_from_logits(out).tolist() == [1]
+
+
+def test_sampling_follows_the_filtered_distribution_and_is_seeded():
+    x = logits_of(0.4, 0.3, 0.2, 0.1).expand(20000, 4)
+    out = filter_logits(x, SamplingOptions(temperature=1.0, top_k=2))
+    draws = sample_from_logits(out, torch.Generator().manual_seed(0))
+    assert set(draws.tolist()) == {0, 1}
+    freq = (draws == 0).float().mean().item()
+    assert abs(freq - 4 / 7) < 0.02  # 20000 draws: std ~0.0035
+    again = sample_from_logits(out, torch.Generator().manual_seed(0))
+    assert torch.equal(draws, again)
+
+
+@pytest.mark.parametrize(
+    "options, message",
+    [
+        (SamplingOptions(temperature=-0.1), "--temperature"),
+        (SamplingOptions(top_k=-1), "--top-k"),
+        (SamplingOptions(top_p=0.0), "--top-p"),
+        (SamplingOptions(top_p=1.5), "--top-p"),
+    ],
+)
+def test_options_out_of_range_are_errors(options, message):
+    with pytest.raises(MusicgenError, match=message):
+        options.validate()
+
+
+def test_paper_defaults():
+    remi, groove = default_options("remi"), default_options("groove")
+    assert (remi.temperature, remi.top_p, remi.top_k) == (1.2, 0.9, 0)
+    assert (groove.temperature, groove.top_p, groove.top_k) == (0.6, 1.0, 0)
+
+
+# ---------------------------------------------------------------------------------------------
+# the decoding loop on untrained tiny models (random logits: the worst case for the grammar)
+
+
+@pytest.fixture
+def one_thread():
+    """Tiny models step faster on one thread (and do not fight other processes for cores)."""
+    n = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(n)
+
+
+def tiny_model(tokenizer, pe: str = "ape", seed: int = 0):
+    cfg = ModelConfig(
+        vocab_size=tokenizer.vocab_size, n_layers=2, d_model=32, n_heads=2, d_ff=64,
+        dropout=0.0, n_features=16, num_realizations=8, num_sines=2, kernel_size=8, pe=pe,
+    )
+    torch.manual_seed(seed)
+    return build_model(cfg).eval()
+
+
+@pytest.mark.parametrize("name", ["remi", "groove"])
+def test_grammar_masking_makes_every_sample_valid(name, tmp_path, one_thread):
+    tok = build_tokenizer(name)
+    model = tiny_model(tok)
+    gen = torch.Generator().manual_seed(1)
+    results = []
+    for _ in range(4):
+        results += generate(model, tok, [[tok.bos_id]] * 50, SamplingOptions(temperature=1.0),
+                            max_new_tokens=96, generator=gen)
+    assert len(results) == 200
+    with_notes = 0
+    for k, res in enumerate(results):
+        grammar = tok.grammar()
+        assert all(grammar.advance(t) for t in res.ids) and grammar.finished(), res.ids
+        assert res.errors == 0 and res.sampled <= 96 and res.ids[0] == tok.bos_id
+        assert res.stop in ("end", "max_tokens")
+        assert len(res.ids) == 1 + res.sampled + res.completion
+        path = tmp_path / f"{k}.mid"
+        tok.decode_to_midi(res.ids, path)
+        notes = symusic.Score(str(path)).note_num()  # the file loads
+        if notes == 0:  # the model may close a piece before its first note
+            with pytest.raises(MusicgenError, match="no notes"):
+                tok.encode(path)
+            continue
+        with_notes += 1
+        again = tok.encode(path)  # re-tokenises, into a sequence its grammar accepts
+        grammar = tok.grammar()
+        assert all(grammar.advance(t) for t in again) and grammar.finished()
+    assert with_notes >= 150
+
+
+@pytest.mark.parametrize("name", ["remi", "groove"])
+def test_without_grammar_invalid_tokens_appear_and_are_counted(name, one_thread):
+    tok = build_tokenizer(name)
+    model = tiny_model(tok)
+    gen = torch.Generator().manual_seed(2)
+    results = generate(model, tok, [[tok.bos_id]] * 50, SamplingOptions(1.0, grammar=False),
+                       max_new_tokens=64, generator=gen)
+    for res in results:
+        grammar = tok.grammar()
+        errors = sum(not grammar.advance(t) for t in res.ids[: res.prompt_len + res.sampled])
+        assert errors == res.errors
+    assert 0.05 < invalid_rate(results) < 1.0
+    score = tok.decode(results[0].ids)  # decoding is lenient: invalid ids are skipped
+    assert isinstance(score, symusic.Score)
+
+
+@pytest.mark.parametrize("pe", ["ape", "sine_spe", "conv_spe"])
+def test_seeded_runs_repeat_and_greedy_rows_do_not_interact(pe, one_thread):
+    tok = build_tokenizer("groove")
+    model = tiny_model(tok, pe)
+    opts = SamplingOptions(temperature=1.0, top_p=0.95)
+
+    def run(prompts, options, seed):
+        torch.manual_seed(seed)  # the positional noise drawn by init_state
+        return [r.ids for r in generate(model, tok, prompts, options, max_new_tokens=24,
+                                        generator=torch.Generator().manual_seed(seed))]
+
+    assert run([[tok.bos_id]] * 4, opts, 5) == run([[tok.bos_id]] * 4, opts, 5)
+    greedy = SamplingOptions(temperature=0.0)
+    song = tok.encode(DATA / "groove_drums" / "drummer1" / "eval_session"
+                      / "1_funk-groove1_138_beat_4-4.mid")
+    prompts = [[tok.bos_id], song[:30], song[:7]]  # rows end at different steps
+    alone = [run([p], greedy, 3)[0] for p in prompts]
+    assert run(prompts, greedy, 3) == alone  # rows (and the padding of ended rows) independent
+
+
+def test_prompts_of_different_lengths_are_kept_and_continued(one_thread):
+    tok = build_tokenizer("remi")
+    song = tok.encode(DATA / "pop909" / "001" / "001.mid")
+    starts = tok.bar_starts(np.asarray(song))
+    prompts = [[tok.bos_id], song[: int(starts[1])], song[: int(starts[3])]]
+    model = tiny_model(tok)
+    results = generate(model, tok, prompts, SamplingOptions(1.2, top_p=0.9), max_new_tokens=40,
+                       generator=torch.Generator().manual_seed(0))
+    for prompt, res in zip(prompts, results, strict=True):
+        assert res.ids[: len(prompt)] == prompt and res.prompt_len == len(prompt)
+        assert res.continuation == res.ids[len(prompt) :]
+        grammar = tok.grammar()
+        assert all(grammar.advance(t) for t in res.ids) and grammar.finished()
+
+
+@pytest.mark.parametrize("name", ["remi", "groove"])
+def test_bars_limit_cuts_at_the_next_bar(name, one_thread):
+    tok = build_tokenizer(name)
+    model = tiny_model(tok, seed=3)
+    results = generate(model, tok, [[tok.bos_id]] * 20, SamplingOptions(1.0), max_new_tokens=400,
+                       bars=2, generator=torch.Generator().manual_seed(0))
+    assert any(r.stop == "bars" for r in results)
+    for res in results:
+        # (the completion may add note-offs exactly on the next bar line; the sampled ids may not)
+        assert len(tok.bar_starts(np.asarray(res.ids[: 1 + res.sampled]))) <= 2
+        grammar = tok.grammar()
+        assert all(grammar.advance(t) for t in res.ids) and grammar.finished()
+
+
+def test_invalid_prompt_is_an_error():
+    tok = build_tokenizer("remi")
+    model = tiny_model(tok)
+    bad = [tok.bos_id, tok.token_id(tok.token_name(tok.bos_id))]  # a second BOS
+    with pytest.raises(MusicgenError, match="not a valid prefix"):
+        generate(model, tok, [bad], SamplingOptions(), max_new_tokens=4)
+    with pytest.raises(MusicgenError, match="ends with the end token"):
+        closed = [tok.bos_id, tok.token_id("Bar_None"), tok.eos_id]
+        generate(model, tok, [closed], SamplingOptions(), max_new_tokens=4)
+
+
+def test_perceiver_head_decodes_through_the_same_loop(one_thread):
+    tok = build_tokenizer("groove")
+    cfg = ModelConfig(
+        vocab_size=tok.vocab_size, n_layers=2, d_model=32, n_heads=2, d_ff=64, dropout=0.0,
+        n_features=16, num_realizations=8, num_sines=2, pe="sine_spe", head="perceiver_s",
+        perceiver=PerceiverConfig(context_len=32, n_queries=8),
+    )
+    torch.manual_seed(0)
+    model = build_model(cfg).eval()
+    results = generate(model, tok, [[tok.bos_id]] * 10, SamplingOptions(1.0), max_new_tokens=60,
+                       generator=torch.Generator().manual_seed(0))  # past one context window
+    for res in results:
+        grammar = tok.grammar()
+        assert all(grammar.advance(t) for t in res.ids) and grammar.finished()
