@@ -16,6 +16,7 @@ import torch
 import torch.nn.functional as F
 from tqdm import tqdm
 
+from musicgen.device import pick_device
 from musicgen.errors import MusicgenError
 from musicgen.io import atomic_write_text
 from musicgen.metrics import (
@@ -33,12 +34,6 @@ from musicgen.metrics import (
 SEGMENT = 128  # tokens per point of the per-position curves (the paper's figure)
 N_STYLE_SEGMENTS = 4
 MIDI_SUFFIXES = (".mid", ".midi")
-
-
-def resolve_device(name: str = "auto") -> torch.device:
-    if name == "auto":
-        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    return torch.device(name)
 
 
 def jsonable(x):
@@ -155,7 +150,7 @@ def evaluate_nll(
     from musicgen.data.dataset import PreparedSplit
     from musicgen.plots import plot_nll_curves
 
-    dev = resolve_device(device)
+    dev = pick_device(device)
     prepared = PreparedSplit(data, split)
     n_songs = len(prepared) if max_songs is None else min(max_songs, len(prepared))
     if n_songs == 0:
@@ -240,7 +235,7 @@ def evaluate_style(
     from musicgen.plots import plot_style_boxes
     from musicgen.sample import default_options, generate
 
-    dev = resolve_device(device)
+    dev = pick_device(device)
     loaded = load_checkpoint(checkpoint, device=dev)
     tok = loaded.tokenizer
     options = default_options(tok.name)

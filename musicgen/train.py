@@ -26,6 +26,7 @@ from musicgen.checkpoint import read_payload, save_checkpoint, unwrap
 from musicgen.config import Config, config_from_dict, to_dict
 from musicgen.data.dataset import PreparedSplit, load_songs
 from musicgen.data.segments import make_train_dataset
+from musicgen.device import pick_device
 from musicgen.errors import MusicgenError
 from musicgen.evaluate import SEGMENT, per_position_nll, range_mean, segment_means
 from musicgen.io import atomic_write_text
@@ -57,18 +58,6 @@ def setup_distributed(device: torch.device) -> Dist:
     backend = "nccl" if device.type == "cuda" else "gloo"
     dist.init_process_group(backend)
     return Dist(dist.get_rank(), dist.get_world_size(), int(os.environ.get("LOCAL_RANK", 0)))
-
-
-def pick_device(name: str, local_rank: int = 0) -> torch.device:
-    if name == "auto":
-        if torch.cuda.is_available():
-            return torch.device("cuda", local_rank)
-        if getattr(torch.backends, "mps", None) and torch.backends.mps.is_available():
-            return torch.device("mps")
-        return torch.device("cpu")
-    if name == "cuda":
-        return torch.device("cuda", local_rank)
-    return torch.device(name)
 
 
 def autocast_for(device: torch.device, precision: str):

@@ -1,4 +1,4 @@
-"""Typed config: strict keys with the valid ones listed, types checked, dotted overrides, presets."""
+"""Typed config: strict keys (the valid ones listed), types checked, dotted overrides, presets."""
 
 from pathlib import Path
 

@@ -17,6 +17,7 @@ import numpy as np
 import symusic
 import torch
 
+from musicgen.device import pick_device
 from musicgen.errors import MusicgenError
 from musicgen.io import atomic_path, atomic_write_text
 from musicgen.sample import Generated, SamplingOptions, default_options, generate, invalid_rate
@@ -94,21 +95,6 @@ def check_common(args: argparse.Namespace) -> None:
     ).validate()
 
 
-def pick_device(name: str) -> torch.device:
-    if name == "auto":
-        if torch.cuda.is_available():
-            return torch.device("cuda")
-        mps = getattr(torch.backends, "mps", None)
-        return torch.device("mps" if mps is not None and mps.is_available() else "cpu")
-    try:
-        device = torch.device(name)
-    except RuntimeError:
-        raise MusicgenError(f"--device: unknown device '{name}'") from None
-    if device.type == "cuda" and not torch.cuda.is_available():
-        raise MusicgenError("--device: CUDA was asked for but is not available")
-    return device
-
-
 def sampling_options(args: argparse.Namespace, tokenizer: Tokenizer) -> SamplingOptions:
     """The paper's defaults for this tokenizer, with every option given on the command line."""
     opts = default_options(tokenizer.name)
@@ -131,8 +117,15 @@ def load(args: argparse.Namespace):
 
 
 def checkpoint_stem(path: str | Path) -> str:
+    """Output names start with the model's name: runs/pop/best.pt -> pop_best, x/model.pt -> x."""
     path = Path(path)
-    return path.name if path.is_dir() else path.stem
+    if path.is_dir():
+        return path.name
+    if path.stem == "model":
+        return path.parent.name or "model"
+    if path.stem in ("last", "best") and path.parent.name:
+        return f"{path.parent.name}_{path.stem}"
+    return path.stem
 
 
 def free_path(folder: Path, stem: str, suffixes: tuple[str, ...], overwrite: bool) -> Path:
@@ -164,7 +157,7 @@ def sample_all(args, loaded, device, prompt: list[int], max_new: int, bars: int 
     index of its first piece) so that each batch is written before the next one starts."""
     opts = sampling_options(args, loaded.tokenizer)
     cfg = loaded.config.model
-    if cfg.pe == "ape_learned" and len(prompt) + max_new > cfg.max_len:
+    if cfg.head == "lm" and cfg.pe == "ape_learned" and len(prompt) + max_new > cfg.max_len:
         max_new = max(cfg.max_len - len(prompt), 1)
         print(f"note: learned positions stop at {cfg.max_len}: sampling {max_new} ids at most")
     torch.manual_seed(seed)  # the model's positional noise (init_state)

@@ -40,7 +40,7 @@ class Grammar(abc.ABC):
 
     @abc.abstractmethod
     def completion(self) -> list[int]:
-        """Ids that, appended now, make the sequence complete and valid (ends with the end token)."""
+        """Ids that, appended now, complete the sequence validly (ending with the end token)."""
 
     errors: int = 0  # number of ids advanced that were not allowed
 
@@ -79,7 +79,7 @@ class Tokenizer(abc.ABC):
 
     @abc.abstractmethod
     def transpose(self, ids: np.ndarray, semitones: int) -> np.ndarray | None:
-        """Ids with every pitched note (and chord root) moved; None if a note would leave the range."""
+        """Ids with every pitched note (and chord root) moved; None if a note leaves the range."""
 
     @abc.abstractmethod
     def bar_starts(self, ids: np.ndarray) -> np.ndarray:

@@ -1,0 +1,26 @@
+"""Device choice, shared by every command: CUDA when present, else Apple's MPS, else the CPU."""
+
+from __future__ import annotations
+
+import torch
+
+from musicgen.errors import MusicgenError
+
+
+def pick_device(name: str = "auto", index: int = 0) -> torch.device:
+    """`auto` | `cpu` | `cuda` | `cuda:N` | `mps`; `index` picks the GPU of a torchrun rank."""
+    if name == "auto":
+        if torch.cuda.is_available():
+            return torch.device("cuda", index)
+        mps = getattr(torch.backends, "mps", None)
+        return torch.device("mps" if mps is not None and mps.is_available() else "cpu")
+    try:
+        device = torch.device(name)
+    except RuntimeError:
+        raise MusicgenError(f"--device: unknown device '{name}'") from None
+    if device.type == "cuda":
+        if not torch.cuda.is_available():
+            raise MusicgenError("--device: CUDA was asked for but is not available")
+        if device.index is None:
+            device = torch.device("cuda", index)
+    return device
