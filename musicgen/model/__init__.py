@@ -1,0 +1,50 @@
+"""The model layer: `build_model(cfg)` is the one place a model is built.
+
+Registries (by name, as written in configs): `FEATURE_MAPS` (favor | relu) and
+`POSITIONAL_ENCODINGS` (ape | ape_learned | sine_spe | conv_spe | none).
+"""
+
+from __future__ import annotations
+
+from torch import nn
+
+from musicgen.errors import MusicgenError
+from musicgen.model.features import FEATURE_MAPS
+from musicgen.model.positional import POSITIONAL_ENCODINGS
+from musicgen.model.transformer import Performer, PerformerState
+
+REDRAW_POLICIES = ("never", "every", "prob")
+
+__all__ = ["FEATURE_MAPS", "POSITIONAL_ENCODINGS", "Performer", "PerformerState", "build_model"]
+
+
+def _check(cfg) -> None:
+    def bad(name: str, value, valid) -> MusicgenError:
+        return MusicgenError(f"model.{name}: unknown '{value}'; valid: {', '.join(valid)}")
+
+    if cfg.pe not in POSITIONAL_ENCODINGS:
+        raise bad("pe", cfg.pe, POSITIONAL_ENCODINGS)
+    if cfg.feature_map not in FEATURE_MAPS:
+        raise bad("feature_map", cfg.feature_map, FEATURE_MAPS)
+    if cfg.redraw not in REDRAW_POLICIES:
+        raise bad("redraw", cfg.redraw, REDRAW_POLICIES)
+    for name in ("n_layers", "d_model", "n_heads", "d_ff", "n_features", "num_realizations",
+                 "num_sines", "kernel_size", "chunk_size", "max_len"):
+        if getattr(cfg, name) <= 0:
+            raise MusicgenError(f"model.{name}: must be > 0, got {getattr(cfg, name)}")
+    if not 0.0 <= cfg.dropout < 1.0:
+        raise MusicgenError(f"model.dropout: must be in [0, 1), got {cfg.dropout}")
+
+
+def build_model(cfg) -> nn.Module:
+    """Build the model a `ModelConfig` describes (head 'lm'; 'perceiver_s' once it exists)."""
+    _check(cfg)
+    if cfg.head == "lm":
+        return Performer(cfg)
+    if cfg.head == "perceiver_s":
+        try:
+            from musicgen.model.perceiver import build_perceiver  # type: ignore[attr-defined]
+        except ImportError:
+            raise MusicgenError("model.head: 'perceiver_s' is not available yet") from None
+        return build_perceiver(cfg)
+    raise MusicgenError(f"model.head: unknown '{cfg.head}'; valid: lm, perceiver_s")

@@ -1,0 +1,101 @@
+"""Feature maps phi for linear attention: FAVOR+ (Performer) and ReLU (linear transformer).
+
+Both expose the same two calls so the attention code does not care which one it has:
+  query(x) -> phi(x)                        (any per-position scale cancels in num / den)
+  key(x, shift) -> (phi(x) * exp(-shift'), shift')
+`shift` is a per-(batch, head) stabiliser for the keys: it must be the same for every position of
+a sum, so the carried sums (S, z) are rescaled by exp(old - new) when it grows (online max, as in
+streaming softmax). The ratio num / den is unchanged by it, so the parallel form (max over the whole
+sequence) and the recurrent form (running max) compute the same attention.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+from torch import Tensor, nn
+
+
+def orthogonal_gaussian(n_rows: int, dim: int, generator: torch.Generator | None = None) -> Tensor:
+    """Rows in blocks of `dim` exactly orthogonal, each scaled to a chi(dim) norm (FAVOR+)."""
+    blocks = []
+    for _ in range(math.ceil(n_rows / dim)):
+        g = torch.randn(dim, dim, generator=generator)
+        q, _ = torch.linalg.qr(g)
+        blocks.append(q.T)
+    w = torch.cat(blocks)[:n_rows]  # (m, dim), unit rows
+    norms = torch.randn(n_rows, dim, generator=generator).norm(dim=1, keepdim=True)
+    return w * norms
+
+
+class FavorFeatures(nn.Module):
+    """Positive orthogonal random features: phi(x) = exp(W x - |x|^2 / 2) / sqrt(m).
+
+    Inputs are pre-scaled by scale_dim^-1/4 so phi(q).phi(k) estimates exp(q.k / sqrt(scale_dim)).
+    The projection W is a buffer: saved in state_dict, moved with .to(), never trained.
+    """
+
+    # Only guards 0 / 0: the key shift makes den's scale arbitrary, so a larger eps would make the
+    # parallel (global max) and recurrent (running max) forms differ.
+    eps = 1e-20
+
+    def __init__(self, in_dim: int, n_features: int, scale_dim: int) -> None:
+        super().__init__()
+        self.in_dim, self.n_features = in_dim, n_features
+        self.scale = float(scale_dim) ** -0.25
+        self.register_buffer("proj", orthogonal_gaussian(n_features, in_dim))  # (m, in_dim)
+
+    @property
+    def out_dim(self) -> int:
+        return self.n_features
+
+    @torch.no_grad()
+    def redraw(self, generator: torch.Generator | None = None) -> None:
+        self.proj.copy_(orthogonal_gaussian(self.n_features, self.in_dim, generator).to(self.proj))
+
+    def _exponent(self, x: Tensor) -> Tensor:
+        x = x.float() * self.scale
+        return x @ self.proj.float().T - 0.5 * (x * x).sum(-1, keepdim=True)  # (..., m)
+
+    def query(self, x: Tensor) -> Tensor:
+        """x (B, H, N, in) -> (B, H, N, m); stabilised per position (cancels in the ratio)."""
+        u = self._exponent(x)
+        return torch.exp(u - u.amax(-1, keepdim=True).detach()) / math.sqrt(self.n_features)
+
+    def key(self, x: Tensor, shift: Tensor | None = None) -> tuple[Tensor, Tensor]:
+        """x (B, H, N, in) -> (phi (B, H, N, m), shift (B, H)); shift = max(old, max over N, m)."""
+        u = self._exponent(x)
+        new = u.detach().amax(dim=(-2, -1))  # (B, H)
+        if shift is not None:
+            new = torch.maximum(shift, new)
+        phi = torch.exp(u - new[..., None, None]) / math.sqrt(self.n_features)
+        return phi, new
+
+
+class ReluFeatures(nn.Module):
+    """phi(x) = relu(x): the linear transformer's map; no randomness, no stabiliser needed."""
+
+    eps = 1e-6
+
+    def __init__(self, in_dim: int, n_features: int, scale_dim: int) -> None:
+        super().__init__()
+        self.in_dim = in_dim
+
+    @property
+    def out_dim(self) -> int:
+        return self.in_dim
+
+    def redraw(self, generator: torch.Generator | None = None) -> None:
+        """Nothing random to redraw."""
+
+    def query(self, x: Tensor) -> Tensor:
+        return torch.relu(x.float())
+
+    def key(self, x: Tensor, shift: Tensor | None = None) -> tuple[Tensor, Tensor]:
+        if shift is None:
+            shift = x.new_zeros(x.shape[0], x.shape[1], dtype=torch.float32)
+        return torch.relu(x.float()), shift
+
+
+FEATURE_MAPS: dict[str, type[nn.Module]] = {"favor": FavorFeatures, "relu": ReluFeatures}

@@ -1,0 +1,285 @@
+"""Positional encodings: absolute ones added to the input, and Stochastic Positional Encoding.
+
+SPE (Liutkus et al. 2021) draws per head and feature d random codes Qbar_d[m], Kbar_d[n] in R^R with
+E[Qbar_d[m] . Kbar_d[n]] / R = P_d(m - n), and replaces q, k (head_dim D) by
+    q^_m = sum_d q_md Qbar'_d[m] / sqrt(R),   k^_n = sum_d k_nd Kbar'_d[n] / sqrt(R)     (size R)
+where Qbar' = sqrt(1 - delta_d) Qbar + sqrt(delta_d) eps_d with one eps_d in R^R (gating, optional).
+Codes are functions of absolute position indices, so queries and keys may sit at any positions
+(q_pos, k_pos), also far past the training length. All randomness comes from an `SPENoise` (a seed):
+the same seed gives the same codes in the parallel and the step-by-step forms.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+from torch.utils.checkpoint import checkpoint
+
+NOISE_BLOCK = 256  # convSPE white noise is drawn lazily in blocks of this many positions
+
+
+class SinusoidalPE(nn.Module):
+    """The Transformer's fixed sin/cos table, computed on the fly for any position."""
+
+    def __init__(self, d_model: int) -> None:
+        super().__init__()
+        inv = torch.exp(-math.log(10000.0) * torch.arange(0, d_model, 2) / d_model)
+        self.register_buffer("inv_freq", inv, persistent=False)
+        self.d_model = d_model
+
+    def forward(self, pos: Tensor) -> Tensor:
+        """pos (N,) -> (N, d_model)."""
+        ang = pos.double()[:, None] * self.inv_freq.double()[None]
+        pe = torch.stack([ang.sin(), ang.cos()], -1).reshape(len(pos), -1)
+        return pe[:, : self.d_model].float()
+
+
+class LearnedPE(nn.Module):
+    """A learned table of max_len positions (cannot go past max_len)."""
+
+    def __init__(self, max_len: int, d_model: int) -> None:
+        super().__init__()
+        self.max_len = max_len
+        self.table = nn.Embedding(max_len, d_model)
+        nn.init.normal_(self.table.weight, std=0.02)
+
+    def forward(self, pos: Tensor) -> Tensor:
+        from musicgen.errors import MusicgenError
+
+        if int(pos.max()) >= self.max_len:
+            raise MusicgenError(
+                f"model.max_len: position {int(pos.max())} is past the learned table "
+                f"({self.max_len} positions); use a relative encoding or a larger max_len"
+            )
+        return self.table(pos)
+
+
+class SPENoise:
+    """All randomness of SPE for one sequence: a seed and the (cached) draws made from it."""
+
+    def __init__(self, seed: int, device: torch.device | str) -> None:
+        self.seed, self.device = int(seed), torch.device(device)
+        self._cache: dict[tuple, Tensor] = {}
+
+    def _generator(self, key: tuple[int, ...]) -> torch.Generator:
+        s = self.seed % (2**61 - 1)
+        for k in key:
+            s = (s * 1_000_003 + k + 1) % (2**61 - 1)
+        return torch.Generator(device=self.device).manual_seed(s)
+
+    def gaussian(self, key: tuple[int, ...], shape: tuple[int, ...], keep: bool = True) -> Tensor:
+        """The draw named `key` (always the same for a seed); `keep=False`: do not cache it."""
+        if key in self._cache:
+            return self._cache[key]
+        out = torch.randn(shape, generator=self._generator(key), device=self.device)
+        if keep:
+            self._cache[key] = out
+        return out
+
+    def drop_below(self, prefix: tuple[int, ...], block: int) -> None:
+        """Forget cached noise blocks `prefix + (b,)` with b < block (they can be redrawn)."""
+        n = len(prefix)
+        for key in [k for k in self._cache if k[:n] == prefix and len(k) == n + 1]:
+            if key[n] < block:
+                del self._cache[key]
+
+
+class SPECodes:
+    """Codes for one set of query and key positions; `project` contracts them with q or k."""
+
+    def __init__(self, q_part, k_part, eps: Tensor | None, r: int) -> None:
+        self.parts = {"q": q_part, "k": k_part}
+        self.eps, self.r = eps, r  # eps (H, D, R) gate noise
+
+    def _contract(self, x: Tensor, part) -> Tensor:
+        raise NotImplementedError
+
+    def project(self, x: Tensor, side: str, gate: Tensor | None) -> Tensor:
+        """x (B, N, H, D) float32 -> (B, N, H, R); `gate` (H, D) logits of delta or None."""
+        if gate is None:
+            out = self._contract(x, self.parts[side])
+        else:
+            delta = torch.sigmoid(gate.float())
+            out = self._contract(x * (1 - delta).sqrt(), self.parts[side])
+            out = out + torch.einsum("bnhd,hdr->bnhr", x * delta.sqrt(), self.eps)
+        return out / math.sqrt(self.r)
+
+
+class SineCodes(SPECodes):
+    def _contract(self, x: Tensor, part) -> Tensor:
+        omega, lz = part  # omega (N, H, D, 2K), lz (H, D, 2K, R)
+        if torch.is_grad_enabled():  # recompute the (B, N, H, D, 2K) product in backward
+            return checkpoint(_sine_contract, x, omega, lz, use_reentrant=False)
+        return _sine_contract(x, omega, lz)
+
+
+def _sine_contract(x: Tensor, omega: Tensor, lz: Tensor) -> Tensor:
+    a = x.unsqueeze(-1) * omega  # (B, N, H, D, 2K)
+    return torch.einsum("bnhdj,hdjr->bnhr", a, lz)
+
+
+class ConvCodes(SPECodes):
+    def _contract(self, x: Tensor, part) -> Tensor:
+        # part: Qbar (N, H, D, R) contiguous, so this is a batched (B x D) @ (D x R) with no copy
+        return torch.einsum("bnhd,nhdr->bnhr", x, part)
+
+
+class _SPE(nn.Module):
+    """Shared by both SPE kinds: shapes, the gate noise, the noise-key tag of this module."""
+
+    def __init__(self, n_heads: int, head_dim: int, num_realizations: int, tag: int) -> None:
+        super().__init__()
+        self.h, self.d, self.r, self.tag = n_heads, head_dim, num_realizations, tag
+
+    def gate_noise(self, noise: SPENoise) -> Tensor:
+        return noise.gaussian((self.tag, 1), (self.h, self.d, self.r))  # (H, D, R)
+
+
+class SineSPE(_SPE):
+    """P_d(tau) = sum_k lambda_dk^2 cos(2 pi f_dk tau + theta_dk): a learned periodic kernel."""
+
+    def __init__(self, n_heads, head_dim, num_realizations, num_sines, tag: int = 0) -> None:
+        super().__init__(n_heads, head_dim, num_realizations, tag)
+        self.k = num_sines
+        # frequencies log-spaced over periods 4 .. 4096 positions, plus a little jitter per feature
+        f0 = torch.logspace(math.log10(1 / 4096), math.log10(1 / 4), num_sines)
+        logit = torch.log(2 * f0) - torch.log1p(-2 * f0)  # f = sigmoid(p) / 2 in (0, 1/2)
+        self.freq = nn.Parameter(logit.expand(n_heads, head_dim, -1) + 0.1 * torch.randn(
+            n_heads, head_dim, num_sines))
+        self.phase = nn.Parameter(torch.zeros(n_heads, head_dim, num_sines))
+        g0 = math.log(math.expm1(1 / math.sqrt(num_sines)))  # softplus(g0)^2 * K = 1 -> P(0) = 1
+        self.gain = nn.Parameter(torch.full((n_heads, head_dim, num_sines), g0))
+
+    def frequencies(self) -> Tensor:
+        return torch.sigmoid(self.freq.float()) / 2
+
+    def kernel(self, lags: Tensor) -> Tensor:
+        """The designed P_d at integer lags: (L,) -> (L, H, D)."""
+        lam2 = F.softplus(self.gain.float()) ** 2
+        ang = 2 * math.pi * self.frequencies() * lags.float()[:, None, None, None] + self.phase
+        return (lam2 * torch.cos(ang)).sum(-1)
+
+    def _omega(self, pos: Tensor, with_phase: bool) -> Tensor:
+        """pos (N,) -> (N, H, D, 2K); f * m reduced mod 1 in float64 (exact far past training)."""
+        fm = self.frequencies().double() * pos.double()[:, None, None, None]
+        ang = 2 * math.pi * (fm - fm.detach().floor()).float()
+        if with_phase:
+            ang = ang + self.phase.float()
+        return torch.cat([ang.cos(), ang.sin()], -1)
+
+    def codes(self, q_pos: Tensor, k_pos: Tensor, noise: SPENoise) -> SineCodes:
+        z = noise.gaussian((self.tag, 0), (self.h, self.d, 2 * self.k, self.r))
+        lam = F.softplus(self.gain.float()).repeat(1, 1, 2)  # lambda~ (H, D, 2K)
+        lz = lam.unsqueeze(-1) * z  # (H, D, 2K, R)
+        q_part = (self._omega(q_pos, True), lz)
+        k_part = (self._omega(k_pos, False), lz)
+        return SineCodes(q_part, k_part, self.gate_noise(noise), self.r)
+
+
+class ConvSPE(_SPE):
+    """Qbar_d = Z_d * PhiQ_d, Kbar_d = Z_d * PhiK_d (length-P filters over white noise positions).
+
+    Qbar_d[m] = sum_p PhiQ_d[p] Ztilde_d[m + p], Ztilde index i holding the noise sample of "time"
+    i - P + 1, so the code at m uses the window of the last P samples; P_d(m - n) is the filters'
+    cross-correlation, zero for |m - n| >= P.
+    """
+
+    def __init__(self, n_heads, head_dim, num_realizations, kernel_size, tag: int = 0) -> None:
+        super().__init__(n_heads, head_dim, num_realizations, tag)
+        self.p = kernel_size
+        phi = torch.randn(n_heads, head_dim, kernel_size)
+        phi = phi / phi.norm(dim=-1, keepdim=True)  # P_d(0) = 1 at initialisation
+        self.filt_q = nn.Parameter(phi.clone())
+        self.filt_k = nn.Parameter(phi.clone())
+
+    def kernel(self, lags: Tensor) -> Tensor:
+        """The designed P_d(tau) = sum_p PhiQ[p] PhiK[p + tau] (zero for |tau| >= P): (L, H, D)."""
+        fq, fk = self.filt_q.float(), self.filt_k.float()
+        out = []
+        for t in lags.tolist():
+            if abs(t) >= self.p:
+                out.append(fq.new_zeros(self.h, self.d))
+            elif t >= 0:
+                out.append((fq[..., : self.p - t] * fk[..., t:]).sum(-1))
+            else:
+                out.append((fq[..., -t:] * fk[..., : self.p + t]).sum(-1))
+        return torch.stack(out)
+
+    def _noise(self, noise: SPENoise, lo: int, hi: int) -> Tensor:
+        """Ztilde[lo:hi] as (hi - lo, H * D, R), assembled from seeded blocks."""
+        b0, b1 = lo // NOISE_BLOCK, (hi - 1) // NOISE_BLOCK
+        noise.drop_below((self.tag, 2), b0)
+        keep = hi - lo <= 2 * NOISE_BLOCK  # cache for generation; long spans are used once
+        pieces = []
+        for b in range(b0, b1 + 1):
+            shape = (NOISE_BLOCK, self.h * self.d, self.r)
+            blk = noise.gaussian((self.tag, 2, b), shape, keep)
+            s, e = max(lo, b * NOISE_BLOCK) - b * NOISE_BLOCK, min(hi, (b + 1) * NOISE_BLOCK)
+            pieces.append(blk[s : e - b * NOISE_BLOCK])
+        return pieces[0] if len(pieces) == 1 else torch.cat(pieces, 0)
+
+    def _filter(self, z: Tensor, n_out: int) -> tuple[Tensor, Tensor]:
+        """z (>= n_out + P - 1, HD, R) -> Qbar, Kbar (n_out, HD, R): FFT, or directly if short."""
+        fq = self.filt_q.float().reshape(self.h * self.d, self.p)
+        fk = self.filt_k.float().reshape(self.h * self.d, self.p)
+        if n_out <= 4:  # generation: one window of P samples per filter
+            win = z[: n_out + self.p - 1].unfold(0, self.p, 1)  # (n_out, HD, R, P)
+            return torch.einsum("ncrp,cp->ncr", win, fq), torch.einsum("ncrp,cp->ncr", win, fk)
+        # circular correlation over all of z (len >= n_out + P - 1) never wraps for the outputs kept
+        n_fft = z.shape[0]
+        zf = torch.fft.rfft(z, dim=0)  # (n_fft // 2 + 1, HD, R)
+        out = []
+        for f in (fq, fk):
+            ff = torch.fft.rfft(f, n=n_fft, dim=1).conj().T.unsqueeze(-1)  # (F, HD, 1)
+            # irfft returns positions innermost: one copy into (N, HD, R) order, shared by every
+            # layer's einsum (which would otherwise copy it per layer and per side)
+            out.append(torch.fft.irfft(zf * ff, n=n_fft, dim=0)[:n_out].contiguous())
+        return out[0], out[1]
+
+    def codes(self, q_pos: Tensor, k_pos: Tensor, noise: SPENoise) -> ConvCodes:
+        """Positions must be increasing (each set); codes are made for the span of both sets."""
+        lo = int(min(q_pos.min(), k_pos.min()))
+        hi = int(max(q_pos.max(), k_pos.max())) + 1
+        span = hi - lo + self.p - 1
+        if hi - lo > 4:  # FFT path: take a fast length of noise (extra samples are never used)
+            span = _fast_len(span)
+        z = self._noise(noise, lo, lo + span)  # (span, HD, R)
+        qbar, kbar = self._filter(z, hi - lo)
+        qbar = qbar.view(hi - lo, self.h, self.d, self.r)  # (hi - lo, H, D, R)
+        kbar = kbar.view(hi - lo, self.h, self.d, self.r)
+        if len(q_pos) != hi - lo:
+            qbar = qbar.index_select(0, q_pos - lo)
+        if len(k_pos) != hi - lo:
+            kbar = kbar.index_select(0, k_pos - lo)
+        return ConvCodes(qbar, kbar, self.gate_noise(noise), self.r)
+
+
+def _fast_len(n: int) -> int:
+    """Smallest 2^a 3^b 5^c >= n (FFT sizes that are fast everywhere)."""
+    best = 1 << (n - 1).bit_length()
+    p5 = 1
+    while p5 < best:
+        p35 = p5
+        while p35 < best:
+            p = p35
+            while p < n:
+                p *= 2
+            best = min(best, p)
+            p35 *= 3
+        p5 *= 5
+    return best
+
+
+SPE_KINDS = ("sine_spe", "conv_spe")
+ABSOLUTE_KINDS = ("ape", "ape_learned")
+POSITIONAL_ENCODINGS = ("ape", "ape_learned", "sine_spe", "conv_spe", "none")
+
+
+def build_spe(cfg, tag: int) -> _SPE:
+    h, d, r = cfg.n_heads, cfg.d_model // cfg.n_heads, cfg.num_realizations
+    if cfg.pe == "sine_spe":
+        return SineSPE(h, d, r, cfg.num_sines, tag)
+    return ConvSPE(h, d, r, cfg.kernel_size, tag)

@@ -1,0 +1,202 @@
+"""Forward + backward time and peak memory of the Performer per positional encoding and length;
+write the "model" section of docs/benchmarks.md (its own section only; other sections are kept).
+
+Every (variant, length) runs in its own subprocess so that its peak resident memory (ru_maxrss,
+minus the size after building the model) belongs to it alone; lengths are the outer loop, so
+the variants of one length run side by side under the same machine load.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import re
+import resource
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+SECTION = "## model"
+VARIANTS = {
+    "APE": dict(pe="ape"),
+    "sineSPE": dict(pe="sine_spe"),
+    "sineSPE gated": dict(pe="sine_spe", gated=True),
+    "convSPE": dict(pe="conv_spe"),
+    "convSPE gated": dict(pe="conv_spe", gated=True),
+    "APE fast-transformers": dict(pe="ape", backend="fast_transformers"),
+    "APE softmax (SDPA)": dict(pe="ape", softmax=True),
+}
+
+
+def _rss_mib() -> float:
+    with open("/proc/self/status") as fh:
+        for line in fh:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) / 1024
+    return 0.0
+
+
+def worker(variant: str, length: int, layers: int, reps: int) -> dict:
+    """Build the model, run fwd+bwd `reps` + 1 times at batch 1; report the best time."""
+    import torch
+    import torch.nn.functional as F
+
+    from musicgen.config import ModelConfig
+    from musicgen.model import build_model
+
+    torch.manual_seed(0)
+    opts = dict(VARIANTS[variant])
+    softmax = opts.pop("softmax", False)
+    cfg = ModelConfig(vocab_size=340, n_layers=layers, dropout=0.0, **opts)
+    model = build_model(cfg).train()
+    if softmax:
+        for block in model.blocks:
+            block.attn.forward = _softmax_forward(block.attn, F)
+    ids = torch.randint(0, 340, (1, length))
+    base = _rss_mib()
+    times = []
+    for _ in range(reps + 1 if length <= 2048 else 1):  # long inputs: one run, no warm-up
+        model.zero_grad(set_to_none=True)
+        t0 = time.perf_counter()
+        model(ids).float().logsumexp(-1).mean().backward()
+        times.append(time.perf_counter() - t0)
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    return {"variant": variant, "length": length, "time_s": min(times[1:] or times),
+            "peak_mib": peak - base}
+
+
+def _softmax_forward(attn, F):
+    """Exact causal softmax attention with the layer's own projections (the O(N^2) baseline)."""
+
+    def forward(x, codes=None, cache=None):
+        b, n, _ = x.shape
+        q, k, v = attn.qkv(x).view(b, n, 3, attn.n_heads, attn.head_dim).unbind(2)
+        out = F.scaled_dot_product_attention(
+            q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2), is_causal=True
+        )
+        return attn.out(out.transpose(1, 2).reshape(b, n, -1))
+
+    return forward
+
+
+def replace_section(doc: str, body: str) -> str:
+    """Swap the text from `## model` to the next `## ` heading (or add it at the end)."""
+    if not doc.strip():
+        doc = "# Benchmarks\n\nEach section is written by a script in `scripts/`.\n"
+    pattern = re.compile(rf"^{re.escape(SECTION)}\n.*?(?=^## |\Z)", re.S | re.M)
+    if pattern.search(doc):
+        return pattern.sub(lambda _: body, doc, count=1)
+    return doc.rstrip("\n") + "\n\n" + body
+
+
+def _fmt(x: float | None, spec: str) -> str:
+    return "—" if x is None else format(x, spec)
+
+
+def report(rows: list[dict], lengths: list[int], layers: int, header: str) -> str:
+    res = {(r["variant"], r["length"]): r for r in rows if "time_s" in r}
+    names = [v for v in VARIANTS if any((v, n) in res for n in lengths)]
+    t = {k: r["time_s"] for k, r in res.items()}
+    mem = {k: r["peak_mib"] for k, r in res.items()}
+    lines = [SECTION, "", header, ""]
+    lines.append("| variant | " + " | ".join(f"{n}" for n in lengths) + " |")
+    lines.append("|---|" + "---:|" * len(lengths))
+    for v in names:
+        cells = [f"{_fmt(t.get((v, n)), '.2f')} s / {_fmt(mem.get((v, n)), '.0f')} MiB"
+                 if (v, n) in res else "failed" for n in lengths]
+        lines.append(f"| {v} | " + " | ".join(cells) + " |")
+    lines += ["", "Ratios the issue targets:", ""]
+    for v in names:
+        if (v, 8192) in t and (v, 1024) in t:
+            r = t[(v, 8192)] / t[(v, 1024)]
+            lines.append(f"- {v}: time(8192) / time(1024) = {r:.1f} (target <= 9)")
+    for v, lim in (("sineSPE", 1.3), ("convSPE", 1.5), ("sineSPE gated", 1.3),
+                   ("convSPE gated", 1.5)):
+        if (v, 2048) in t and ("APE", 2048) in t:
+            rt = t[(v, 2048)] / t[("APE", 2048)]
+            rm = mem[(v, 2048)] / max(mem[("APE", 2048)], 1e-9)
+            lines.append(f"- {v} vs APE at 2048: time x{rt:.2f} (target <= {lim}), "
+                         f"memory x{rm:.2f} (target <= 1.3)")
+    ft = "APE fast-transformers"
+    both = [n for n in lengths if (ft, n) in t and ("APE", n) in t]
+    if both:
+        parts = ", ".join(f"{n}: x{t[('APE', n)] / t[(ft, n)]:.2f}" for n in both)
+        lines.append(f"- our chunked attention time / fast-transformers kernel time: {parts}")
+    else:
+        lines.append("- fast-transformers: not installed when this ran (`make install-fast`)")
+    sm = "APE softmax (SDPA)"
+    pairs = [n for n in lengths if (sm, n) in t and ("APE", n) in t]
+    if pairs:
+        faster = [t[("APE", n)] < t[(sm, n)] for n in pairs]
+        parts = ", ".join(f"{n}: x{t[('APE', n)] / t[(sm, n)]:.2f}" for n in pairs)
+        lines.append(f"- linear (APE) time / softmax time: {parts}")
+        from_ = next((n for i, n in enumerate(pairs) if all(faster[i:])), None)
+        lines.append(f"- linear beats softmax from length {from_} on" if from_ else
+                     "- linear did not beat softmax at the longest measured length")
+    return "\n".join(lines) + "\n"
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--lengths", default="512,1024,2048,4096,8192")
+    ap.add_argument("--layers", type=int, default=4)
+    ap.add_argument("--variants", default=",".join(VARIANTS))
+    ap.add_argument("--doc", default=str(ROOT / "docs" / "benchmarks.md"))
+    ap.add_argument("--worker", nargs=2, metavar=("VARIANT", "LENGTH"), help=argparse.SUPPRESS)
+    ap.add_argument("--reps", type=int, default=2)
+    args = ap.parse_args()
+    if args.worker:
+        reps = args.reps if int(args.worker[1]) <= 2048 else 1
+        print(json.dumps(worker(args.worker[0], int(args.worker[1]), args.layers, reps)))
+        return
+
+    from musicgen.io import atomic_write_text
+    from musicgen.model.attention import fast_transformers_available
+
+    lengths = [int(x) for x in args.lengths.split(",")]
+    variants = [v for v in args.variants.split(",") if v]
+    if not fast_transformers_available():
+        variants = [v for v in variants if "fast" not in v]
+    rows, start = [], time.time()
+    load = os.getloadavg()[0]
+    for n in lengths:
+        for v in variants:
+            cmd = [sys.executable, __file__, "--worker", v, str(n), "--layers", str(args.layers),
+                   "--reps", str(args.reps)]
+            proc = subprocess.run(cmd, capture_output=True, text=True)
+            if proc.returncode:
+                print(f"{v} @ {n}: failed\n{proc.stderr[-2000:]}", file=sys.stderr)
+                rows.append({"variant": v, "length": n})
+                continue
+            rows.append(json.loads(proc.stdout.strip().splitlines()[-1]))
+            r = rows[-1]
+            print(f"{v:>22} {n:>5}: {r['time_s']:7.2f} s {r['peak_mib']:8.0f} MiB", flush=True)
+    import torch
+
+    header = (
+        f"Forward + backward of one batch (batch 1, random tokens, vocabulary 340) through the "
+        f"default model width (d_model 512, 8 heads, FFN 2048, FAVOR+ 128 features, R = 64, K = 5, "
+        f"P = 128, chunk 64) but only **{args.layers} layers, not 24**, on this CPU machine "
+        f"({platform.processor() or platform.machine()}, {os.cpu_count()} logical CPUs, torch "
+        f"{torch.__version__}, float32), written by `scripts/bench_model.py` in "
+        f"{(time.time() - start) / 60:.1f} min. Each cell is `best time / peak extra resident "
+        f"memory` (ru_maxrss of a fresh process minus its size after building the model); best of "
+        f"{args.reps} runs after one warm-up up to 2048 tokens, a single run above. The CPUs were "
+        f"shared with other jobs (load average {load:.1f} at the start), so times are upper bounds "
+        f"and noisy. Softmax = `F.scaled_dot_product_attention(is_causal=True)` with the same "
+        f"projections."
+    )
+    doc_path = Path(args.doc)
+    doc = doc_path.read_text() if doc_path.exists() else ""
+    atomic_write_text(doc_path, replace_section(doc, report(rows, lengths, args.layers, header)))
+    print(f"wrote the model section of {doc_path}")
+
+
+if __name__ == "__main__":
+    main()

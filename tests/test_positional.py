@@ -1,0 +1,163 @@
+"""Positional encodings: SPE statistics match the designed kernels, gating, noise, APE tables."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+
+from musicgen.errors import MusicgenError
+from musicgen.model.positional import (
+    NOISE_BLOCK,
+    ConvSPE,
+    LearnedPE,
+    SineSPE,
+    SinusoidalPE,
+    SPENoise,
+)
+
+
+@pytest.fixture(autouse=True, scope="module")
+def _one_thread():
+    """Tiny tensors: threads only add overhead on a shared 2-core machine (restored after)."""
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)
+
+
+def _empirical_kernel(spe, n: int, draws: int, gate=None) -> torch.Tensor:
+    """Mean over draws of Qbar'_d[m] . Kbar'_d[n] / R, read off by projecting one-hot q, k."""
+    pos = torch.arange(n)
+    eye = torch.eye(spe.d).reshape(spe.d, 1, 1, spe.d).expand(spe.d, n, spe.h, spe.d)  # D,N,H,D
+    acc = torch.zeros(spe.d, spe.h, n, n)
+    with torch.no_grad():
+        for s in range(draws):
+            codes = spe.codes(pos, pos, SPENoise(s, "cpu"))
+            qh = codes.project(eye, "q", gate)  # (D, N, H, R) = Qbar'_d / sqrt(R)
+            kh = codes.project(eye, "k", gate)
+            acc += torch.einsum("dmhr,dnhr->dhmn", qh, kh)
+    return acc / draws  # (D, H, M, N)
+
+
+def _designed(spe, n: int) -> torch.Tensor:
+    lags = torch.arange(n)[:, None] - torch.arange(n)[None, :]  # m - n
+    with torch.no_grad():
+        k = spe.kernel(lags.flatten())  # (N*N, H, D)
+    return k.reshape(n, n, spe.h, spe.d).permute(3, 2, 0, 1)  # (D, H, M, N)
+
+
+def test_sine_spe_statistics_match_closed_form():
+    torch.manual_seed(0)
+    spe = SineSPE(n_heads=2, head_dim=2, num_realizations=256, num_sines=3)
+    with torch.no_grad():
+        spe.phase.uniform_(-math.pi, math.pi)
+        spe.freq.normal_(0.0, 1.5)
+        spe.gain.normal_(0.0, 0.5)
+    emp, want = _empirical_kernel(spe, 12, 100), _designed(spe, 12)
+    assert (emp - want).abs().max() < 0.06
+    assert want.abs().max() > 0.3  # the test is not comparing two near-zero things
+
+
+def test_conv_spe_statistics_match_cross_correlation_and_vanish_past_p():
+    torch.manual_seed(0)
+    p = 4
+    spe = ConvSPE(n_heads=2, head_dim=2, num_realizations=256, kernel_size=p)
+    with torch.no_grad():
+        spe.filt_k.normal_(0.0, 0.5)  # Q and K filters differ: an asymmetric kernel
+    emp, want = _empirical_kernel(spe, 12, 100), _designed(spe, 12)
+    assert (emp - want).abs().max() < 0.06
+    lags = (torch.arange(12)[:, None] - torch.arange(12)[None, :]).abs()
+    assert torch.equal(want[..., lags >= p], torch.zeros_like(want[..., lags >= p]))
+    assert want[..., lags < p].abs().max() > 0.3
+    assert not torch.allclose(want, want.transpose(-1, -2))  # cross-, not auto-correlation
+    f = spe.filt_q.detach()[0, 0]
+    g = spe.filt_k.detach()[0, 0]
+    assert torch.isclose(want[0, 0, 3, 1], (f[:2] * g[2:]).sum(), atol=1e-6)  # lag 2
+
+
+@pytest.mark.parametrize("kind", ["sine", "conv"])
+def test_gated_statistics_mix_kernel_and_constant(kind):
+    torch.manual_seed(0)
+    spe = (SineSPE(2, 2, 256, 3) if kind == "sine" else ConvSPE(2, 2, 256, 3))
+    gate = torch.logit(torch.tensor([[0.3, 0.7], [0.5, 0.1]]))  # delta per (head, feature)
+    emp, want = _empirical_kernel(spe, 8, 100, gate), _designed(spe, 8)
+    delta = torch.sigmoid(gate).T[:, :, None, None]  # (D, H, 1, 1)
+    assert (emp - ((1 - delta) * want + delta)).abs().max() < 0.06
+
+
+@pytest.mark.parametrize("kind", ["sine", "conv"])
+def test_gate_one_is_position_free_and_gate_zero_is_pure_kernel(kind):
+    torch.manual_seed(0)
+    spe = SineSPE(2, 4, 16, 3) if kind == "sine" else ConvSPE(2, 4, 16, 5)
+    x = torch.randn(3, 10, 2, 4)
+    noise = SPENoise(7, "cpu")
+    a = spe.codes(torch.arange(10), torch.arange(10), noise)
+    b = spe.codes(torch.arange(500, 510), torch.arange(500, 510), noise)
+    one = torch.full((2, 4), math.inf)
+    zero = torch.full((2, 4), -math.inf)
+    with torch.no_grad():
+        for side in ("q", "k"):
+            assert torch.equal(a.project(x, side, one), b.project(x, side, one))
+            assert torch.equal(a.project(x, side, zero), a.project(x, side, None))
+            assert not torch.allclose(a.project(x, side, None), b.project(x, side, None))
+        # delta = 1: q^_m = sum_d q_md eps_d / sqrt(R), no trace of the position m
+        direct = torch.einsum("bmhd,hdr->bmhr", x, spe.gate_noise(noise)) / 4.0
+        assert torch.allclose(a.project(x, "q", one), direct, atol=1e-6)
+
+
+def test_conv_noise_is_a_function_of_position_across_blocks():
+    """Codes for positions around a noise-block boundary match however they are requested."""
+    torch.manual_seed(0)
+    spe = ConvSPE(1, 2, 4, 8)
+    noise = SPENoise(3, "cpu")
+    whole = spe.codes(torch.arange(2 * NOISE_BLOCK + 40), torch.arange(2 * NOISE_BLOCK + 40), noise)
+    part_pos = torch.arange(NOISE_BLOCK - 10, NOISE_BLOCK + 10)
+    part = spe.codes(part_pos, part_pos, SPENoise(3, "cpu"))  # fresh cache, different range
+    single = spe.codes(torch.tensor([NOISE_BLOCK + 3]), torch.tensor([5]), SPENoise(3, "cpu"))
+    x = torch.randn(1, 2 * NOISE_BLOCK + 40, 1, 2)
+    with torch.no_grad():
+        w = whole.project(x, "q", None)
+        p = part.project(x[:, part_pos], "q", None)
+        s_q = single.project(x[:, [NOISE_BLOCK + 3]], "q", None)
+        s_k = single.project(x[:, [5]], "k", None)
+        assert torch.allclose(w[:, part_pos], p, atol=1e-6)
+        assert torch.allclose(w[:, [NOISE_BLOCK + 3]], s_q, atol=1e-6)
+        assert torch.allclose(whole.project(x, "k", None)[:, [5]], s_k, atol=1e-6)
+
+
+def test_noise_depends_on_seed_only():
+    a, b, c = SPENoise(1, "cpu"), SPENoise(1, "cpu"), SPENoise(2, "cpu")
+    assert torch.equal(a.gaussian((0, 1), (3, 4)), b.gaussian((0, 1), (3, 4)))
+    assert not torch.equal(a.gaussian((0, 1), (3, 4)), c.gaussian((0, 1), (3, 4)))
+    assert not torch.equal(a.gaussian((0, 1), (3, 4)), a.gaussian((1, 1), (3, 4)))
+
+
+def test_sine_codes_far_past_training_length_are_finite_and_periodic():
+    torch.manual_seed(0)
+    spe = SineSPE(1, 2, 8, 2)
+    with torch.no_grad():
+        spe.freq.fill_(0.0)  # f = 1/4 exactly: codes repeat every 4 positions
+    noise = SPENoise(0, "cpu")
+    far = torch.tensor([10**7, 10**7 + 1])
+    codes = spe.codes(far, far, noise)
+    near = spe.codes(torch.tensor([0, 1]), torch.tensor([0, 1]), noise)
+    x = torch.randn(1, 2, 1, 2)
+    with torch.no_grad():
+        assert torch.allclose(codes.project(x, "q", None), near.project(x, "q", None), atol=1e-5)
+
+
+def test_sinusoidal_table():
+    pe = SinusoidalPE(8)(torch.arange(5))
+    assert pe.shape == (5, 8)
+    assert torch.allclose(pe[3, 0], torch.tensor(math.sin(3.0)))
+    assert torch.allclose(pe[3, 3], torch.tensor(math.cos(3 / 10000 ** (2 / 8))))
+    assert torch.isfinite(SinusoidalPE(8)(torch.tensor([10**6]))).all()
+
+
+def test_learned_table_refuses_positions_past_max_len():
+    pe = LearnedPE(16, 8)
+    assert pe(torch.arange(16)).shape == (16, 8)
+    with pytest.raises(MusicgenError, match="model.max_len"):
+        pe(torch.tensor([16]))
