@@ -22,15 +22,6 @@ from musicgen.model.attention import (
 from musicgen.model.features import FavorFeatures, ReluFeatures
 
 
-@pytest.fixture(autouse=True, scope="module")
-def _one_thread():
-    """Tiny tensors: threads only add overhead on a shared 2-core machine (restored after)."""
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
-
-
 def _features(kind: str, n: int, seed: int = 0, scale: float = 1.0):
     g = torch.Generator().manual_seed(seed)
     q, k, v = (torch.randn(2, 3, n, 8, generator=g) * scale for _ in range(3))

@@ -104,7 +104,7 @@ def test_short_songs_are_padded_with_ignored_targets(train):
     ds = CropDataset(train, crop_len=20000, random_start_bar=True, seed=0)
     for i in range(len(ds)):
         item = ds[i]
-        song = train[ds._song_index(i)]
+        song = train[ds.song_index(i)]
         n = len(song) - 1
         assert item["input"][:n].tolist() == song[:-1].tolist()  # whole song from BOS
         assert (item["input"][n:] == 0).all() and (item["target"][n:] == -100).all()
@@ -114,7 +114,7 @@ def test_short_songs_are_padded_with_ignored_targets(train):
 def test_epoch_visits_every_song_and_is_deterministic(train):
     ds = CropDataset(train, crop_len=64, transpose=(-6, 6), seed=7)
     assert len(ds) == len(train)
-    order = [ds._song_index(i) for i in range(len(ds))]
+    order = [ds.song_index(i) for i in range(len(ds))]
     assert sorted(order) == list(range(len(train)))
     first = [ds[i]["input"] for i in range(len(ds))]
     again = CropDataset(train, crop_len=64, transpose=(-6, 6), seed=7)

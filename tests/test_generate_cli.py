@@ -22,14 +22,6 @@ SONG = DATA / "pop909" / "001" / "001.mid"
 DRUMS = DATA / "groove_drums" / "drummer1" / "eval_session" / "1_funk-groove1_138_beat_4-4.mid"
 
 
-@pytest.fixture(autouse=True)
-def one_thread():
-    n = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(n)
-
-
 def make_checkpoint(folder: Path, name: str, pe: str = "sine_spe") -> Path:
     tok = build_tokenizer(name)
     model_cfg = ModelConfig(

@@ -13,15 +13,6 @@ from musicgen.model.positional import NOISE_BLOCK
 TRAIN_LEN = 16
 
 
-@pytest.fixture(autouse=True, scope="module")
-def _one_thread():
-    """Tiny tensors: threads only add overhead on a shared 2-core machine (restored after)."""
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
-
-
 def _tiny(**kw) -> ModelConfig:
     base = dict(vocab_size=40, n_layers=2, d_model=16, n_heads=2, d_ff=32, dropout=0.0,
                 n_features=16, num_realizations=8, kernel_size=6, num_sines=3, chunk_size=8,

@@ -18,15 +18,6 @@ from musicgen.model.positional import (
 )
 
 
-@pytest.fixture(autouse=True, scope="module")
-def _one_thread():
-    """Tiny tensors: threads only add overhead on a shared 2-core machine (restored after)."""
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
-
-
 def _empirical_kernel(spe, n: int, draws: int, gate=None) -> torch.Tensor:
     """Mean over draws of Qbar'_d[m] . Kbar'_d[n] / R, read off by projecting one-hot q, k."""
     pos = torch.arange(n)

@@ -143,15 +143,6 @@ def test_paper_defaults():
 # the decoding loop on untrained tiny models (random logits: the worst case for the grammar)
 
 
-@pytest.fixture
-def one_thread():
-    """Tiny models step faster on one thread (and do not fight other processes for cores)."""
-    n = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(n)
-
-
 def tiny_model(tokenizer, pe: str = "ape", seed: int = 0):
     cfg = ModelConfig(
         vocab_size=tokenizer.vocab_size, n_layers=2, d_model=32, n_heads=2, d_ff=64,
@@ -162,7 +153,7 @@ def tiny_model(tokenizer, pe: str = "ape", seed: int = 0):
 
 
 @pytest.mark.parametrize("name", ["remi", "groove"])
-def test_grammar_masking_makes_every_sample_valid(name, tmp_path, one_thread):
+def test_grammar_masking_makes_every_sample_valid(name, tmp_path):
     tok = build_tokenizer(name)
     model = tiny_model(tok)
     gen = torch.Generator().manual_seed(1)
@@ -193,7 +184,7 @@ def test_grammar_masking_makes_every_sample_valid(name, tmp_path, one_thread):
 
 
 @pytest.mark.parametrize("name", ["remi", "groove"])
-def test_without_grammar_invalid_tokens_appear_and_are_counted(name, one_thread):
+def test_without_grammar_invalid_tokens_appear_and_are_counted(name):
     tok = build_tokenizer(name)
     model = tiny_model(tok)
     gen = torch.Generator().manual_seed(2)
@@ -209,7 +200,7 @@ def test_without_grammar_invalid_tokens_appear_and_are_counted(name, one_thread)
 
 
 @pytest.mark.parametrize("pe", ["ape", "sine_spe", "conv_spe"])
-def test_seeded_runs_repeat_and_greedy_rows_do_not_interact(pe, one_thread):
+def test_seeded_runs_repeat_and_greedy_rows_do_not_interact(pe):
     tok = build_tokenizer("groove")
     model = tiny_model(tok, pe)
     opts = SamplingOptions(temperature=1.0, top_p=0.95)
@@ -228,7 +219,7 @@ def test_seeded_runs_repeat_and_greedy_rows_do_not_interact(pe, one_thread):
     assert run(prompts, greedy, 3) == alone  # rows (and the padding of ended rows) independent
 
 
-def test_prompts_of_different_lengths_are_kept_and_continued(one_thread):
+def test_prompts_of_different_lengths_are_kept_and_continued():
     tok = build_tokenizer("remi")
     song = tok.encode(DATA / "pop909" / "001" / "001.mid")
     starts = tok.bar_starts(np.asarray(song))
@@ -244,7 +235,7 @@ def test_prompts_of_different_lengths_are_kept_and_continued(one_thread):
 
 
 @pytest.mark.parametrize("name", ["remi", "groove"])
-def test_bars_limit_cuts_at_the_next_bar(name, one_thread):
+def test_bars_limit_cuts_at_the_next_bar(name):
     tok = build_tokenizer(name)
     model = tiny_model(tok, seed=3)
     results = generate(model, tok, [[tok.bos_id]] * 20, SamplingOptions(1.0), max_new_tokens=400,
@@ -268,7 +259,7 @@ def test_invalid_prompt_is_an_error():
         generate(model, tok, [closed], SamplingOptions(), max_new_tokens=4)
 
 
-def test_perceiver_head_decodes_through_the_same_loop(one_thread):
+def test_perceiver_head_decodes_through_the_same_loop():
     tok = build_tokenizer("groove")
     cfg = ModelConfig(
         vocab_size=tok.vocab_size, n_layers=2, d_model=32, n_heads=2, d_ff=64, dropout=0.0,

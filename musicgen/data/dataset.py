@@ -67,33 +67,23 @@ def load_songs(path: str | Path, split: str, max_songs: int | None = None) -> li
     return [np.asarray(ps[i], dtype=np.int64) for i in range(n)]
 
 
-class CropDataset(Dataset):
-    """Fixed-length training crops: random song, start at a bar, random transposition.
+class SongSampler(Dataset):
+    """What every training dataset shares: which song item `index` uses, its RNG, transposition.
 
-    Item `index` of epoch `e` depends only on (seed, e, index). With the default `num_samples`
-    (number of songs) an epoch visits every song once, in a per-epoch random order.
+    Item `index` of epoch `e` depends only on (seed, e, index), so results do not depend on the
+    number of DataLoader workers and a resumed run sees the same items. With the default
+    `num_samples` (number of songs) an epoch visits every song once, in a per-epoch random order.
     """
 
-    def __init__(
-        self,
-        split: PreparedSplit,
-        crop_len: int,
-        transpose: tuple[int, int] | list[int] = (0, 0),
-        drop_instrument_p: float = 0.0,
-        random_start_bar: bool = True,
-        seed: int = 0,
-        num_samples: int | None = None,
-    ):
+    def __init__(self, split: PreparedSplit, transpose: tuple[int, int] | list[int] = (0, 0),
+                 drop_instrument_p: float = 0.0, seed: int = 0, num_samples: int | None = None):
         if len(split) == 0:
             raise MusicgenError(f"{split.path}: split '{split.split}' has no songs")
-        if crop_len < 1:
-            raise MusicgenError(f"crop_len must be positive, got {crop_len}")
         lo, hi = (int(x) for x in transpose)
         if lo > hi:
             raise MusicgenError(f"transpose range [{lo}, {hi}] is empty")
-        self.split, self.crop_len, self.lo, self.hi = split, int(crop_len), lo, hi
+        self.split, self.lo, self.hi = split, lo, hi
         self.drop_instrument_p = float(drop_instrument_p)
-        self.random_start_bar = random_start_bar
         self.seed = int(seed)
         self.num_samples = len(split) if num_samples is None else int(num_samples)
         self.tokenizer = split.tokenizer
@@ -106,16 +96,50 @@ class CropDataset(Dataset):
     def __len__(self) -> int:
         return self.num_samples
 
-    def _song_index(self, index: int) -> int:
+    def song_index(self, index: int) -> int:
         n = len(self.split)
         if self._perm is None or self._perm[0] != self.epoch:
             order = np.random.default_rng([self.seed, self.epoch, 2**31]).permutation(n)
             self._perm = (self.epoch, order)
         return int(self._perm[1][index % n])
 
+    def item_rng(self, index: int) -> np.random.Generator:
+        return np.random.default_rng([self.seed, self.epoch, int(index)])
+
+    def transposed(self, chunk: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+        """A uniform shift in [lo, hi]; redrawn when a note would leave the range, then 0."""
+        if (self.lo, self.hi) == (0, 0):
+            return chunk
+        for _ in range(TRANSPOSE_TRIES):
+            k = int(rng.integers(self.lo, self.hi + 1))
+            out = self.tokenizer.transpose(chunk, k)
+            if out is not None:
+                return np.asarray(out, dtype=np.int64)
+        return chunk
+
+
+class CropDataset(SongSampler):
+    """Fixed-length training crops: a song, a start at a bar, a random transposition."""
+
+    def __init__(
+        self,
+        split: PreparedSplit,
+        crop_len: int,
+        transpose: tuple[int, int] | list[int] = (0, 0),
+        drop_instrument_p: float = 0.0,
+        random_start_bar: bool = True,
+        seed: int = 0,
+        num_samples: int | None = None,
+    ):
+        super().__init__(split, transpose, drop_instrument_p, seed, num_samples)
+        if crop_len < 1:
+            raise MusicgenError(f"crop_len must be positive, got {crop_len}")
+        self.crop_len = int(crop_len)
+        self.random_start_bar = random_start_bar
+
     def __getitem__(self, index: int) -> dict[str, torch.Tensor]:
-        rng = np.random.default_rng([self.seed, self.epoch, int(index)])
-        song = np.asarray(self.split[self._song_index(int(index))], dtype=np.int64)
+        rng = self.item_rng(index)
+        song = np.asarray(self.split[self.song_index(int(index))], dtype=np.int64)
         n_take = self.crop_len + 1  # input and its one-step-shifted target
         start = 0
         if self.random_start_bar:
@@ -129,8 +153,7 @@ class CropDataset(Dataset):
             chunk = chunk[:n_take]
         else:
             chunk = song[start : start + n_take]
-        if (self.lo, self.hi) != (0, 0):
-            chunk = self._transposed(chunk, rng)
+        chunk = self.transposed(chunk, rng)
         n = len(chunk) - 1
         inp = torch.full((self.crop_len,), self.tokenizer.pad_id, dtype=torch.long)  # (L,)
         tgt = torch.full((self.crop_len,), IGNORE_INDEX, dtype=torch.long)  # (L,)
@@ -138,11 +161,3 @@ class CropDataset(Dataset):
             inp[:n] = torch.from_numpy(np.ascontiguousarray(chunk[:-1], dtype=np.int64))
             tgt[:n] = torch.from_numpy(np.ascontiguousarray(chunk[1:], dtype=np.int64))
         return {"input": inp, "target": tgt}
-
-    def _transposed(self, chunk: np.ndarray, rng: np.random.Generator) -> np.ndarray:
-        for _ in range(TRANSPOSE_TRIES):
-            k = int(rng.integers(self.lo, self.hi + 1))
-            out = self.tokenizer.transpose(chunk, k)
-            if out is not None:
-                return out
-        return chunk

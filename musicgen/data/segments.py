@@ -19,7 +19,7 @@ import numpy as np
 import torch
 from torch.utils.data import Dataset
 
-from musicgen.data.dataset import IGNORE_INDEX, TRANSPOSE_TRIES, CropDataset, PreparedSplit
+from musicgen.data.dataset import IGNORE_INDEX, CropDataset, PreparedSplit, SongSampler
 from musicgen.errors import MusicgenError
 
 
@@ -51,12 +51,9 @@ def segment(song: np.ndarray, end: int, context_len: int, n_queries: int,
     return {"input": inp, "target": tgt_all[m - n :].clone()}  # target (n,)
 
 
-class SegmentDataset(Dataset):
-    """Perceiver-S training examples; item `index` of epoch `e` depends only on (seed, e, index).
-
-    Songs are visited as by `CropDataset` (a per-epoch permutation, `index % n_songs`), so an epoch
-    with the default `num_samples` sees every song once; the end point is then uniform in the song.
-    """
+class SegmentDataset(SongSampler):
+    """Perceiver-S training examples: songs visited as by `CropDataset`, then an end point
+    uniform in the song (effective segmentation)."""
 
     def __init__(
         self,
@@ -68,40 +65,16 @@ class SegmentDataset(Dataset):
         num_samples: int | None = None,
         drop_instrument_p: float = 0.0,
     ):
-        if len(split) == 0:
-            raise MusicgenError(f"{split.path}: split '{split.split}' has no songs")
+        super().__init__(split, transpose, drop_instrument_p, seed, num_samples)
         if not 0 < n_queries <= context_len:
             raise MusicgenError(
                 f"model.perceiver: need 0 < n_queries <= context_len, got n_queries={n_queries}, "
                 f"context_len={context_len}")
-        lo, hi = (int(x) for x in transpose)
-        if lo > hi:
-            raise MusicgenError(f"transpose range [{lo}, {hi}] is empty")
-        self.split, self.lo, self.hi = split, lo, hi
         self.m, self.n = int(context_len), int(n_queries)
-        self.seed = int(seed)
-        self.drop_instrument_p = float(drop_instrument_p)
-        self.num_samples = len(split) if num_samples is None else int(num_samples)
-        self.tokenizer = split.tokenizer
-        self.epoch = 0
-        self._perm: tuple[int, np.ndarray] | None = None
-
-    def set_epoch(self, epoch: int) -> None:
-        self.epoch = int(epoch)
-
-    def __len__(self) -> int:
-        return self.num_samples
-
-    def song_index(self, index: int) -> int:
-        n = len(self.split)
-        if self._perm is None or self._perm[0] != self.epoch:
-            order = np.random.default_rng([self.seed, self.epoch, 2**31]).permutation(n)
-            self._perm = (self.epoch, order)
-        return int(self._perm[1][index % n])
 
     def draw(self, index: int) -> tuple[int, int, np.ndarray, np.random.Generator]:
         """(song index, end, song ids after track dropping, rng for the rest of the item)."""
-        rng = np.random.default_rng([self.seed, self.epoch, int(index)])
+        rng = self.item_rng(index)
         i = self.song_index(int(index))
         song = np.asarray(self.split[i], dtype=np.int64)
         if self.drop_instrument_p > 0:
@@ -114,17 +87,8 @@ class SegmentDataset(Dataset):
     def __getitem__(self, index: int) -> dict[str, torch.Tensor]:
         _, end, song, rng = self.draw(index)
         window = song[max(0, end - 1 - self.m) : end]  # transpose only what is used
-        if (self.lo, self.hi) != (0, 0):
-            window = self._transposed(window, rng)
+        window = self.transposed(window, rng)
         return segment(window, len(window), self.m, self.n, self.tokenizer.pad_id)
-
-    def _transposed(self, chunk: np.ndarray, rng: np.random.Generator) -> np.ndarray:
-        for _ in range(TRANSPOSE_TRIES):
-            k = int(rng.integers(self.lo, self.hi + 1))
-            out = self.tokenizer.transpose(chunk, k)
-            if out is not None:
-                return np.asarray(out, dtype=np.int64)
-        return chunk
 
 
 def make_train_dataset(cfg, split: PreparedSplit, num_samples: int) -> Dataset:

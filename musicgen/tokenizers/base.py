@@ -77,9 +77,22 @@ class Tokenizer(abc.ABC):
     @abc.abstractmethod
     def token_id(self, name: str) -> int: ...
 
-    @abc.abstractmethod
     def transpose(self, ids: np.ndarray, semitones: int) -> np.ndarray | None:
-        """Ids with every pitched note (and chord root) moved; None if a note leaves the range."""
+        """Ids with every pitched note (and chord root) moved; None if a note leaves the range.
+
+        One table lookup over the whole array: the cost of augmentation is not measurable.
+        """
+        arr = np.asarray(ids)
+        if semitones == 0:
+            return arr.copy()
+        out = self._transpose_table(int(semitones))[arr.astype(np.int64)]
+        if np.any(out < 0):
+            return None  # a note would leave the range: the dataset redraws the shift
+        return out.astype(arr.dtype)
+
+    @abc.abstractmethod
+    def _transpose_table(self, semitones: int) -> np.ndarray:
+        """(vocab_size,) int64: the id each id becomes when transposed, -1 if out of range."""
 
     @abc.abstractmethod
     def bar_starts(self, ids: np.ndarray) -> np.ndarray:

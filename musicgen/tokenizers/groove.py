@@ -300,15 +300,6 @@ class GrooveTokenizer(Tokenizer):
         table[pitched] = np.where(inside[pitched], table[pitched] + k, -1)
         return table
 
-    def transpose(self, ids: np.ndarray, semitones: int) -> np.ndarray | None:
-        arr = np.asarray(ids)
-        if semitones == 0:
-            return arr.copy()
-        out = self._transpose_table(int(semitones))[arr.astype(np.int64)]
-        if np.any(out < 0):
-            return None
-        return out.astype(arr.dtype)
-
     def bar_starts(self, ids: np.ndarray) -> np.ndarray:
         """Index of the first token at or after each bar line (time accumulated from the first
         token; BOS/EOS/PAD are never starts; a token after a long silence starts one bar; the

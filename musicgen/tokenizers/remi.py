@@ -201,15 +201,6 @@ class RemiTokenizer(Tokenizer):
             table[i] = t.chord_to_id[((root + k) % 12, quality)]
         return table
 
-    def transpose(self, ids: np.ndarray, semitones: int) -> np.ndarray | None:
-        arr = np.asarray(ids)
-        if semitones == 0:
-            return arr.copy()
-        out = self._transpose_table(int(semitones))[arr.astype(np.int64)]
-        if np.any(out < 0):
-            return None  # a note leaves the piano range: the dataset redraws the shift
-        return out.astype(arr.dtype)
-
     def bar_starts(self, ids: np.ndarray) -> np.ndarray:
         return np.flatnonzero(np.asarray(ids) == self.bar_id)
 

@@ -1,0 +1,51 @@
+"""Turn a training run into a shippable checkpoint: half-precision weights, no optimiser state.
+
+    python scripts/export_checkpoint.py runs/pop909_sine_spe_gated checkpoints/pop909_sine_spe_gated
+
+Reads RUN/best.pt (or last.pt), keeps the config, tokenizer and a summary of the training
+(step, wall time, best validation loss, the validation record) and writes OUT/model.pt, which
+`load_checkpoint` reads like any other checkpoint. Prints the summary as JSON.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+
+from musicgen.checkpoint import load_checkpoint, save_checkpoint
+
+
+def summary(run: Path, step: int) -> dict:
+    rows = [json.loads(x) for x in (run / "log.jsonl").read_text().splitlines() if x.strip()]
+    train = [r for r in rows if r["kind"] == "train"]
+    val = [r for r in rows if r["kind"] == "val"]
+    best = min(val, key=lambda r: r["loss"]) if val else None
+    return {
+        "step": step,
+        "steps_trained": train[-1]["step"] if train else 0,
+        "train_minutes": round(train[-1]["time"] / 60, 1) if train else 0,
+        "final_train_loss": train[-1]["loss"] if train else None,
+        "best_validation": best,
+    }
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("run", type=Path)
+    ap.add_argument("out", type=Path)
+    ap.add_argument("--which", default="best.pt", help="checkpoint of the run to ship")
+    args = ap.parse_args()
+    src = args.run / args.which
+    loaded = load_checkpoint(src)
+    info = summary(args.run, int(loaded.train_state.get("step", 0)))
+    path = save_checkpoint(args.out / "model.pt", loaded.model, loaded.config, loaded.tokenizer,
+                           train_state={"step": info["step"], "summary": json.dumps(info)},
+                           half=True)
+    info["file"] = str(path)
+    info["megabytes"] = round(path.stat().st_size / 1e6, 2)
+    print(json.dumps(info, indent=1))
+
+
+if __name__ == "__main__":
+    main()
