@@ -221,6 +221,16 @@ def make_prompt(tokenizer, ids: list[int], bars: int) -> list[int] | None:
     return None
 
 
+def true_continuation(tokenizer, ids: list[int], prompt: list[int], max_tokens: int) -> list[int]:
+    """The prompt followed by what really followed it in the source, within the same budget:
+    the reference a sampled continuation is compared with."""
+    body = list(prompt[1:])
+    for e in tokenizer.bar_starts(np.asarray(ids, dtype=np.int64)):
+        if e >= len(body) and list(ids[e - len(body): e]) == body:
+            return list(prompt) + list(ids[e: e + max(max_tokens - len(prompt), 0)])
+    return list(prompt)
+
+
 def evaluate_style(
     checkpoint: str | Path, prompts: str | Path, out: str | Path, bars: int = 2,
     max_tokens: int = 1024, samples: int = 3, temperature: float | None = None,
@@ -249,6 +259,7 @@ def evaluate_style(
     out = Path(out)
     metrics = ("time_pitch", "onset_duration")
     scores = {m: [[] for _ in range(N_STYLE_SEGMENTS)] for m in metrics}
+    reference = {m: [[] for _ in range(N_STYLE_SEGMENTS)] for m in metrics}
     songs, skipped = [], []
     for path in tqdm(files, desc="style"):
         try:
@@ -261,6 +272,11 @@ def evaluate_style(
             skipped.append({"path": str(path), "reason": f"fewer than {bars + 1} bars"})
             continue
         source = notes_from_score(tok.decode(ids))
+        truth = notes_from_score(tok.decode(true_continuation(tok, ids, prompt, max_tokens)))
+        for s, seg in enumerate(split_by_time(truth, bars * BAR_BEATS)):
+            per_track = style_similarity_per_track(seg, source)
+            for m in metrics:
+                reference[m][s].append(float(np.mean([v[m] for v in per_track.values()])))
         max_new = max(max_tokens - len(prompt), 1)
         results = generate(loaded.model, tok, [prompt] * samples, options, max_new,
                            generator=gen)
@@ -282,11 +298,12 @@ def evaluate_style(
     if not songs:
         raise MusicgenError(f"{prompts}: no usable prompt song ({len(skipped)} skipped)")
     summary = {m: [summarize(seg) for seg in scores[m]] for m in metrics}
+    ref_summary = {m: [summarize(seg) for seg in reference[m]] for m in metrics}
     results = {"checkpoint": str(checkpoint), "bars": bars, "max_tokens": max_tokens,
                "samples": samples, "sampling": vars(options), "summary": summary,
-               "songs": songs, "skipped": skipped}
+               "reference_summary": ref_summary, "songs": songs, "skipped": skipped}
     write_json(out / "style.json", results)
-    plot_style_boxes(scores, out / "style.png")
+    plot_style_boxes(scores, out / "style.png", reference=reference)
     return results
 
 

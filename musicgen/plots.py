@@ -65,12 +65,18 @@ def plot_nll_curves(
 def plot_style_boxes(
     scores: Mapping[str, Sequence[Sequence[float]]], path: str | Path,
     title: str = "style similarity of the continuation to its source",
+    reference: Mapping[str, Sequence[Sequence[float]]] | None = None,
 ) -> Path:
-    """One panel per similarity; one box per time segment (each a list of scores)."""
+    """One panel per similarity; one box per time segment (each a list of scores); `reference`
+    (the source's own continuation) is drawn as a dashed line of its per-segment means."""
     fig, axes = _figure(len(scores))
     for ax, (name, per_segment) in zip(axes, scores.items(), strict=True):
         data = [np.asarray([v for v in seg if np.isfinite(v)]) for seg in per_segment]
         ax.boxplot(data, showmeans=True)
+        if reference is not None:
+            ref = [np.nanmean(seg) if len(seg) else np.nan for seg in reference[name]]
+            ax.plot(range(1, len(ref) + 1), ref, "k--", lw=1, label="real continuation")
+            ax.legend(loc="lower left", fontsize=8)
         ax.set_xticks(range(1, len(data) + 1), [str(i + 1) for i in range(len(data))])
         ax.set_xlabel("segment of the continuation")
         ax.set_ylabel("cosine similarity")

@@ -25,6 +25,7 @@ from musicgen.evaluate import (
     positional_kernels,
     segment_means,
     split_by_time,
+    true_continuation,
 )
 from musicgen.metrics import BAR_BEATS, make_notes, notes_from_score
 from musicgen.model import build_model
@@ -175,6 +176,18 @@ def test_make_prompt_skips_leading_silence(remi, songs):
     assert make_prompt(remi, ids[:12], bars=2) is None  # too short
 
 
+def test_true_continuation_is_what_followed_the_prompt(remi, songs):
+    ids = [int(i) for i in songs[0]]
+    prompt = make_prompt(remi, ids, bars=2)
+    truth = true_continuation(remi, ids, prompt, max_tokens=400)
+    assert truth[: len(prompt)] == prompt and len(truth) == 400
+    body = truth[1:]  # without BOS: a contiguous run of the source
+    assert any(ids[i: i + len(body)] == body for i in range(len(ids) - len(body) + 1))
+    # the continuation starts where the prompt's bars end: decoded, it begins at bar 2
+    notes = notes_from_score(remi.decode(truth))
+    assert notes.onset[notes.onset >= 2 * BAR_BEATS].size > 0
+
+
 def test_make_prompt_groove_drums():
     tok = build_tokenizer("groove")
     song = DATA / "groove_drums" / "drummer1" / "eval_session" / "3_soul-groove3_86_beat_4-4.mid"
@@ -198,6 +211,8 @@ def test_evaluate_style_end_to_end(run, tmp_path):
     res = evaluate_style(ckpts["sine_spe"], prompts, tmp_path / "o", max_tokens=160, samples=2)
     for metric in ("time_pitch", "onset_duration"):
         assert len(res["summary"][metric]) == 4
+        ref = [seg["mean"] for seg in res["reference_summary"][metric]]
+        assert len(ref) == 4 and all(0 <= v <= 1 for v in ref)
     sample = res["songs"][0]["samples"][0]
     assert len(sample["segments"]) == 4
     assert len(list((tmp_path / "o" / "samples").glob("*.mid"))) == 2
