@@ -48,7 +48,7 @@ def card(name: str, ev: Path) -> str:
         f"({info['megabytes']} MB), loaded with `torch.load(weights_only=True)`.", "",
         "## Data and licence", "", f"Trained on {DATA[loaded.tokenizer.name]}", "",
         "## Training", "",
-        f"`{cfg.name}` ({'configs/pop909/small.yaml' if cfg.tokenizer == 'remi' else 'configs/groove/small.yaml'}"
+        f"`{cfg.name}` (configs/{'pop909' if cfg.tokenizer == 'remi' else 'groove'}/small.yaml"
         f" with the overrides in `scripts/train_shipped.sh`): {info['steps_trained']} steps of "
         f"batch {cfg.train.batch_size} x {cfg.data.crop_len} tokens (Adam, lr {cfg.optim.lr:g}, "
         f"{cfg.optim.warmup_steps} warm-up steps, cosine to {cfg.optim.min_lr:g}, transposition "
@@ -58,10 +58,9 @@ def card(name: str, ev: Path) -> str:
         "## Validation: per-position loss (nats/token), held-out songs", ""]
     nll_dir = ev / ("pop909_nll" if loaded.tokenizer.name == "remi" else "groove_nll")
     nll = json.loads((nll_dir / "nll.json").read_text())
-    lines += ["| model | songs | within the training length (0-%d) | beyond it (%d-%d) |"
-              % (cfg.data.crop_len, cfg.data.crop_len, nll_dir and
-                 next(iter(nll["models"].values()))["max_len"]),
-              "|---|---:|---:|---:|"]
+    crop, top = cfg.data.crop_len, next(iter(nll["models"].values()))["max_len"]
+    lines += [f"| model | songs | within the training length (0-{crop}) | beyond it "
+              f"({crop}-{top}) |", "|---|---:|---:|---:|"]
     for label, r in nll["models"].items():
         lines.append(f"| {label} | {nll['songs']} | {r['mean_within']:.3f} | "
                      f"{r['mean_beyond']:.3f} |")
@@ -95,7 +94,8 @@ def style_section(d: dict) -> list[str]:
            "continued to 1024 tokens at T = 0.6 with grammar masking; the continuation is cut "
            "into 4 equal time segments, each scored against the whole source song by cosine "
            "similarity of style histograms (`musicgen evaluate style`):", "",
-           "| feature | segment 1 | segment 2 | segment 3 | segment 4 |", "|---|---:|---:|---:|---:|"]
+           "| feature | segment 1 | segment 2 | segment 3 | segment 4 |",
+           "|---|---:|---:|---:|---:|"]
     for feat, segs in d["summary"].items():
         cells = [f"{s['mean']:.3f} ± {s['std']:.3f}" for s in segs]
         out.append(f"| {feat}, sampled | " + " | ".join(cells) + " |")
