@@ -13,8 +13,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import platform
-import re
 import sys
 import time
 from pathlib import Path
@@ -25,36 +23,15 @@ import torch
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from benchlib import machine, write_section  # noqa: E402
+
 from musicgen.config import ModelConfig  # noqa: E402
-from musicgen.io import atomic_write_text  # noqa: E402
 from musicgen.model import build_model  # noqa: E402
 from musicgen.sample import SamplingOptions, generate, invalid_rate  # noqa: E402
 from musicgen.tokenizers import build_tokenizer  # noqa: E402
 
 SECTION = "## generation"
 PES = [("ape", False), ("sine_spe", True), ("conv_spe", True)]
-
-
-def machine() -> str:
-    cpu = platform.processor() or platform.machine()
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                cpu = line.split(":", 1)[1].strip()
-                break
-    except OSError:
-        pass
-    return (f"{cpu}, {os.cpu_count()} logical CPUs, torch {torch.__version__} "
-            f"({torch.get_num_threads()} threads), Python {platform.python_version()}")
-
-
-def replace_section(doc: str, body: str) -> str:
-    if not doc.strip():
-        doc = "# Benchmarks\n\nEach section is written by a script in `scripts/`.\n"
-    pattern = re.compile(rf"^{re.escape(SECTION)}\n.*?(?=^## |\Z)", re.S | re.M)
-    if pattern.search(doc):
-        return pattern.sub(lambda _: body, doc, count=1)
-    return doc.rstrip("\n") + "\n\n" + body
 
 
 def bandwidth_gbs(n_bytes: int = 512 * 2**20, repeats: int = 5) -> float:
@@ -310,7 +287,7 @@ def main() -> None:
     print(body)
     if not args.no_doc:
         doc = Path(args.doc)
-        atomic_write_text(doc, replace_section(doc.read_text() if doc.exists() else "", body))
+        write_section(doc, SECTION, body)
         print(f"wrote {doc}")
 
 

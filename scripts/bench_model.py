@@ -12,7 +12,6 @@ import argparse
 import json
 import os
 import platform
-import re
 import resource
 import subprocess
 import sys
@@ -85,16 +84,6 @@ def _softmax_forward(attn, F):
     return forward
 
 
-def replace_section(doc: str, body: str) -> str:
-    """Swap the text from `## model` to the next `## ` heading (or add it at the end)."""
-    if not doc.strip():
-        doc = "# Benchmarks\n\nEach section is written by a script in `scripts/`.\n"
-    pattern = re.compile(rf"^{re.escape(SECTION)}\n.*?(?=^## |\Z)", re.S | re.M)
-    if pattern.search(doc):
-        return pattern.sub(lambda _: body, doc, count=1)
-    return doc.rstrip("\n") + "\n\n" + body
-
-
 def _fmt(x: float | None, spec: str) -> str:
     return "—" if x is None else format(x, spec)
 
@@ -156,7 +145,8 @@ def main() -> None:
         print(json.dumps(worker(args.worker[0], int(args.worker[1]), args.layers, reps)))
         return
 
-    from musicgen.io import atomic_write_text
+    from benchlib import write_section
+
     from musicgen.model.attention import fast_transformers_available
 
     lengths = [int(x) for x in args.lengths.split(",")]
@@ -193,8 +183,7 @@ def main() -> None:
         f"projections."
     )
     doc_path = Path(args.doc)
-    doc = doc_path.read_text() if doc_path.exists() else ""
-    atomic_write_text(doc_path, replace_section(doc, report(rows, lengths, args.layers, header)))
+    write_section(doc_path, SECTION, report(rows, lengths, args.layers, header))
     print(f"wrote the model section of {doc_path}")
 
 

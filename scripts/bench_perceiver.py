@@ -13,7 +13,6 @@ import argparse
 import json
 import os
 import platform
-import re
 import resource
 import subprocess
 import sys
@@ -84,16 +83,6 @@ def worker(kind: str, m: int, args) -> dict:
             "device": device.type}
 
 
-def replace_section(doc: str, body: str) -> str:
-    """Swap the text from `## perceiver` to the next `## ` heading (or add it at the end)."""
-    if not doc.strip():
-        doc = "# Benchmarks\n\nEach section is written by a script in `scripts/`.\n"
-    pattern = re.compile(rf"^{re.escape(SECTION)}\n.*?(?=^## |\Z)", re.S | re.M)
-    if pattern.search(doc):
-        return pattern.sub(lambda _: body, doc, count=1)
-    return doc.rstrip("\n") + "\n\n" + body
-
-
 def report(rows: list[dict], lengths: list[int], header: str) -> str:
     res = {(r["model"], r["m"]): r for r in rows if "step_s" in r}
     lines = [SECTION, "", header, ""]
@@ -133,7 +122,7 @@ def main() -> None:
         print(json.dumps(worker(args.worker[0], int(args.worker[1]), args)))
         return
 
-    from musicgen.io import atomic_write_text
+    from benchlib import write_section
 
     lengths = [int(x) for x in args.lengths.split(",")]
     passthrough = [f"--n={args.n}", f"--layers={args.layers}", f"--d-model={args.d_model}",
@@ -176,8 +165,7 @@ def main() -> None:
         f"costs O(m) per layer, all layers on m tokens."
     )
     doc_path = Path(args.doc)
-    doc = doc_path.read_text() if doc_path.exists() else ""
-    atomic_write_text(doc_path, replace_section(doc, report(rows, lengths, header)))
+    write_section(doc_path, SECTION, report(rows, lengths, header))
     print(f"wrote the perceiver section of {doc_path}")
 
 

@@ -9,8 +9,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import platform
-import re
 import resource
 import sys
 import tempfile
@@ -20,22 +18,11 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from benchlib import machine, write_section  # noqa: E402
+
 from musicgen.data.prepare import prepare  # noqa: E402
-from musicgen.io import atomic_write_text  # noqa: E402
 
 SECTION = "## prepare"
-
-
-def machine() -> str:
-    cpu = platform.processor() or platform.machine()
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                cpu = line.split(":", 1)[1].strip()
-                break
-    except OSError:
-        pass
-    return f"{cpu}, {os.cpu_count()} logical CPUs, Python {platform.python_version()}"
 
 
 def cpu_seconds() -> float:
@@ -45,16 +32,6 @@ def cpu_seconds() -> float:
         resource.getrusage(resource.RUSAGE_CHILDREN),
     )
     return me.ru_utime + me.ru_stime + kids.ru_utime + kids.ru_stime
-
-
-def replace_section(doc: str, body: str) -> str:
-    """Swap the text from `## prepare` to the next `## ` heading (or add it at the end)."""
-    if not doc.strip():
-        doc = "# Benchmarks\n\nEach section is written by a script in `scripts/`.\n"
-    pattern = re.compile(rf"^{re.escape(SECTION)}\n.*?(?=^## |\Z)", re.S | re.M)
-    if pattern.search(doc):
-        return pattern.sub(lambda _: body, doc, count=1)
-    return doc.rstrip("\n") + "\n\n" + body
 
 
 def main() -> None:
@@ -100,8 +77,7 @@ def main() -> None:
         "",
     ]
     doc_path = Path(args.doc)
-    doc = doc_path.read_text() if doc_path.is_file() else ""
-    atomic_write_text(doc_path, replace_section(doc, "\n".join(lines) + "\n"))
+    write_section(doc_path, SECTION, "\n".join(lines) + "\n")
     print(f"wrote the prepare section of {doc_path}")
 
 

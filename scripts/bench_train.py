@@ -15,12 +15,15 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import platform
 import resource
 import subprocess
 import sys
 import time
 from pathlib import Path
+
+import torch  # noqa: F401  (loaded so that machine() reports its version)
+
+from benchlib import machine, write_section
 
 ROOT = Path(__file__).resolve().parents[1]
 PRESETS = {"tiny": "configs/pop909/tiny.yaml", "small": "configs/pop909/small.yaml",
@@ -88,13 +91,12 @@ def main() -> None:
 
 
 def write(args, rows: list[dict], seconds: float, load0: float, load1: float) -> None:
-    import torch
 
     lines = [
         "## training", "",
         f"`scripts/bench_train.py --steps {args.steps} --threads {args.threads}` on "
-        f"{platform.machine()}, {os.cpu_count()} logical CPUs, torch {torch.__version__} "
-        f"({args.threads} threads), Python {platform.python_version()}; {seconds / 60:.1f} min. "
+        f"{machine()} ({args.threads} threads in each measured process); "
+        f"{seconds / 60:.1f} min. "
         "One training step = forward + backward + clipping + Adam on random tokens at the "
         "preset's crop length; tokens/s = batch x crop / best of the timed steps (after one "
         "warm-up); peak = resident memory above the process's size once the model is built "
@@ -111,20 +113,7 @@ def write(args, rows: list[dict], seconds: float, load0: float, load1: float) ->
             f"| {r['size']} | {r['layers']} x {r['d_model']} | {r['params_m']:.2f} M | "
             f"{r['crop']} x {r['batch']} | {r['pe']} | {r['tok_s']:.0f} | {r['step_s']:.2f} | "
             f"{r['peak_mib']:.0f} | {r['step_s'] / ape[r['size']]:.2f} |")
-    replace_section(Path(args.write), "training", "\n".join(lines) + "\n")
-
-
-def replace_section(path: Path, name: str, text: str) -> None:
-    """Replace `## name` (up to the next `## `) in the benchmarks page, or append it."""
-    doc = path.read_text() if path.exists() else "# Benchmarks\n"
-    head = f"## {name}\n"
-    if head in doc:
-        start = doc.index(head)
-        end = doc.find("\n## ", start + len(head))
-        doc = doc[:start] + text + (doc[end + 1:] if end != -1 else "")
-    else:
-        doc = doc.rstrip("\n") + "\n\n" + text
-    path.write_text(doc)
+    write_section(args.write, "## training", "\n".join(lines) + "\n")
 
 
 if __name__ == "__main__":

@@ -21,10 +21,15 @@ def summary(run: Path, step: int) -> dict:
     train = [r for r in rows if r["kind"] == "train"]
     val = [r for r in rows if r["kind"] == "val"]
     best = min(val, key=lambda r: r["loss"]) if val else None
+    seconds, last = 0.0, 0.0  # each resumed process restarts its clock: add up the sessions
+    for r in train:
+        if r["time"] < last:
+            seconds += last
+        last = r["time"]
     return {
         "step": step,
         "steps_trained": train[-1]["step"] if train else 0,
-        "train_minutes": round(train[-1]["time"] / 60, 1) if train else 0,
+        "train_minutes": round((seconds + last) / 60, 1),
         "final_train_loss": train[-1]["loss"] if train else None,
         "best_validation": best,
     }

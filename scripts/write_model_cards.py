@@ -51,8 +51,10 @@ def card(name: str, ev: Path) -> str:
         f"`{cfg.name}` (configs/{'pop909' if cfg.tokenizer == 'remi' else 'groove'}/small.yaml"
         f" with the overrides in `scripts/train_shipped.sh`): {info['steps_trained']} steps of "
         f"batch {cfg.train.batch_size} x {cfg.data.crop_len} tokens (Adam, lr {cfg.optim.lr:g}, "
-        f"{cfg.optim.warmup_steps} warm-up steps, cosine to {cfg.optim.min_lr:g}, transposition "
-        f"{cfg.data.transpose[0]}..{cfg.data.transpose[1]}), {info['train_minutes']} minutes of "
+        f"{cfg.optim.warmup_steps} warm-up steps, cosine to {cfg.optim.min_lr:g} at step 1000, "
+        f"then resumed to step {cfg.train.max_steps} with the cosine recomputed — a warm restart; "
+        f"transposition {cfg.data.transpose[0]}..{cfg.data.transpose[1]}), "
+        f"{info['train_minutes']} minutes of "
         "wall time on a 2-core CPU shared with other jobs. Shipped: the checkpoint with the best "
         f"validation loss (step {info['step']}).", "",
         "## Validation: per-position loss (nats/token), held-out songs", ""]
