@@ -22,7 +22,6 @@ import time
 from pathlib import Path
 
 import torch  # noqa: F401  (loaded so that machine() reports its version)
-
 from benchlib import machine, write_section
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -33,7 +32,6 @@ PES = [("ape", False), ("sine_spe", False), ("sine_spe", True), ("conv_spe", Fal
 
 
 def one(size: str, pe: str, gated: bool, steps: int, threads: int) -> dict:
-    import torch
     import torch.nn.functional as F
 
     from musicgen.config import load_config
