@@ -152,3 +152,29 @@ def test_learned_table_refuses_positions_past_max_len():
     assert pe(torch.arange(16)).shape == (16, 8)
     with pytest.raises(MusicgenError, match="model.max_len"):
         pe(torch.tensor([16]))
+
+
+@pytest.mark.parametrize("grad", [False, True])
+def test_sine_contraction_in_position_blocks_equals_one_block(monkeypatch, grad):
+    """Blocking over positions (the memory bound) changes neither the codes nor the gradients."""
+    import musicgen.model.positional as positional
+
+    torch.manual_seed(0)
+    spe = SineSPE(2, 4, 8, 3)
+    pos = torch.arange(50)
+    noise = SPENoise(3, "cpu")
+    results = []
+    for block in (16, 10_000):  # 4 blocks (the last one short) vs a single block
+        monkeypatch.setattr(positional, "SINE_BLOCK", block)
+        x = torch.randn(2, 50, 2, 4, generator=torch.Generator().manual_seed(1),
+                        requires_grad=grad)
+        with torch.set_grad_enabled(grad):
+            out = spe.codes(pos, pos, noise).project(x, "q", torch.zeros(2, 4))
+        if grad:
+            out.square().sum().backward()
+            results.append((out.detach(), x.grad, spe.freq.grad.clone()))
+            spe.zero_grad()
+        else:
+            results.append((out,))
+    for a, b in zip(*results, strict=True):
+        assert torch.allclose(a, b, atol=1e-5)

@@ -108,12 +108,22 @@ class SPECodes:
         return out / math.sqrt(self.r)
 
 
+SINE_BLOCK = 512  # positions per block of the sine contraction (bounds its temporary)
+
+
 class SineCodes(SPECodes):
     def _contract(self, x: Tensor, part) -> Tensor:
         omega, lz = part  # omega (N, H, D, 2K), lz (H, D, 2K, R)
-        if torch.is_grad_enabled():  # recompute the (B, N, H, D, 2K) product in backward
-            return checkpoint(_sine_contract, x, omega, lz, use_reentrant=False)
-        return _sine_contract(x, omega, lz)
+        # Position blocks keep the (B, block, H, D, 2K) temporary small; in training each block
+        # is recomputed in backward instead of stored, so the peak stays one block's worth.
+        outs = []
+        for s in range(0, x.shape[1], SINE_BLOCK):
+            xb, ob = x[:, s : s + SINE_BLOCK], omega[s : s + SINE_BLOCK]
+            if torch.is_grad_enabled():
+                outs.append(checkpoint(_sine_contract, xb, ob, lz, use_reentrant=False))
+            else:
+                outs.append(_sine_contract(xb, ob, lz))
+        return outs[0] if len(outs) == 1 else torch.cat(outs, 1)  # (B, N, H, R)
 
 
 def _sine_contract(x: Tensor, omega: Tensor, lz: Tensor) -> Tensor:
