@@ -27,3 +27,6 @@ done
 # groove: continue 2-bar prompts of unseen (test) styles, style similarity per time segment
 $BIN/musicgen evaluate style --checkpoint checkpoints/groove_sine_spe_gated/model.pt \
   --prompts data/trio/test --max-prompts 10 --samples 2 --max-tokens 1024 --out out/eval/groove_style
+$BIN/musicgen evaluate style --checkpoint checkpoints/groove_sine_spe_gated/model.pt \
+  --prompts data/trio/test --max-prompts 10 --samples 2 --max-tokens 1024 --temperature 1.0 \
+  --out out/eval/groove_style_t1

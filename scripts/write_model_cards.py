@@ -28,6 +28,20 @@ DATA = {
               "`data/trio/README.md`). The weights carry both attributions (CC BY 4.0).",
 }
 
+LIMITS = {
+    "remi": "A small model trained for about an hour on a CPU: validation loss 2.6-2.7 nats/token, "
+            "far from a converged paper-size model. Its pieces keep POP909's pitch, harmony and "
+            "rhythm statistics (table above) but have little long-range structure. Chord tokens "
+            "are sparse in this REMI variant (see docs/tokenization.md).",
+    "groove": "Per track, the continuations follow the prompt's drum groove closely (time-pitch "
+              "similarity about 0.85 on the drum track, as high as the real continuation) but "
+              "play few bass and piano notes, which often sustain too long: at the paper's "
+              "T = 0.6 the model mostly continues the drums alone, hence the low averages above "
+              "(`musicgen demo` samples it at T = 1.0). The training set is small (240 songs; "
+              "training loss 1.9 against 2.5 on validation: it overfits); a real Groove2Groove-"
+              "sized corpus and a larger model are the way to better accompaniments.",
+}
+
 
 def card(name: str, ev: Path) -> str:
     ckpt = ROOT / "checkpoints" / name / "model.pt"
@@ -80,9 +94,11 @@ def card(name: str, ev: Path) -> str:
             lines.append(f"| {key} | {g['mean']:.3f} ± {g['std']:.3f} | "
                          f"{r['mean']:.3f} ± {r['std']:.3f} |")
         lines.append("")
-    style = ev / "groove_style" / "style.json"
-    if loaded.tokenizer.name == "groove" and style.exists():
-        lines += style_section(json.loads(style.read_text()))
+    for folder in ("groove_style", "groove_style_t1"):
+        style = ev / folder / "style.json"
+        if loaded.tokenizer.name == "groove" and style.exists():
+            lines += style_section(json.loads(style.read_text()))
+    lines += ["## Limitations", "", LIMITS[loaded.tokenizer.name], ""]
     lines += ["## Reproduce", "", "```bash",
               "scripts/train_shipped.sh      # the three shipped runs side by side",
               "scripts/evaluate_shipped.sh   # export to checkpoints/ and measure",
@@ -91,9 +107,11 @@ def card(name: str, ev: Path) -> str:
 
 
 def style_section(d: dict) -> list[str]:
-    out = ["## Style similarity of continuations (unseen styles)", "",
-           "Test-split trio songs (styles never seen in training): the first 2 bars as prompt, "
-           "continued to 1024 tokens at T = 0.6 with grammar masking; the continuation is cut "
+    t = d["sampling"]["temperature"]
+    out = [f"## Style similarity of continuations (unseen styles, T = {t:g})", "",
+           f"{len(d['songs'])} test-split trio songs (styles never seen in training), "
+           f"{d['samples']} samples each: the first 2 bars as prompt, continued to "
+           f"{d['max_tokens']} tokens at T = {t:g} with grammar masking; the continuation is cut "
            "into 4 equal time segments, each scored against the whole source song by cosine "
            "similarity of style histograms (`musicgen evaluate style`):", "",
            "| feature | segment 1 | segment 2 | segment 3 | segment 4 |",
