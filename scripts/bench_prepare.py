@@ -58,8 +58,8 @@ def main() -> None:
         "",
         "`musicgen prepare --dataset pop909` on all of POP909 (REMI, configs/tokenizer/remi.yaml), "
         "from an empty output folder (no cache), written by `scripts/bench_prepare.py`.",
-        f"Machine: {machine()}. The CPUs were shared with other jobs running at the same time, "
-        "so times are upper bounds and vary between runs.",
+        f"Machine: {machine()}. Other jobs may share the CPUs: the last column gives the "
+        "1-minute load average when each run started (about 1-2 means an otherwise idle machine).",
         "",
         "| workers | songs | tokens | wall (s) | songs/s | tokens/s | CPU (s) | load avg |",
         "|---:|---:|---:|---:|---:|---:|---:|---:|",
