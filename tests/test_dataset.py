@@ -17,19 +17,6 @@ SONGS = sorted((ROOT / "tests" / "data" / "pop909").glob("*/*.mid"))
 
 
 @pytest.fixture(scope="module")
-def prepared(tmp_path_factory) -> Path:
-    inp = tmp_path_factory.mktemp("in")
-    for s in SONGS:  # split folders: every song in train, one also in validation
-        (inp / "train" / s.parent.name).mkdir(parents=True)
-        shutil.copy(s, inp / "train" / s.parent.name / s.name)
-    (inp / "validation").mkdir()
-    shutil.copy(SONGS[0], inp / "validation" / SONGS[0].name)
-    out = tmp_path_factory.mktemp("prepared")
-    prepare("folder", inp, out, workers=1)
-    return out
-
-
-@pytest.fixture(scope="module")
 def train(prepared) -> PreparedSplit:
     return PreparedSplit(prepared, "train")
 

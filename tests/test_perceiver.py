@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import math
-import shutil
 from pathlib import Path
 
 import numpy as np
@@ -12,7 +11,6 @@ import torch
 
 from musicgen.config import load_config
 from musicgen.data.dataset import IGNORE_INDEX, CropDataset, PreparedSplit
-from musicgen.data.prepare import prepare
 from musicgen.data.segments import (
     SegmentDataset,
     end_range,
@@ -172,19 +170,6 @@ def test_bad_perceiver_settings_are_clear_errors():
 
 # ---------------------------------------------------------------------------------------------
 # effective segmentation
-
-
-@pytest.fixture(scope="module")
-def prepared(tmp_path_factory) -> Path:
-    inp = tmp_path_factory.mktemp("in")
-    for s in SONGS:
-        (inp / "train" / s.parent.name).mkdir(parents=True)
-        shutil.copy(s, inp / "train" / s.parent.name / s.name)
-    (inp / "validation").mkdir()
-    shutil.copy(SONGS[0], inp / "validation" / SONGS[0].name)
-    out = tmp_path_factory.mktemp("prepared")
-    prepare("folder", inp, out, workers=1)
-    return out
 
 
 @pytest.fixture(scope="module")

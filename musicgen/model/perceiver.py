@@ -30,7 +30,7 @@ from torch import Tensor, nn
 
 from musicgen.errors import MusicgenError
 from musicgen.model.attention import AttentionCache
-from musicgen.model.positional import SPE_KINDS, LearnedPE, SinusoidalPE, SPENoise, build_spe
+from musicgen.model.positional import SPE_KINDS, SPENoise, build_position_modules
 from musicgen.model.transformer import Block, Performer
 
 PAD_ID = 0  # docs/CONTRACTS.md: pad id is 0 for every tokenizer
@@ -123,16 +123,9 @@ class PerceiverS(nn.Module):
         self.d_model = cfg.d_model
         self.embed = nn.Embedding(cfg.vocab_size, cfg.d_model)
         nn.init.normal_(self.embed.weight, std=cfg.d_model**-0.5)
-        self.ape: nn.Module | None = None
-        if cfg.pe == "ape":
-            self.ape = SinusoidalPE(cfg.d_model)
-        elif cfg.pe == "ape_learned":
-            self.ape = LearnedPE(self.m, cfg.d_model)  # window positions are < m
+        # window positions are < m; SPE: one shared module, or one per block then per cross layer
+        self.ape, self.spe = build_position_modules(cfg, self.m, cfg.n_layers + 2)
         self.uses_spe = cfg.pe in SPE_KINDS
-        self.spe = nn.ModuleList()
-        if self.uses_spe:  # one shared module, or one per block then one per cross layer
-            n_spe = 1 if cfg.spe_shared else cfg.n_layers + 2
-            self.spe.extend(build_spe(cfg, tag) for tag in range(n_spe))
         self.drop = nn.Dropout(cfg.dropout)
         self.cross_full = CrossAttention(cfg, self.uses_spe)
         self.cross_scale = CrossAttention(cfg, self.uses_spe)

@@ -17,13 +17,7 @@ from torch import Tensor, nn
 
 from musicgen.errors import MusicgenError
 from musicgen.model.attention import AttentionCache, CausalSelfAttention
-from musicgen.model.positional import (
-    SPE_KINDS,
-    LearnedPE,
-    SinusoidalPE,
-    SPENoise,
-    build_spe,
-)
+from musicgen.model.positional import SPE_KINDS, SPENoise, build_position_modules
 
 
 @dataclass
@@ -68,16 +62,9 @@ class Performer(nn.Module):
         self.d_model = cfg.d_model
         self.embed = nn.Embedding(cfg.vocab_size, cfg.d_model)
         nn.init.normal_(self.embed.weight, std=cfg.d_model**-0.5)
-        self.ape: nn.Module | None = None
-        if cfg.pe == "ape":
-            self.ape = SinusoidalPE(cfg.d_model)
-        elif cfg.pe == "ape_learned":
-            self.ape = LearnedPE(cfg.max_len, cfg.d_model)
+        # shared SPE: one module (gates stay per layer); else one per layer
+        self.ape, self.spe = build_position_modules(cfg, cfg.max_len, cfg.n_layers)
         self.uses_spe = cfg.pe in SPE_KINDS
-        self.spe = nn.ModuleList()
-        if self.uses_spe:  # shared: one module (gates stay per layer); else one per layer
-            n = 1 if cfg.spe_shared else cfg.n_layers
-            self.spe.extend(build_spe(cfg, tag) for tag in range(n))
         self.drop = nn.Dropout(cfg.dropout)
         self.blocks = nn.ModuleList(Block(cfg, self.uses_spe) for _ in range(cfg.n_layers))
         self.norm = nn.LayerNorm(cfg.d_model) if cfg.norm == "pre" else nn.Identity()
