@@ -13,10 +13,11 @@ import json
 import os
 import platform
 import resource
-import subprocess
 import sys
 import time
 from pathlib import Path
+
+from benchlib import rss_mib, run_worker, write_section
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
@@ -31,14 +32,6 @@ VARIANTS = {
     "APE fast-transformers": dict(pe="ape", backend="fast_transformers"),
     "APE softmax (SDPA)": dict(pe="ape", softmax=True),
 }
-
-
-def _rss_mib() -> float:
-    with open("/proc/self/status") as fh:
-        for line in fh:
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1]) / 1024
-    return 0.0
 
 
 def worker(variant: str, length: int, layers: int, reps: int) -> dict:
@@ -58,7 +51,7 @@ def worker(variant: str, length: int, layers: int, reps: int) -> dict:
         for block in model.blocks:
             block.attn.forward = _softmax_forward(block.attn, F)
     ids = torch.randint(0, 340, (1, length))
-    base = _rss_mib()
+    base = rss_mib()
     times = []
     for _ in range(reps + 1 if length <= 2048 else 1):  # long inputs: one run, no warm-up
         model.zero_grad(set_to_none=True)
@@ -145,7 +138,6 @@ def main() -> None:
         print(json.dumps(worker(args.worker[0], int(args.worker[1]), args.layers, reps)))
         return
 
-    from benchlib import write_section
 
     from musicgen.model.attention import fast_transformers_available
 
@@ -159,13 +151,10 @@ def main() -> None:
         for v in variants:
             cmd = [sys.executable, __file__, "--worker", v, str(n), "--layers", str(args.layers),
                    "--reps", str(args.reps)]
-            proc = subprocess.run(cmd, capture_output=True, text=True)
-            if proc.returncode:
-                print(f"{v} @ {n}: failed\n{proc.stderr[-2000:]}", file=sys.stderr)
-                rows.append({"variant": v, "length": n})
+            r = run_worker(cmd, f"{v} @ {n}")
+            rows.append(r or {"variant": v, "length": n})
+            if r is None:
                 continue
-            rows.append(json.loads(proc.stdout.strip().splitlines()[-1]))
-            r = rows[-1]
             print(f"{v:>22} {n:>5}: {r['time_s']:7.2f} s {r['peak_mib']:8.0f} MiB", flush=True)
     import torch
 

@@ -14,10 +14,11 @@ import json
 import os
 import platform
 import resource
-import subprocess
 import sys
 import time
 from pathlib import Path
+
+from benchlib import rss_mib, run_worker, write_section
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
@@ -25,14 +26,6 @@ sys.path.insert(0, str(ROOT))
 SECTION = "## perceiver"
 MODELS = ("Perceiver S", "Performer")
 VOCAB = 340
-
-
-def _rss_mib() -> float:
-    with open("/proc/self/status") as fh:
-        for line in fh:
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1]) / 1024
-    return 0.0
 
 
 def model_config(kind: str, m: int, args):
@@ -58,7 +51,7 @@ def worker(kind: str, m: int, args) -> dict:
     opt = torch.optim.Adam(model.parameters(), lr=1e-4)
     ids = torch.randint(1, VOCAB, (args.batch, m), device=device)
     tgt = torch.randint(1, VOCAB, (args.batch, args.n), device=device)
-    base = _rss_mib()
+    base = rss_mib()
     times, cpu = [], []
     for _ in range(args.reps + 1):
         if device.type == "cuda":
@@ -122,7 +115,6 @@ def main() -> None:
         print(json.dumps(worker(args.worker[0], int(args.worker[1]), args)))
         return
 
-    from benchlib import write_section
 
     lengths = [int(x) for x in args.lengths.split(",")]
     passthrough = [f"--n={args.n}", f"--layers={args.layers}", f"--d-model={args.d_model}",
@@ -132,13 +124,10 @@ def main() -> None:
     for m in lengths:  # lengths outer: both models of one m run under the same machine load
         for kind in MODELS:
             cmd = [sys.executable, __file__, "--worker", kind, str(m), *passthrough]
-            proc = subprocess.run(cmd, capture_output=True, text=True)
-            if proc.returncode:
-                print(f"{kind} @ {m}: failed\n{proc.stderr[-2000:]}", file=sys.stderr)
-                rows.append({"model": kind, "m": m})
+            r = run_worker(cmd, f"{kind} @ {m}")
+            rows.append(r or {"model": kind, "m": m})
+            if r is None:
                 continue
-            rows.append(json.loads(proc.stdout.strip().splitlines()[-1]))
-            r = rows[-1]
             print(f"{kind:>12} m={m:>6}: {r['step_s']:7.2f} s/step {r['tok_s']:9.0f} tok/s "
                   f"{r['peak_mib']:8.0f} MiB", flush=True)
     import torch

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import json
 import os
 import platform
 import re
+import subprocess
 import sys
 from pathlib import Path
 
@@ -41,3 +43,22 @@ def write_section(path: str | Path, heading: str, body: str) -> None:
     else:
         doc = doc.rstrip("\n") + "\n\n" + body
     atomic_write_text(path, doc)
+
+
+def rss_mib() -> float:
+    """This process's resident memory now (MiB), from /proc."""
+    with open("/proc/self/status") as fh:
+        for line in fh:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) / 1024
+    return 0.0
+
+
+def run_worker(cmd: list[str], what: str) -> dict | None:
+    """Run one measurement in a fresh process (clean peak memory); its last stdout line is JSON.
+    A failure is reported on stderr and gives None, so the other measurements still run."""
+    proc = subprocess.run(cmd, capture_output=True, text=True)
+    if proc.returncode:
+        print(f"{what}: failed\n{proc.stderr[-2000:]}", file=sys.stderr)
+        return None
+    return json.loads(proc.stdout.strip().splitlines()[-1])
