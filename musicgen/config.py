@@ -16,7 +16,7 @@ from typing import Any
 
 import yaml
 
-from musicgen.errors import MusicgenError
+from musicgen.errors import MusicgenError, check_choice, check_range, check_seed
 
 
 @dataclass
@@ -230,15 +230,21 @@ def load_config(path: str | Path | None, overrides: list[str] | None = None) -> 
     if path is not None:
         data = _load_with_base(Path(path))
     data = apply_overrides(data, overrides or [])
-    return from_dict(Config, data)
+    return validate(from_dict(Config, data))
 
 
-def _load_with_base(path: Path) -> dict:
+def _load_with_base(path: Path, seen: tuple[Path, ...] = ()) -> dict:
+    path = path.resolve()
+    if path in seen:
+        chain = " -> ".join(p.name for p in (*seen, path))
+        raise MusicgenError(f"{seen[0]}: 'base:' presets form a cycle ({chain})")
     data = load_yaml(path)
     base = data.pop("base", None)
     if base is None:
         return data
-    merged = _load_with_base((path.parent / base).resolve())
+    if not isinstance(base, str):
+        raise MusicgenError(f"{path}: 'base' must be the path of another preset, got {base!r}")
+    merged = _load_with_base(path.parent / base, (*seen, path))
     _deep_merge(merged, data)
     return merged
 
@@ -253,4 +259,40 @@ def _deep_merge(dst: dict, src: dict) -> None:
 
 def config_from_dict(data: dict) -> Config:
     """Rebuild a Config saved in a checkpoint."""
-    return from_dict(Config, data)
+    return validate(from_dict(Config, data))
+
+
+# ---------------------------------------------------------------------------------------------
+# ranges
+
+PRECISIONS = ("auto", "fp32", "bf16", "fp16")
+SCHEDULES = ("cosine", "constant")
+
+
+def validate(cfg: Config) -> Config:
+    """Range checks the types cannot express; each message names the field and its valid range."""
+    d, o, t = cfg.data, cfg.optim, cfg.train
+    for where, value, low in (
+        ("data.crop_len", d.crop_len, 2), ("data.workers", d.workers, 0),
+        ("optim.warmup_steps", o.warmup_steps, 0), ("train.batch_size", t.batch_size, 1),
+        ("train.grad_accum", t.grad_accum, 1), ("train.max_steps", t.max_steps, 0),
+        ("train.val_every", t.val_every, 1), ("train.val_songs", t.val_songs, 0),
+        ("train.val_max_len", t.val_max_len, 2), ("train.ckpt_every", t.ckpt_every, 1),
+        ("train.keep_last", t.keep_last, 0), ("log.every", cfg.log.every, 1),
+        ("optim.min_lr", o.min_lr, 0), ("optim.weight_decay", o.weight_decay, 0),
+        ("train.max_minutes", t.max_minutes, 0),
+    ):
+        check_range(f"config: {where}", value, low)
+    check_range("config: optim.lr", o.lr, 0, low_open=True)
+    check_range("config: optim.grad_clip", o.grad_clip, 0, low_open=True)
+    check_range("config: data.drop_instrument_p", d.drop_instrument_p, 0, 1)
+    check_seed("config: train.seed", t.seed)
+    check_choice("config: train.precision", t.precision, PRECISIONS)
+    check_choice("config: optim.schedule", o.schedule, SCHEDULES)
+    if len(o.betas) != 2 or not all(0 <= b < 1 for b in o.betas):
+        raise MusicgenError(f"config: optim.betas: must be two values in [0, 1), got {o.betas}")
+    if len(d.transpose) != 2 or d.transpose[0] > d.transpose[1]:
+        raise MusicgenError(
+            f"config: data.transpose: must be two semitone values [low, high] with low <= high "
+            f"(e.g. [-6, 6]; [0, 0] for none), got {d.transpose}")
+    return cfg

@@ -7,3 +7,31 @@ non-zero exit code; every other exception is a bug and keeps its traceback.
 
 class MusicgenError(Exception):
     """A problem with the user's input (file, option, config, checkpoint), not with musicgen."""
+
+
+SEED_MAX = 2**32 - 1  # numpy's and torch's seeds agree on this range
+
+
+def check_range(where: str, value, low=None, high=None, *, low_open: bool = False):
+    """`value` if low <= value <= high (low < value when `low_open`), else a one-line error
+    that states the valid range; None passes (an unset option)."""
+    if value is None:
+        return value
+    too_low = low is not None and (value <= low if low_open else value < low)
+    too_high = high is not None and value > high
+    if too_low or too_high:
+        lo = "" if low is None else f"{'>' if low_open else '>='} {low}"
+        hi = "" if high is None else f"<= {high}"
+        want = f"{lo} and {hi}" if lo and hi else lo or hi
+        raise MusicgenError(f"{where}: must be {want}, got {value}")
+    return value
+
+
+def check_choice(where: str, value, choices) -> None:
+    if value not in choices:
+        raise MusicgenError(
+            f"{where}: unknown value {value!r}; choose one of: {', '.join(map(str, choices))}")
+
+
+def check_seed(where: str, value):
+    return check_range(where, value, 0, SEED_MAX)

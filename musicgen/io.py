@@ -1,44 +1,127 @@
-"""Small file helpers: every file musicgen writes goes through an atomic rename."""
+"""Small file helpers: every file musicgen writes goes through an atomic, verified rename.
+
+A write first fills a temporary file next to the target, then checks that what reached the disk is
+complete (its size, and for MIDI a read-back), and only then renames it over the target. A full or
+read-only disk therefore never replaces a good file with a broken one, and every failure is one
+`MusicgenError` line naming the file ("cannot write (No space left on device)").
+"""
 
 from __future__ import annotations
 
 import contextlib
+import errno
 import os
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
+
+from musicgen.errors import MusicgenError
 
 _UMASK = os.umask(0)
 os.umask(_UMASK)
 
+TMP_SUFFIX = ".tmp"  # temporaries are `.<name>.<random>.tmp` next to their target
+
+
+def write_error(path: str | Path, exc: OSError) -> MusicgenError:
+    """One line for an OSError met while writing `path` (full disk, read-only, permissions)."""
+    reason = exc.strerror or errno.errorcode.get(exc.errno or 0) or type(exc).__name__
+    return MusicgenError(f"{path}: cannot write ({reason})")
+
+
+def ensure_dir(folder: str | Path) -> Path:
+    """Create `folder` (and its parents); a file in the way is a one-line error."""
+    folder = Path(folder)
+    if folder.exists() and not folder.is_dir():
+        raise MusicgenError(f"{folder}: is a file, not a folder")
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+    except (FileExistsError, NotADirectoryError):
+        raise MusicgenError(f"{folder}: cannot create the folder (a file is in the way)") from None
+    except OSError as exc:
+        raise write_error(folder, exc) from None
+    return folder
+
 
 @contextlib.contextmanager
-def atomic_path(path: str | Path) -> Iterator[Path]:
-    """Yield a temporary path next to `path`; rename it over `path` only if the block succeeds.
+def atomic_path(
+    path: str | Path, min_bytes: int = 0, verify: Callable[[Path], None] | None = None
+) -> Iterator[Path]:
+    """Yield a temporary path next to `path`; rename it over `path` only if the block succeeds
+    and the result is verified: at least `min_bytes` long and accepted by `verify(tmp)`.
 
     A crash or a full disk leaves the previous file intact and at most a stray `*.tmp`.
     """
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    if path.is_dir():
+        raise MusicgenError(f"{path}: is a folder; give a file name")
+    ensure_dir(path.parent)
+    try:
+        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=TMP_SUFFIX, dir=path.parent)
+    except OSError as exc:
+        raise write_error(path, exc) from None
     os.close(fd)
     tmp_path = Path(tmp)
     try:
-        yield tmp_path
-        with open(tmp_path, "rb+") as fh:
-            os.fsync(fh.fileno())
-        os.chmod(tmp_path, 0o666 & ~_UMASK)  # mkstemp creates 0600; give the usual permissions
-        os.replace(tmp_path, path)
+        try:
+            yield tmp_path
+            size = tmp_path.stat().st_size
+            if size < min_bytes:
+                raise MusicgenError(
+                    f"{path}: cannot write (only {size} of {min_bytes} bytes reached the disk; "
+                    "is it full?)")
+            if verify is not None:
+                verify(tmp_path)
+            with open(tmp_path, "rb+") as fh:
+                os.fsync(fh.fileno())
+            os.chmod(tmp_path, 0o666 & ~_UMASK)  # mkstemp creates 0600; give the usual permissions
+            os.replace(tmp_path, path)
+        except OSError as exc:
+            raise write_error(path, exc) from None
     finally:
-        if tmp_path.exists():
-            tmp_path.unlink()
+        with contextlib.suppress(OSError):
+            tmp_path.unlink(missing_ok=True)
 
 
 def atomic_write_text(path: str | Path, text: str) -> None:
-    with atomic_path(path) as tmp:
-        tmp.write_text(text)
+    atomic_write_bytes(path, text.encode())
 
 
 def atomic_write_bytes(path: str | Path, data: bytes) -> None:
-    with atomic_path(path) as tmp:
+    with atomic_path(path, min_bytes=len(data)) as tmp:
         tmp.write_bytes(data)
+
+
+def write_score(score, path: str | Path) -> Path:
+    """Write a `symusic.Score` as MIDI, verified by reading the file back.
+
+    symusic's writer does not raise when the disk is full (it leaves a short or empty file), so
+    the temporary must parse and hold every note before it may replace anything.
+    """
+    import symusic
+
+    notes = sum(len(t.notes) for t in score.tracks)
+
+    def readback(tmp: Path) -> None:
+        try:
+            back = symusic.Score(str(tmp))
+        except Exception:  # symusic raises several types for a short file
+            back = None
+        if back is None or sum(len(t.notes) for t in back.tracks) != notes:
+            raise MusicgenError(f"{path}: cannot write (the MIDI file did not reach the disk "
+                                "complete; is it full?)")
+
+    with atomic_path(path, min_bytes=14, verify=readback) as tmp:  # 14: the MThd header
+        score.dump_midi(str(tmp))
+    return Path(path)
+
+
+def remove_stale_temps(folder: str | Path, names: tuple[str, ...]) -> list[Path]:
+    """Delete temporaries that killed writers left behind (`.<name>.*.tmp` for each name)."""
+    removed = []
+    for name in names:
+        for tmp in Path(folder).glob(f".{name}.*{TMP_SUFFIX}"):
+            with contextlib.suppress(OSError):
+                tmp.unlink()
+                removed.append(tmp)
+    return removed

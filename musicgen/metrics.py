@@ -19,6 +19,7 @@ import numpy as np
 import symusic
 
 from musicgen.errors import MusicgenError
+from musicgen.limits import check_score
 
 BAR_BEATS = 4.0
 # Major-scale pitch-class set; natural minor scales are the same sets (relative keys).
@@ -113,6 +114,7 @@ def load_notes(path: str | Path) -> Notes:
         score = symusic.Score(str(path))
     except Exception as exc:  # symusic raises RuntimeError/ValueError on corrupt input
         raise MusicgenError(f"{path}: not a readable MIDI file ({exc})") from None
+    check_score(score, str(path))
     return notes_from_score(score)
 
 

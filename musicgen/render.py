@@ -45,6 +45,17 @@ def find_soundfont(soundfont: str | Path | None = None) -> Path | None:
     return None
 
 
+MAX_BAR_LINES = 256  # more would not be visible in 1200 pixels
+
+
+def bar_lines(end: float) -> list[float]:
+    """Beat positions of the bar lines up to `end`: every bar, or every k-th bar when there are
+    more than MAX_BAR_LINES (a long piece must not cost one line per bar)."""
+    bars = int(end // BAR_BEATS) + 1
+    stride = -(-bars // MAX_BAR_LINES)
+    return [b * BAR_BEATS for b in range(0, bars, stride)]
+
+
 def piano_roll(notes: Notes, path: str | Path, title: str = "") -> Path:
     """Draw notes as bars (one colour per track, drums as ticks), bar lines every 4 beats."""
     import matplotlib
@@ -70,15 +81,16 @@ def piano_roll(notes: Notes, path: str | Path, title: str = "") -> Path:
         ax.add_collection(PolyCollection(verts, facecolors=colour, edgecolors="none"))
         handles.append(Patch(color=colour, label=key))
     end = max(notes.end(), BAR_BEATS)
-    for bar in range(int(end // BAR_BEATS) + 1):
-        ax.axvline(bar * BAR_BEATS, color="0.8", lw=0.6, zorder=0)
+    lines = bar_lines(end)
+    ax.vlines(lines, 0, 128, colors="0.8", lw=0.6, zorder=0)  # one artist, not one per bar
     if len(notes):
         lo, hi = int(notes.pitch.min()), int(notes.pitch.max())
     else:
         lo, hi = 60, 72
     ax.set_xlim(0, end)
     ax.set_ylim(lo - 2, hi + 2)
-    ax.set_xlabel("beats (bar lines every 4)")
+    step = lines[1] - lines[0] if len(lines) > 1 else BAR_BEATS
+    ax.set_xlabel(f"beats (bar lines every {step:g})")
     ax.set_ylabel("MIDI pitch")
     if title:
         ax.set_title(title, fontsize=9)
@@ -86,7 +98,7 @@ def piano_roll(notes: Notes, path: str | Path, title: str = "") -> Path:
         ax.legend(handles=handles, loc="upper right", fontsize=7)
     fig.subplots_adjust(left=0.06, right=0.99, bottom=0.13, top=0.92)
     path = Path(path)
-    with atomic_path(path) as tmp:
+    with atomic_path(path, min_bytes=8) as tmp:  # 8: the PNG signature
         fig.savefig(tmp, format="png", dpi=PIANO_ROLL_DPI)
     plt.close(fig)
     return path

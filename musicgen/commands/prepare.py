@@ -5,6 +5,8 @@ from __future__ import annotations
 import argparse
 import os
 
+from musicgen.limits import MAX_BARS, MAX_MINUTES, MAX_TOKENS
+
 
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser(
@@ -35,18 +37,27 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument(
         "--max-size-mb", type=float, default=10.0, help="skip MIDI files larger than this"
     )
+    p.add_argument("--max-bars", type=int, default=MAX_BARS,
+                   help=f"skip songs longer than this many bars (default {MAX_BARS})")
+    p.add_argument("--max-minutes", type=float, default=MAX_MINUTES,
+                   help=f"skip songs longer than this (default {MAX_MINUTES:g})")
+    p.add_argument("--max-tokens", type=int, default=MAX_TOKENS,
+                   help=f"skip songs of more tokens than this (default {MAX_TOKENS})")
     p.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:
     from musicgen.data.prepare import prepare
+    from musicgen.limits import Limits
 
+    limits = Limits(args.max_bars, args.max_minutes, args.max_tokens)
     s = prepare(
-        args.dataset, args.input, args.output, args.tokenizer, args.workers, args.max_size_mb
+        args.dataset, args.input, args.output, args.tokenizer, args.workers, args.max_size_mb,
+        limits,
     )
     print(
         f"prepared {s['songs']} songs ({s['train']} train, {s['validation']} validation, "
         f"{s['test']} test; {s['tokens']} tokens; {s['reused']} reused from cache), "
-        f"skipped {s['skipped']} (see {args.output}/skipped.csv) -> {args.output}"
+        f"skipped {s['skipped']} ({s['duplicates']} duplicates; see {args.output}/skipped.csv) -> {args.output}"
     )
     return 0

@@ -3,7 +3,10 @@
 Tokenizer-agnostic: any registered tokenizer (or YAML) works. Songs are tokenized in worker
 processes and cached one file per song (`OUT/cache/<key>.npy`, key = content hash + tokenizer
 fingerprint), so a rerun reuses unchanged songs and an interrupted run picks up where it stopped.
-Bad files are skipped with a reason (`skipped.csv`), never fatal.
+Bad files are skipped with a reason (`skipped.csv`), never fatal: unreadable or too long ones
+(musicgen.limits, checked on the parsed score before tokenizing), byte-identical copies of an
+earlier file (removed before the split, so a song cannot sit in train and validation), and a file
+whose worker process died (killed by the OOM killer, say): the run goes on with a new worker.
 """
 
 from __future__ import annotations
@@ -14,14 +17,16 @@ import io
 import json
 import multiprocessing as mp
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from multiprocessing.connection import wait
 from pathlib import Path
 
 import numpy as np
 from tqdm import tqdm
 
-from musicgen.errors import MusicgenError
-from musicgen.io import atomic_path, atomic_write_text
+from musicgen.errors import MusicgenError, check_range
+from musicgen.io import atomic_path, atomic_write_text, ensure_dir
+from musicgen.limits import Limits, check_score, check_tokens
 from musicgen.tokenizers import REGISTRY, Tokenizer, build_tokenizer, load_tokenizer
 
 DATASETS = ("pop909", "maestro", "groove", "folder")
@@ -108,6 +113,7 @@ class Job:
     cache_dir: str
     fingerprint: str
     max_bytes: int
+    limits: Limits = field(default_factory=Limits)
 
 
 @dataclass
@@ -150,7 +156,7 @@ def process_song(job: Job, tok: Tokenizer | None = None) -> Result:
     if cache.is_file():
         try:
             arr = np.load(cache)
-            return Result(job.rel, "", digest, len(arr), len(tok.bar_starts(arr)), str(cache), True)
+            return _accepted(job, tok, arr, digest, cache, True)
         except (OSError, ValueError):
             pass  # a damaged cache entry is simply recomputed
     if not data.startswith(b"MThd"):
@@ -163,12 +169,30 @@ def process_song(job: Job, tok: Tokenizer | None = None) -> Result:
         msg = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
         return Result(job.rel, f"corrupt MIDI ({msg})")
     try:
+        check_score(score, "score", job.limits)  # before the tokenizer allocates per bar
         ids = tok.encode(score)
     except MusicgenError as exc:
         return Result(job.rel, str(exc).removeprefix("score: "))
+    except MemoryError:
+        return Result(job.rel, "out of memory while tokenizing")
     arr = np.asarray(ids, dtype=np.uint16)
     _save_npy(cache, arr)
-    return Result(job.rel, "", digest, len(arr), len(tok.bar_starts(arr)), str(cache))
+    return _accepted(job, tok, arr, digest, cache, False)
+
+
+def _accepted(job: Job, tok: Tokenizer, arr: np.ndarray, digest: str, cache: Path,
+              reused: bool) -> Result:
+    """The Result of a tokenized song, or its skip reason if it breaks the token/bar limits
+    (checked on cache hits too: the limits may have changed since the cache was written)."""
+    bars = len(tok.bar_starts(arr))
+    try:
+        check_tokens(len(arr), "score", job.limits)
+        if bars > job.limits.max_bars:
+            raise MusicgenError(f"score: too long ({bars} bars > the limit of "
+                                f"{job.limits.max_bars})")
+    except MusicgenError as exc:
+        return Result(job.rel, str(exc).removeprefix("score: "))
+    return Result(job.rel, "", digest, len(arr), bars, str(cache), reused)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -187,12 +211,97 @@ def _run_jobs(jobs: list[Job], tok: Tokenizer, workers: int) -> list[Result]:
             results.append(process_song(job, tok))
             bar.update()
     else:
-        ctx = mp.get_context("spawn" if os.name == "nt" else "fork")
-        with ctx.Pool(workers, initializer=_init_worker, initargs=(tok.to_dict(),)) as pool:
-            for res in pool.imap_unordered(process_song, jobs, chunksize=4):
-                results.append(res)
-                bar.update()
+        results = _run_pool(jobs, tok, workers, bar.update)
     bar.close()
+    return results
+
+
+def _worker_loop(conn, tok_dict: dict) -> None:
+    """A worker process: one job in, one Result out, until it receives None."""
+    _init_worker(tok_dict)
+    while (job := conn.recv()) is not None:
+        conn.send(process_song(job))
+
+
+def _died(job: Job, exitcode: int | None) -> Result:
+    how = (f"killed by signal {-exitcode}" if exitcode is not None and exitcode < 0
+           else f"exit code {exitcode}")
+    return Result(job.rel, f"the worker process died on this file ({how}; out of memory?)")
+
+
+def _run_pool(jobs: list[Job], tok: Tokenizer, workers: int, done) -> list[Result]:
+    """Run `jobs` on `workers` processes, one job per worker at a time, so that when a worker
+    dies (OOM killer, segfault) the parent knows which file it held: that file is skipped with
+    the reason, a fresh worker replaces it, and the run goes on (a Pool would wait forever)."""
+    ctx = mp.get_context("spawn" if os.name == "nt" else "fork")
+    tok_dict = tok.to_dict()
+
+    def spawn():
+        parent, child = ctx.Pipe()
+        proc = ctx.Process(target=_worker_loop, args=(child, tok_dict), daemon=True)
+        proc.start()
+        child.close()
+        return parent, proc
+
+    todo, results = list(reversed(jobs)), []
+    idle = [spawn() for _ in range(min(workers, len(jobs)))]
+    busy: dict = {}  # connection -> (process, job)
+    try:
+        while todo or busy:
+            while idle and todo:
+                conn, proc = idle.pop()
+                job = todo.pop()
+                try:
+                    conn.send(job)
+                except OSError:  # that worker died after its last answer: replace it, retry
+                    _reap(conn, proc)
+                    idle.append(spawn())
+                    todo.append(job)
+                    continue
+                busy[conn] = (proc, job)
+            ready = set(wait([*busy, *(p.sentinel for p, _ in busy.values())]))
+            for conn, (proc, job) in list(busy.items()):
+                if conn not in ready and proc.sentinel not in ready:
+                    continue
+                del busy[conn]
+                try:
+                    results.append(conn.recv())
+                except (EOFError, OSError):  # the worker died before answering
+                    _reap(conn, proc)
+                    results.append(_died(job, proc.exitcode))
+                    idle.append(spawn())
+                else:
+                    idle.append((conn, proc))
+                done()
+    finally:
+        for conn, proc in idle + [(c, p) for c, (p, _) in busy.items()]:
+            try:
+                conn.send(None)
+            except OSError:
+                pass
+            proc.join(timeout=5)
+            if proc.is_alive():
+                proc.terminate()
+                proc.join()
+    return results
+
+
+def _reap(conn, proc) -> None:
+    conn.close()
+    proc.join()
+
+
+def drop_duplicates(results: list[Result]) -> list[Result]:
+    """Mark byte-identical copies (same content hash) of an earlier file as skipped, before
+    any split is assigned: the first path in sorted order is kept."""
+    first: dict[str, str] = {}
+    for r in results:
+        if r.reason:
+            continue
+        if r.hash in first:
+            r.reason = f"duplicate of {first[r.hash]} (identical bytes)"
+        else:
+            first[r.hash] = r.rel
     return results
 
 
@@ -212,8 +321,15 @@ def prepare(
     tokenizer: str | Path | None = None,
     workers: int = 1,
     max_size_mb: float = 10.0,
+    limits: Limits | None = None,
 ) -> dict:
     """Tokenize every MIDI file under `input_dir` into `output_dir`; returns the summary counts."""
+    check_range("--workers", workers, 1)
+    check_range("--max-size-mb", max_size_mb, 0, low_open=True)
+    limits = limits or Limits()
+    check_range("--max-bars", limits.max_bars, 1)
+    check_range("--max-minutes", limits.max_minutes, 0, low_open=True)
+    check_range("--max-tokens", limits.max_tokens, 3)
     if dataset not in DATASETS:
         raise MusicgenError(
             f"--dataset: unknown dataset '{dataset}'; choose one of: {', '.join(DATASETS)}"
@@ -234,16 +350,17 @@ def prepare(
     if tok.vocab_size > 65536:
         raise MusicgenError(f"tokenizer: {tok.vocab_size} tokens do not fit the uint16 layout")
     out = Path(output_dir)
-    cache_dir = out / "cache"
-    cache_dir.mkdir(parents=True, exist_ok=True)
+    cache_dir = ensure_dir(out / "cache")
     tok.save(out / "tokenizer.json")
     fp = fingerprint(tok)
     official = official_splits(root, dataset)
     max_bytes = int(max_size_mb * 2**20)
     jobs = [
-        Job(str(p), p.relative_to(root).as_posix(), str(cache_dir), fp, max_bytes) for p in files
+        Job(str(p), p.relative_to(root).as_posix(), str(cache_dir), fp, max_bytes, limits)
+        for p in files
     ]
-    results = sorted(_run_jobs(jobs, tok, max(1, int(workers))), key=lambda r: r.rel)
+    results = sorted(_run_jobs(jobs, tok, int(workers)), key=lambda r: r.rel)
+    drop_duplicates(results)
 
     good = [r for r in results if not r.reason]
     bad = [r for r in results if r.reason]
@@ -267,6 +384,7 @@ def prepare(
         "songs": len(good),
         "skipped": len(bad),
         "reused": sum(r.reused for r in good),
+        "duplicates": sum(r.reason.startswith("duplicate of ") for r in bad),
         "tokens": sum(r.tokens for r in good),
         **{s: len(per_split[s]) for s in SPLITS},
     }

@@ -30,6 +30,7 @@ import numpy as np
 import symusic
 
 from musicgen.errors import MusicgenError
+from musicgen.limits import check_score
 from musicgen.tokenizers.base import PAD_ID, Tokenizer
 from musicgen.tokenizers.groove_grammar import (
     BOS_ID,
@@ -79,10 +80,12 @@ def load_score(src: str | Path | symusic.Score) -> symusic.Score:
     if path.stat().st_size == 0:
         raise MusicgenError(f"{path}: empty file (not a MIDI file)")
     try:
-        return symusic.Score(str(path))
+        score = symusic.Score(str(path))
     except (RuntimeError, ValueError, IndexError, OSError) as exc:
         msg = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
         raise MusicgenError(f"{path}: cannot read MIDI (corrupt or not MIDI: {msg})") from None
+    check_score(score, str(path))  # before time shifts are emitted per bar
+    return score
 
 
 def _quantise(track: Any, tpq: int) -> NoteArray:

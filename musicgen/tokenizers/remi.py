@@ -18,6 +18,7 @@ from miditok import REMI, TokenizerConfig, TokSequence
 from miditok.constants import SCORE_LOADING_EXCEPTION
 
 from musicgen.errors import MusicgenError
+from musicgen.limits import check_score
 from musicgen.tokenizers.base import PAD_ID, Tokenizer
 from musicgen.tokenizers.remi_grammar import RemiGrammar, RemiTables
 
@@ -159,10 +160,12 @@ class RemiTokenizer(Tokenizer):
         if path.is_dir():
             raise MusicgenError(f"{path}: is a directory, not a MIDI file")
         try:
-            return symusic.Score(str(path))
+            score = symusic.Score(str(path))
         except SCORE_LOADING_EXCEPTION as exc:
             msg = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
             raise MusicgenError(f"{path}: cannot read MIDI ({msg})") from None
+        check_score(score, str(path))  # before miditok allocates per bar
+        return score
 
     def encode(self, src: str | Path | symusic.Score) -> list[int]:
         where = "score" if isinstance(src, symusic.Score) else str(src)
