@@ -23,6 +23,7 @@ from musicgen.io import atomic_path
 from musicgen.tokenizers import Tokenizer, load_tokenizer
 
 FORMAT = "musicgen-checkpoint/1"
+REQUIRED = {"version": str, "config": dict, "tokenizer": dict, "model": dict}  # key -> type
 
 
 @dataclass
@@ -73,8 +74,13 @@ def save_checkpoint(
         "model": model_state(model, half=half),
         "train_state": train_state or {},
     }
-    with atomic_path(path) as tmp:
-        torch.save(payload, tmp)
+    with atomic_path(path, min_bytes=1) as tmp:
+        try:
+            torch.save(payload, tmp)
+        except RuntimeError as exc:  # torch's zip writer reports a full disk this way
+            first = str(exc).strip().splitlines()[0] if str(exc).strip() else "write failed"
+            raise MusicgenError(f"{path}: cannot write ({first[:120]}; is the disk full?)") \
+                from None
     return path
 
 
@@ -97,6 +103,9 @@ def read_payload(path: str | Path) -> dict:
         raise MusicgenError(f"{path}: not a musicgen checkpoint ({type(exc).__name__})") from None
     if not isinstance(payload, dict) or payload.get("format") != FORMAT:
         raise MusicgenError(f"{path}: not a musicgen checkpoint (format tag missing)")
+    for key, kind in REQUIRED.items():
+        if not isinstance(payload.get(key), kind):
+            raise MusicgenError(f"{path}: incomplete checkpoint (no valid '{key}' entry)")
     payload["path"] = str(path)
     return payload
 

@@ -1,5 +1,8 @@
 """The `musicgen` command: parses arguments, calls one function per subcommand, sets the exit code.
 
+Every failure a user can cause or meet (bad input, a full disk, a signal) ends in one line on
+stderr and a non-zero exit code; a traceback means a bug in musicgen.
+
 Each subcommand lives in `musicgen/commands/<name>.py` and exposes `register(subparsers)`, which
 adds its parser and sets `func` (a callable taking the parsed namespace and returning an exit code).
 """
@@ -8,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import signal
 import sys
 
 from musicgen import __version__
@@ -50,9 +54,14 @@ def main(argv: list[str] | None = None) -> int:
     except MusicgenError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1
-    except KeyboardInterrupt:
-        print("interrupted", file=sys.stderr)
-        return 130
+    except OSError as exc:  # the machine, not musicgen: full or read-only disk, permissions
+        where = f"{exc.filename}: " if exc.filename else ""
+        print(f"error: {where}{exc.strerror or exc}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt as exc:  # Ctrl-C, or SIGTERM during training (Terminated)
+        signum = getattr(exc, "signum", signal.SIGINT)
+        print("terminated" if signum == signal.SIGTERM else "interrupted", file=sys.stderr)
+        return 128 + int(signum)
 
 
 if __name__ == "__main__":

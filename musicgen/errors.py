@@ -35,3 +35,12 @@ def check_choice(where: str, value, choices) -> None:
 
 def check_seed(where: str, value):
     return check_range(where, value, 0, SEED_MAX)
+
+
+class Terminated(KeyboardInterrupt):
+    """SIGTERM (what SLURM and Kubernetes send before a kill), raised like Ctrl-C so that the
+    same code saves the work; the CLI exits with 128 + the signal number."""
+
+    def __init__(self, signum: int):
+        super().__init__(f"signal {signum}")
+        self.signum = signum

@@ -32,8 +32,11 @@ def write_error(path: str | Path, exc: OSError) -> MusicgenError:
 def ensure_dir(folder: str | Path) -> Path:
     """Create `folder` (and its parents); a file in the way is a one-line error."""
     folder = Path(folder)
-    if folder.exists() and not folder.is_dir():
-        raise MusicgenError(f"{folder}: is a file, not a folder")
+    for above in (folder, *folder.parents):  # the nearest existing one must be a folder
+        if above.exists():
+            if not above.is_dir():
+                raise MusicgenError(f"{above}: is a file, not a folder")
+            break
     try:
         folder.mkdir(parents=True, exist_ok=True)
     except (FileExistsError, NotADirectoryError):
@@ -93,26 +96,21 @@ def atomic_write_bytes(path: str | Path, data: bytes) -> None:
 
 
 def write_score(score, path: str | Path) -> Path:
-    """Write a `symusic.Score` as MIDI, verified by reading the file back.
+    """Write a `symusic.Score` as a MIDI file, verified by reading the bytes back.
 
-    symusic's writer does not raise when the disk is full (it leaves a short or empty file), so
-    the temporary must parse and hold every note before it may replace anything.
+    symusic's file writer does not raise when the disk is full (it leaves a short or empty file),
+    so the MIDI bytes are made in memory and written by Python, which does raise; the temporary
+    must then hold exactly those bytes before it may replace anything.
     """
-    import symusic
-
-    notes = sum(len(t.notes) for t in score.tracks)
+    data = bytes(score.dumps_midi())
 
     def readback(tmp: Path) -> None:
-        try:
-            back = symusic.Score(str(tmp))
-        except Exception:  # symusic raises several types for a short file
-            back = None
-        if back is None or sum(len(t.notes) for t in back.tracks) != notes:
-            raise MusicgenError(f"{path}: cannot write (the MIDI file did not reach the disk "
-                                "complete; is it full?)")
+        if tmp.read_bytes() != data:
+            raise MusicgenError(f"{path}: cannot write (the file on disk differs from the MIDI "
+                                "data; is the disk full?)")
 
-    with atomic_path(path, min_bytes=14, verify=readback) as tmp:  # 14: the MThd header
-        score.dump_midi(str(tmp))
+    with atomic_path(path, min_bytes=len(data), verify=readback) as tmp:
+        tmp.write_bytes(data)
     return Path(path)
 
 

@@ -5,7 +5,8 @@ tick per beat. Tokenizing it needs gigabytes, drawing its bar lines takes hours.
 piece follows from its end tick, its ticks per beat and its time signatures (and its tempos for
 the duration) in O(events), so every reader refuses such a file with a reason first.
 Defaults: 4096 bars, 90 minutes, 1,000,000 tokens (the longest file of the bundled POP909,
-ASAP/Maestro and GiantMIDI sets has 922 bars; the longest lasts 31 minutes). `musicgen prepare --max-bars/--max-minutes/--max-tokens` changes them.
+ASAP/Maestro and GiantMIDI sets has 922 bars; the longest lasts 31 minutes).
+`musicgen prepare --max-bars/--max-minutes/--max-tokens` changes them.
 """
 
 from __future__ import annotations

@@ -11,6 +11,8 @@ import json
 import math
 import os
 import random
+import signal
+import threading
 import time
 from contextlib import nullcontext
 from dataclasses import dataclass
@@ -27,10 +29,11 @@ from musicgen.config import Config, config_from_dict, to_dict
 from musicgen.data.dataset import PreparedSplit, load_songs
 from musicgen.data.segments import make_train_dataset
 from musicgen.device import pick_device
-from musicgen.errors import MusicgenError
+from musicgen.errors import MusicgenError, Terminated
 from musicgen.evaluate import SEGMENT, per_position_nll, range_mean, segment_means
-from musicgen.io import atomic_write_text
+from musicgen.io import atomic_write_text, remove_stale_temps
 from musicgen.model import build_model
+from musicgen.runlog import read_log, records_text
 from musicgen.tokenizers import Tokenizer
 
 
@@ -159,8 +162,17 @@ def train(cfg: Config, out_dir: str | Path, resume: bool = False) -> TrainResult
             raise MusicgenError(
                 f"{out / 'last.pt'}: checkpoint's model/tokenizer differ from this config's; "
                 "resume with the config it was trained with")
+        missing = [k for k in ("step", "optimizer", "rng") if k not in payload["train_state"]]
+        if missing:
+            raise MusicgenError(
+                f"{out / 'last.pt'}: not a resumable training checkpoint (no {missing[0]} in its "
+                "training state)")
         start_step = int(payload["train_state"]["step"])
         best = float(payload["train_state"].get("best", best))
+        if start_step > cfg.train.max_steps:
+            raise MusicgenError(
+                f"config: train.max_steps: must be >= {start_step} (the step of "
+                f"{out / 'last.pt'}) to resume, got {cfg.train.max_steps}")
 
     train_split = PreparedSplit(cfg.data.path, "train")
     tok = check_data(cfg, train_split)
@@ -194,6 +206,7 @@ def train(cfg: Config, out_dir: str | Path, resume: bool = False) -> TrainResult
     log = None
     if dd.main:
         out.mkdir(parents=True, exist_ok=True)
+        remove_stale_temps(out, STATE_FILES)
         _truncate_log(out / "log.jsonl", start_step)
         log = open(out / "log.jsonl", "a")
         n_params = sum(p.numel() for p in raw.parameters())
@@ -210,6 +223,7 @@ def train(cfg: Config, out_dir: str | Path, resume: bool = False) -> TrainResult
         set_rng_state(payload["train_state"]["rng"])
     bar = tqdm(total=cfg.train.max_steps, initial=start_step, disable=not dd.main,
                desc="train", dynamic_ncols=True)
+    restore_sigterm = sigterm_as_interrupt()
     try:
         while step < cfg.train.max_steps:
             model.train()
@@ -266,18 +280,47 @@ def train(cfg: Config, out_dir: str | Path, resume: bool = False) -> TrainResult
             if overtime:
                 tqdm.write(f"stopping after {cfg.train.max_minutes} minutes at step {step}")
                 break
-    except KeyboardInterrupt:
+    except KeyboardInterrupt:  # Ctrl-C, and SIGTERM (Terminated)
+        signal.signal(signal.SIGINT, signal.SIG_IGN)  # a second signal must not tear the save
+        restore_sigterm(ignore=True)
         if dd.main and step > start_step:
             checkpoint(step, "last.pt")
             tqdm.write(f"interrupted: saved {out / 'last.pt'} at step {step}; --resume continues")
         raise
     finally:
+        restore_sigterm()
         bar.close()
         if log:
             log.close()
         if dd.world > 1:
             dist.destroy_process_group()
+    if dd.main and not (out / "last.pt").is_file():  # max_steps=0: the initialised model
+        checkpoint(step, "last.pt")
     return TrainResult(out / "last.pt", step, raw)
+
+
+STATE_FILES = ("last.pt", "best.pt", "log.jsonl")  # what a killed writer can leave a .tmp of
+
+
+def sigterm_as_interrupt():
+    """Make SIGTERM raise `Terminated` (a KeyboardInterrupt) in the main thread, so it saves
+    like Ctrl-C; returns `restore(ignore=False)`, which puts the old handler back (or ignores
+    further SIGTERMs while the final checkpoint is written)."""
+    if threading.current_thread() is not threading.main_thread():
+        return lambda ignore=False: None
+
+    def handler(signum, frame):
+        raise Terminated(signum)
+
+    old = signal.signal(signal.SIGTERM, handler)
+    old_int = signal.getsignal(signal.SIGINT)
+
+    def restore(ignore: bool = False) -> None:
+        signal.signal(signal.SIGTERM, signal.SIG_IGN if ignore else old)
+        if not ignore:
+            signal.signal(signal.SIGINT, old_int)
+
+    return restore
 
 
 def _log(fh, record: dict) -> None:
@@ -287,12 +330,11 @@ def _log(fh, record: dict) -> None:
 
 
 def _truncate_log(path: Path, step: int) -> None:
-    """On resume, drop log lines written after the resumed checkpoint (they are replayed)."""
-    if not path.exists():
-        return
-    keep = [line for line in path.read_text().splitlines()
-            if line.strip() and json.loads(line).get("step", 0) <= step]
-    atomic_write_text(path, "".join(line + "\n" for line in keep))
+    """On resume, drop log lines written after the resumed checkpoint (they are replayed), and
+    a last line torn by the crash; a fresh run (step 0) starts an empty log."""
+    records = read_log(path, required=False) if step > 0 else []
+    if path.exists() or records:
+        atomic_write_text(path, records_text([r for r in records if r.get("step", 0) <= step]))
 
 
 def _rotate(out: Path, step: int, keep: int) -> None:

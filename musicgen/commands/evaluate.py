@@ -5,6 +5,8 @@ from __future__ import annotations
 import argparse
 import math
 
+from musicgen.errors import check_range, check_seed
+
 
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser(
@@ -71,6 +73,10 @@ def _fmt(x) -> str:
 def run_nll(args: argparse.Namespace) -> int:
     from musicgen.evaluate import evaluate_nll
 
+    check_range("--batch-size", args.batch_size, 1)
+    check_range("--max-len", args.max_len, 2)
+    check_range("--max-songs", args.max_songs, 1)
+    check_seed("--seed", args.seed)
     res = evaluate_nll(args.checkpoint, args.data, args.out, split=args.split,
                        max_len=args.max_len, max_songs=args.max_songs, device=args.device,
                        batch_size=args.batch_size, seed=args.seed)
@@ -84,6 +90,10 @@ def run_nll(args: argparse.Namespace) -> int:
 def run_style(args: argparse.Namespace) -> int:
     from musicgen.evaluate import evaluate_style
 
+    for opt, value in (("--bars", args.bars), ("--max-tokens", args.max_tokens),
+                       ("--samples", args.samples), ("--max-prompts", args.max_prompts)):
+        check_range(opt, value, 1)
+    check_seed("--seed", args.seed)
     res = evaluate_style(args.checkpoint, args.prompts, args.out, bars=args.bars,
                          max_tokens=args.max_tokens, samples=args.samples,
                          temperature=args.temperature, top_p=args.top_p, seed=args.seed,

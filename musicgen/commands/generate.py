@@ -18,8 +18,8 @@ import symusic
 import torch
 
 from musicgen.device import pick_device
-from musicgen.errors import MusicgenError
-from musicgen.io import atomic_path, atomic_write_text
+from musicgen.errors import MusicgenError, check_range, check_seed
+from musicgen.io import atomic_write_text, ensure_dir, write_score
 from musicgen.sample import Generated, SamplingOptions, default_options, generate, invalid_rate
 from musicgen.tokenizers.base import Tokenizer
 
@@ -86,8 +86,10 @@ def check_common(args: argparse.Namespace) -> None:
     """Range checks before anything is loaded; argparse only checks the types."""
     for opt, value, low in (("--num", args.num, 1), ("--batch-size", args.batch_size, 1),
                             ("--max-tokens", args.max_tokens, 1), ("--bars", args.bars, 1)):
-        if value is not None and value < low:
-            raise MusicgenError(f"{opt}: must be >= {low}, got {value}")
+        check_range(opt, value, low)
+    check_seed("--seed", args.seed)
+    if Path(args.out).exists() and not Path(args.out).is_dir():
+        raise MusicgenError(f"{args.out}: is a file, not a folder (--out)")
     SamplingOptions(
         temperature=1.0 if args.temperature is None else args.temperature,
         top_k=args.top_k or 0,
@@ -147,8 +149,7 @@ def write_midi(tokenizer: Tokenizer, ids: list[int], path: Path, tempo: float | 
         score.tempos.append(symusic.Tempo(0, float(tempo)))
         for t in later:
             score.tempos.append(t)
-    with atomic_path(path) as tmp:
-        score.dump_midi(str(tmp))
+    write_score(score, path)  # verified: a full disk is an error, never an empty file
 
 
 def sample_all(args, loaded, device, prompt: list[int], max_new: int, bars: int | None,
@@ -171,8 +172,7 @@ def sample_all(args, loaded, device, prompt: list[int], max_new: int, bars: int 
 def save_all(args, loaded, batches: Iterator[tuple[int, list[Generated]]], stem: str, seed: int,
              tempo: float | None = None, continuation_only: bool = False) -> list[Path]:
     """Write `<stem>_<seed>_<i>.mid` (+ `.json`) for every piece, batch by batch."""
-    out_dir = Path(args.out)
-    out_dir.mkdir(parents=True, exist_ok=True)
+    out_dir = ensure_dir(args.out)
     tok = loaded.tokenizer
     suffixes = (".mid", ".json") if args.save_tokens else (".mid",)
     written, everything = [], []

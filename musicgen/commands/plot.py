@@ -3,10 +3,9 @@
 from __future__ import annotations
 
 import argparse
-import json
 from pathlib import Path
 
-from musicgen.errors import MusicgenError
+from musicgen.errors import MusicgenError, check_seed
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -88,6 +87,7 @@ def run_attention(args: argparse.Namespace) -> int:
     heads = args.head if args.head is not None else list(range(min(2, loaded.config.model.n_heads)))
     if args.max_tokens < 2:
         raise MusicgenError(f"--max-tokens: must be >= 2, got {args.max_tokens}")
+    check_seed("--seed", args.seed)
     ids = loaded.tokenizer.encode(args.midi)[: args.max_tokens]
     maps = attention_maps(loaded.model, ids, layers, heads, seed=args.seed)
     panels = {f"layer {lay} head {h}": a for (lay, h), a in maps.items()}
@@ -98,30 +98,9 @@ def run_attention(args: argparse.Namespace) -> int:
     return 0
 
 
-def read_log(run_dir: str | Path) -> list[dict]:
-    """Records of RUN_DIR/log.jsonl; a torn last line (crash mid-write) is skipped."""
-    path = Path(run_dir)
-    path = path if path.suffix == ".jsonl" else path / "log.jsonl"
-    if not path.is_file():
-        raise MusicgenError(f"{path}: training log not found")
-    records = []
-    lines = path.read_text().splitlines()
-    for i, line in enumerate(lines):
-        if not line.strip():
-            continue
-        try:
-            records.append(json.loads(line))
-        except json.JSONDecodeError:
-            if i == len(lines) - 1:
-                continue
-            raise MusicgenError(f"{path}: line {i + 1} is not JSON") from None
-    if not records:
-        raise MusicgenError(f"{path}: the log is empty")
-    return records
-
-
 def run_log(args: argparse.Namespace) -> int:
     from musicgen.plots import plot_nll_curves, plot_training_log
+    from musicgen.runlog import read_log
 
     records = read_log(args.run_dir)
     out = Path(args.out)

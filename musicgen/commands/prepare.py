@@ -58,6 +58,7 @@ def run(args: argparse.Namespace) -> int:
     print(
         f"prepared {s['songs']} songs ({s['train']} train, {s['validation']} validation, "
         f"{s['test']} test; {s['tokens']} tokens; {s['reused']} reused from cache), "
-        f"skipped {s['skipped']} ({s['duplicates']} duplicates; see {args.output}/skipped.csv) -> {args.output}"
+        f"skipped {s['skipped']} ({s['duplicates']} duplicates; see {args.output}/skipped.csv) "
+        f"-> {args.output}"
     )
     return 0
