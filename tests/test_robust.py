@@ -52,11 +52,13 @@ def run_cli(capsys, *argv) -> tuple[int, str, str]:
 
 
 def one_line_error(err: str) -> str:
-    """The single `error: ...` line a failing command prints (and nothing like a traceback)."""
+    """The single `error: ...` line a failing command prints last (progress bars may come
+    before it; a traceback never)."""
     lines = [line for line in err.splitlines() if line.strip()]
     assert "Traceback" not in err
-    assert len(lines) == 1 and lines[0].startswith("error: "), err
-    return lines[0]
+    errors = [line for line in lines if line.startswith("error: ")]
+    assert len(errors) == 1 and lines[-1] == errors[0], err
+    return errors[0]
 
 
 @pytest.fixture(scope="module")
@@ -162,6 +164,7 @@ def test_continue_refuses_a_huge_prompt(corpus, ckpts, tmp_path, capsys):
 
 
 def _song_folder(root: Path) -> Path:
+    root.mkdir(parents=True)
     for s in SONGS:
         shutil.copy(s, root / s.name)
     return root
@@ -223,7 +226,7 @@ def small_fs(tmp_path):
 
 def fill(mnt: Path) -> None:
     """Write zeros (into a new filler file) until the file system is full."""
-    with open(mnt / f"filler{len(list(mnt.glob('filler*')))}", "wb") as fh:
+    with open(mnt / f"filler{len(list(mnt.glob('filler*')))}", "wb", buffering=0) as fh:
         try:
             while True:
                 fh.write(b"\0" * 4096)
@@ -421,7 +424,7 @@ MISUSE = [
     ("generate --checkpoint {remi} --out OUT --num many", 2, "invalid int value: 'many'"),
     ("generate --checkpoint {no_config} --out OUT", 1, "incomplete checkpoint (no valid 'config'"),
     ("generate --checkpoint {no_version} --out OUT", 1, "incomplete checkpoint (no valid 'versi"),
-    ("generate --checkpoint {garbage.pt} --out OUT", 1, "not a readable checkpoint"),
+    ("generate --checkpoint {garbage.pt} --out OUT", 1, "not a musicgen checkpoint"),
     ("generate --checkpoint {a_file}.none --out OUT", 1, "checkpoint not found"),
     ("continue --checkpoint {remi} --prompt {text.mid} --out OUT", 1, "cannot read MIDI"),
     ("continue --checkpoint {remi} --prompt {empty.mid} --out OUT", 1, "empty file"),
