@@ -18,7 +18,7 @@ from tqdm import tqdm
 
 from musicgen.device import pick_device
 from musicgen.errors import MusicgenError
-from musicgen.io import atomic_write_text
+from musicgen.io import atomic_write_text, write_score
 from musicgen.metrics import (
     BAR_BEATS,
     STATISTICS,
@@ -283,7 +283,7 @@ def evaluate_style(
         entry = {"path": str(path), "prompt_tokens": len(prompt), "samples": []}
         for k, res in enumerate(results):
             score = tok.decode(res.ids)
-            score.dump_midi(str(_sample_path(out, path, k)))
+            write_score(score, _sample_path(out, path, k))
             segs = split_by_time(notes_from_score(score), bars * BAR_BEATS)
             per_seg = []
             for s, seg in enumerate(segs):

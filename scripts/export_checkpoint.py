@@ -14,10 +14,11 @@ import json
 from pathlib import Path
 
 from musicgen.checkpoint import load_checkpoint, save_checkpoint
+from musicgen.runlog import read_log
 
 
 def summary(run: Path, step: int) -> dict:
-    rows = [json.loads(x) for x in (run / "log.jsonl").read_text().splitlines() if x.strip()]
+    rows = read_log(run)
     train = [r for r in rows if r["kind"] == "train"]
     val = [r for r in rows if r["kind"] == "val"]
     best = min(val, key=lambda r: r["loss"]) if val else None

@@ -69,7 +69,9 @@ class Tokenizer(abc.ABC):
         """Ids (padding, BOS/EOS allowed) to a score. Invalid tokens are skipped, never fatal."""
 
     def decode_to_midi(self, ids: list[int] | np.ndarray, path: str | Path) -> None:
-        self.decode(ids).dump_midi(str(path))
+        from musicgen.io import write_score  # verified; symusic's writer ignores a full disk
+
+        write_score(self.decode(ids), path)
 
     @abc.abstractmethod
     def token_name(self, token_id: int) -> str: ...

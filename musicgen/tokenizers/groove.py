@@ -288,7 +288,9 @@ class GrooveTokenizer(Tokenizer):
     def decode_to_midi(
         self, ids: list[int] | np.ndarray, path: str | Path, tempo: float | None = None
     ) -> None:
-        self.decode(ids, tempo=tempo).dump_midi(str(path))
+        from musicgen.io import write_score
+
+        write_score(self.decode(ids, tempo=tempo), path)
 
     # --- sequence operations ----------------------------------------------------------------
 
