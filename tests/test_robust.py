@@ -205,6 +205,17 @@ def test_prepare_survives_a_worker_killed_mid_run(tmp_path, monkeypatch):
     assert f"{victim},the worker process died on this file (killed by signal 9" in skipped
 
 
+def test_prepare_stops_in_one_line_when_a_worker_cannot_write(tmp_path, monkeypatch):
+    import musicgen.data.prepare as prep
+
+    def full(path, arr):
+        raise MusicgenError(f"{path}: cannot write (No space left on device)")
+
+    monkeypatch.setattr(prep, "_save_npy", full)
+    with pytest.raises(MusicgenError, match="cannot write .No space left on device"):
+        prepare("folder", _song_folder(tmp_path / "in"), tmp_path / "out", "remi", workers=2)
+
+
 # ---------------------------------------------------------------------------------------------
 # full and read-only disks
 
@@ -333,6 +344,15 @@ def test_simulated_enospc_and_erofs(tmp_path, monkeypatch):
         m.setattr(tempfile, "mkstemp", erofs)
         with pytest.raises(MusicgenError, match="cannot write .Read-only file system"):
             atomic_write_bytes(target, b"new")
+
+    def eacces(src, dst):
+        raise PermissionError(errno.EACCES, os.strerror(errno.EACCES))
+
+    with monkeypatch.context() as m:
+        m.setattr(os, "replace", eacces)
+        with pytest.raises(MusicgenError, match="x.bin: cannot write .Permission denied"):
+            atomic_write_bytes(target, b"new")
+    assert [p.name for p in tmp_path.iterdir()] == ["x.bin"]
     assert target.read_bytes() == b"old"
 
 

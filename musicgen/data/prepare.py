@@ -175,6 +175,8 @@ def process_song(job: Job, tok: Tokenizer | None = None) -> Result:
         return Result(job.rel, str(exc).removeprefix("score: "))
     except MemoryError:
         return Result(job.rel, "out of memory while tokenizing")
+    except Exception as exc:  # a tokenizer bug on odd input must not end the batch
+        return Result(job.rel, f"cannot tokenize ({type(exc).__name__}: {exc})"[:200])
     arr = np.asarray(ids, dtype=np.uint16)
     _save_npy(cache, arr)
     return _accepted(job, tok, arr, digest, cache, False)
@@ -217,10 +219,14 @@ def _run_jobs(jobs: list[Job], tok: Tokenizer, workers: int) -> list[Result]:
 
 
 def _worker_loop(conn, tok_dict: dict) -> None:
-    """A worker process: one job in, one Result out, until it receives None."""
+    """A worker process: one job in, one Result out, until it receives None. A MusicgenError
+    (the cache cannot be written: the disk is full) goes to the parent, which stops the run."""
     _init_worker(tok_dict)
     while (job := conn.recv()) is not None:
-        conn.send(process_song(job))
+        try:
+            conn.send(process_song(job))
+        except MusicgenError as exc:
+            conn.send(exc)
 
 
 def _died(job: Job, exitcode: int | None) -> Result:
@@ -265,13 +271,16 @@ def _run_pool(jobs: list[Job], tok: Tokenizer, workers: int, done) -> list[Resul
                     continue
                 del busy[conn]
                 try:
-                    results.append(conn.recv())
+                    res = conn.recv()
                 except (EOFError, OSError):  # the worker died before answering
                     _reap(conn, proc)
                     results.append(_died(job, proc.exitcode))
                     idle.append(spawn())
                 else:
                     idle.append((conn, proc))
+                    if isinstance(res, MusicgenError):
+                        raise res
+                    results.append(res)
                 done()
     finally:
         for conn, proc in idle + [(c, p) for c, (p, _) in busy.items()]:
