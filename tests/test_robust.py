@@ -159,6 +159,17 @@ def test_continue_refuses_a_huge_prompt(corpus, ckpts, tmp_path, capsys):
     assert rc == 1 and "too long" in one_line_error(err)
 
 
+def test_evaluate_music_skips_hostile_files_and_goes_on(corpus, tmp_path, capsys):
+    folder = corpus["good_scale.mid"].parent
+    rc, _, _ = run_cli(capsys, "evaluate", "music", folder, "--out", tmp_path, "--tokenizer",
+                       "remi")
+    assert rc == 0
+    skipped = {Path(s["path"]).name: s["reason"]
+               for s in json.loads((tmp_path / "music.json").read_text())["skipped"]}
+    assert set(skipped) == set(REASONS)
+    assert "too long" in skipped["huge_delta_tpb1.mid"]
+
+
 # ---------------------------------------------------------------------------------------------
 # batch jobs: duplicates, a worker that dies
 
