@@ -4,6 +4,8 @@ Each entry is a file a user or a scraped data set can contain: a valid file with
 a delta time of 2**28 - 1 ticks (67 M bars at 1 tick per beat), empty and truncated files, text
 named .mid, a header without tracks, a folder named .mid, and so on. `build_corpus(folder)`
 writes them all and returns name -> path; `GOOD` names the ones that are valid small songs.
+`odd_corpus()` adds files with lying headers and chunk lengths, SMPTE timing, a zero tempo, an
+unterminated SysEx, a note lasting 2**28 ticks, 2000 empty tracks ...
 """
 
 from __future__ import annotations
@@ -51,6 +53,37 @@ def huge_delta(tpb: int) -> bytes:
     return midi_bytes(notes([60], 0, tpb, delay=MAX_DELTA), tpb)
 
 
+def raw_midi(tracks: list[bytes], tpb_field: bytes = b"\x01\xe0", fmt: int = 1,
+             ntracks: int | None = None) -> bytes:
+    """A MIDI file from raw track bodies, with a free header (division bytes, track count)."""
+    n = len(tracks) if ntracks is None else ntracks
+    head = b"MThd" + struct.pack(">IHH", 6, fmt, n) + tpb_field
+    return head + b"".join(b"MTrk" + struct.pack(">I", len(t)) + t for t in tracks)
+
+
+def odd_corpus() -> dict[str, bytes]:
+    """Valid-looking files with odd headers, meta events or timing."""
+    note = b"\x00\x90\x3c\x50\x83\x60\x80\x3c\x00"  # one quarter note at 480 tpb
+    eot = b"\x00\xff\x2f\x00"
+    return {
+        "smpte_division.mid": raw_midi([note + eot], tpb_field=b"\xe7\x28"),  # 25 fps x 40
+        "format2.mid": raw_midi([note + eot, note + eot], fmt=2),
+        "too_many_tracks_declared.mid": raw_midi([note + eot], ntracks=65535),
+        "chunk_length_lies.mid": b"MThd" + struct.pack(">IHHH", 6, 0, 1, 480)
+        + b"MTrk" + struct.pack(">I", 0x7FFFFFFF) + note + eot,
+        "meta_length_lies.mid": raw_midi([b"\x00\xff\x01" + vlq(2**27) + b"abc" + note + eot]),
+        "zero_tempo.mid": raw_midi([b"\x00\xff\x51\x03\x00\x00\x00" + note + eot]),
+        "odd_time_signature.mid": raw_midi([b"\x00\xff\x58\x04\x00\xff\x18\x08" + note + eot]),
+        "huge_duration.mid": midi_bytes([(0, b"\x90\x3c\x50"), (MAX_DELTA, b"\x80\x3c\x00")]),
+        "velocity_zero_only.mid": midi_bytes([(0, b"\x90\x3c\x00"), (480, b"\x90\x3e\x00")]),
+        "running_status_garbage.mid": raw_midi([b"\x00\x90\x3c\x50" + b"\x00\x3c" * 50 + eot]),
+        "data_byte_high_bit.mid": raw_midi([b"\x00\x90\xbc\xd0\x83\x60\x80\xbc\x00" + eot]),
+        "no_end_of_track.mid": raw_midi([note]),
+        "sysex_unterminated.mid": raw_midi([b"\x00\xf0\x05\x7e\x7f" + note + eot]),
+        "many_empty_tracks.mid": raw_midi([eot] * 2000 + [note + eot]),
+    }
+
+
 def corpus() -> dict[str, bytes | None]:
     """name -> file bytes (None: make a folder of that name)."""
     good = scale()
@@ -75,10 +108,11 @@ def corpus() -> dict[str, bytes | None]:
 GOOD = ("good_scale.mid", "good_scale_tpb96.mid")
 
 
-def build_corpus(folder: Path) -> dict[str, Path]:
+def build_corpus(folder: Path, files: dict[str, bytes | None] | None = None) -> dict[str, Path]:
+    """Write `files` (default: `corpus()`) into `folder`; returns name -> path."""
     folder.mkdir(parents=True, exist_ok=True)
     paths = {}
-    for name, data in corpus().items():
+    for name, data in (corpus() if files is None else files).items():
         path = folder / name
         if data is None:
             path.mkdir(exist_ok=True)

@@ -25,7 +25,7 @@ import numpy as np
 import pytest
 import symusic
 import torch
-from hostile import GOOD, build_corpus, scale
+from hostile import GOOD, build_corpus, odd_corpus, scale
 from test_generate_cli import make_checkpoint
 
 from musicgen.checkpoint import read_payload, save_checkpoint
@@ -35,7 +35,7 @@ from musicgen.data.prepare import prepare
 from musicgen.errors import MusicgenError
 from musicgen.io import atomic_write_bytes, atomic_write_text, write_score
 from musicgen.limits import Limits, check_score, score_bars
-from musicgen.render import MAX_BAR_LINES, bar_lines
+from musicgen.render import MAX_BAR_LINES, bar_lines, render_midi
 from musicgen.runlog import read_log
 from musicgen.tokenizers import build_tokenizer
 from musicgen.train import train
@@ -102,6 +102,30 @@ def test_prepare_skips_every_hostile_file_with_its_reason(corpus, tmp_path, work
         assert reason in skipped[name], (name, skipped[name])
     kept = [json.loads(line)["path"] for line in (tmp_path / "manifest.jsonl").open()]
     assert sorted(kept) == sorted(GOOD) and summary["songs"] == len(GOOD)
+
+
+ODD_REASONS = {
+    "smpte_division.mid": "Division type is not ticks per quarter",
+    "chunk_length_lies.mid": "corrupt MIDI",
+    "meta_length_lies.mid": "corrupt MIDI",
+    "huge_duration.mid": "139,810 bars > the limit",
+    "velocity_zero_only.mid": "no notes",
+    "running_status_garbage.mid": "corrupt MIDI",
+    "data_byte_high_bit.mid": "corrupt MIDI",
+    "sysex_unterminated.mid": "corrupt MIDI",
+}
+
+
+def test_odd_files_are_tokenized_or_skipped_and_the_rest_render(tmp_path):
+    files = build_corpus(tmp_path / "in", odd_corpus())
+    prepare("folder", tmp_path / "in", tmp_path / "out", tokenizer="remi", workers=2)
+    rows = (tmp_path / "out" / "skipped.csv").read_text().splitlines()[1:]
+    skipped = {row.split(",", 1)[0]: row.split(",", 1)[1] for row in rows}
+    assert set(skipped) == set(ODD_REASONS)
+    for name, reason in ODD_REASONS.items():
+        assert reason in skipped[name], (name, skipped[name])
+    for name in set(files) - set(ODD_REASONS):  # the readable ones: a piano roll each
+        assert render_midi(files[name], tmp_path / "png", png=True)[0].stat().st_size > 0
 
 
 def test_limits_are_read_from_the_end_tick_before_tokenizing(corpus):
