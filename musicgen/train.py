@@ -281,8 +281,7 @@ def train(cfg: Config, out_dir: str | Path, resume: bool = False) -> TrainResult
                 tqdm.write(f"stopping after {cfg.train.max_minutes} minutes at step {step}")
                 break
     except KeyboardInterrupt:  # Ctrl-C, and SIGTERM (Terminated)
-        signal.signal(signal.SIGINT, signal.SIG_IGN)  # a second signal must not tear the save
-        restore_sigterm(ignore=True)
+        restore_sigterm(ignore=True)  # a second signal must not tear the save
         if dd.main and step > start_step:
             checkpoint(step, "last.pt")
             tqdm.write(f"interrupted: saved {out / 'last.pt'} at step {step}; --resume continues")
@@ -304,8 +303,8 @@ STATE_FILES = ("last.pt", "best.pt", "log.jsonl")  # what a killed writer can le
 
 def sigterm_as_interrupt():
     """Make SIGTERM raise `Terminated` (a KeyboardInterrupt) in the main thread, so it saves
-    like Ctrl-C; returns `restore(ignore=False)`, which puts the old handler back (or ignores
-    further SIGTERMs while the final checkpoint is written)."""
+    like Ctrl-C; returns `restore(ignore=False)`, which puts the old handlers back (or ignores
+    further SIGTERMs and SIGINTs while the final checkpoint is written)."""
     if threading.current_thread() is not threading.main_thread():
         return lambda ignore=False: None
 
@@ -317,8 +316,7 @@ def sigterm_as_interrupt():
 
     def restore(ignore: bool = False) -> None:
         signal.signal(signal.SIGTERM, signal.SIG_IGN if ignore else old)
-        if not ignore:
-            signal.signal(signal.SIGINT, old_int)
+        signal.signal(signal.SIGINT, signal.SIG_IGN if ignore else old_int)
 
     return restore
 
