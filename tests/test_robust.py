@@ -533,7 +533,7 @@ MISUSE = [
     ("evaluate music {a_file}.none --out OUT", 1, "not a folder"),
     ("evaluate music OUT --tokenizer bpe --out OUT", 1, "bpe"),
     ("export {a_file}.json --checkpoint {remi} -o OUT/x.mid", 1, "token file not found"),
-    ("export {random_bytes.mid} --checkpoint {remi} -o OUT/x.mid", 1, "not a text or JSON token file"),
+    ("export {random_bytes.mid} --checkpoint {remi} -o OUT/x.mid", 1, "not a text or JSON"),
     ("export {tokens.json} --checkpoint {groove} -o OUT/x.mid", 1, "not 'groove'"),
     ("plot kernels --checkpoint {garbage.pt} --out OUT", 1, "not a musicgen checkpoint"),
     ("plot attention --checkpoint {remi} --midi {good_scale.mid} --max-tokens 1 --out OUT", 1,
