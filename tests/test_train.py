@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 import os
 import shutil
 import signal
@@ -18,6 +19,8 @@ from musicgen.checkpoint import FORMAT, load_checkpoint, read_payload, save_chec
 from musicgen.config import load_config
 from musicgen.data.prepare import prepare
 from musicgen.errors import MusicgenError
+from musicgen.model import build_model
+from musicgen.tokenizers import build_tokenizer
 from musicgen.train import train
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -83,6 +86,51 @@ def test_checkpoint_round_trip_reproduces_outputs(prepared, tmp_path):
     half = load_checkpoint(tmp_path / "half.pt")
     torch.manual_seed(0)
     assert torch.allclose(half.model(ids), got, atol=5e-2)
+
+
+def _phase_error(a, b, lag: int) -> float:
+    """Largest kernel phase difference |2 pi (f_a - f_b) lag + theta_a - theta_b| (radians)."""
+    fa, fb = (m.spe[0].frequencies().detach().double() for m in (a, b))
+    pa, pb = (m.spe[0].phase.detach().double() for m in (a, b))
+    d = 2 * math.pi * (fa - fb) * lag + (pa - pb)
+    return float(torch.remainder(d + math.pi, 2 * math.pi).sub(math.pi).abs().max())
+
+
+@pytest.mark.parametrize("pe", ["sine_spe", "conv_spe"])
+def test_half_checkpoints_keep_spe_and_gates_in_float32(prepared, tmp_path, pe):
+    cfg = tiny(prepared, f"model.pe={pe}", "model.vocab_size=345")
+    model = build_model(cfg.model)
+    with torch.no_grad():  # trained-looking frequencies: high ones round worst in float16
+        for p in model.spe.parameters():
+            p.add_(0.3 * torch.randn_like(p))
+    tok = build_tokenizer("remi")
+    save_checkpoint(tmp_path / "half.pt", model, cfg, tok, half=True)
+    stored = torch.load(tmp_path / "half.pt", weights_only=True)["model"]
+    assert stored["blocks.0.attn.gate"].dtype == torch.float32
+    assert stored["blocks.0.attn.qkv.weight"].dtype == torch.float16
+    spe = {k: v for k, v in stored.items() if k.startswith("spe.")}
+    assert spe and all(v.dtype == torch.float32 for v in spe.values())
+    half = load_checkpoint(tmp_path / "half.pt").model
+    assert all(torch.equal(p, model.state_dict()[k]) for k, p in half.state_dict().items()
+               if k in spe or k.endswith(".gate"))
+    if pe == "sine_spe":
+        for lag in (2048, 8192):
+            assert _phase_error(model, half, lag) < 1e-9, lag
+        rounded = build_model(cfg.model)  # what the old all-float16 policy shipped
+        rounded.load_state_dict({k: v.half().float() for k, v in model.state_dict().items()})
+        assert _phase_error(model, rounded, 8192) > 0.1  # the error this policy removes
+    lags = torch.tensor([0, 1, 15, 2048, 8192])
+    assert torch.equal(half.spe[0].kernel(lags), model.spe[0].kernel(lags))
+
+
+def test_shipped_float16_checkpoints_still_load():
+    """Files written before the float32 policy (every tensor float16) load as before."""
+    path = ROOT / "checkpoints" / "pop909_sine_spe_gated" / "model.pt"
+    stored = torch.load(path, weights_only=True)["model"]
+    loaded = load_checkpoint(path)
+    assert stored["spe.0.freq"].dtype == torch.float16
+    assert loaded.model.spe[0].freq.dtype == torch.float32
+    assert torch.equal(loaded.model.spe[0].freq, stored["spe.0.freq"].float())
 
 
 def test_exact_resume_after_kill(prepared, tmp_path):
