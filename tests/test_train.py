@@ -9,14 +9,13 @@ import shutil
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
 import torch
 
 from musicgen.checkpoint import FORMAT, load_checkpoint, read_payload, save_checkpoint
-from musicgen.config import load_config
+from musicgen.config import config_from_dict, load_config
 from musicgen.data.prepare import prepare
 from musicgen.errors import MusicgenError
 from musicgen.model import build_model
@@ -26,6 +25,7 @@ from musicgen.train import train
 ROOT = Path(__file__).resolve().parents[1]
 SONGS = ROOT / "tests" / "data" / "pop909"
 TINY = ROOT / "configs" / "pop909" / "tiny.yaml"
+DEVICE = os.environ.get("MUSICGEN_TEST_DEVICE", "cpu")  # scripts/gpu_check.sh sets cuda
 
 
 @pytest.fixture(scope="module")
@@ -43,7 +43,7 @@ def prepared(tmp_path_factory) -> Path:
 
 
 def tiny(prepared: Path, *overrides: str):
-    cfg = load_config(TINY, list(overrides))
+    cfg = load_config(TINY, [f"train.device={DEVICE}", *overrides])
     cfg.data.path = str(prepared)
     return cfg
 
@@ -133,31 +133,72 @@ def test_shipped_float16_checkpoints_still_load():
     assert torch.equal(loaded.model.spe[0].freq, stored["spe.0.freq"].float())
 
 
-def test_exact_resume_after_kill(prepared, tmp_path):
-    """Killed with SIGKILL mid-run, then resumed: the same losses as an uninterrupted run."""
-    steps = 12
-    args = [f"train.max_steps={steps}", "train.ckpt_every=1", "train.val_every=1000"]
+@pytest.mark.parametrize("precision", ["fp32", "fp16"])
+def test_exact_resume_after_kill(prepared, tmp_path, precision):
+    """SIGKILLed at a known step (the training process kills itself after step 7 through a
+    test-only hook; last.pt is from step 6), then resumed: the same losses as an uninterrupted
+    run, in fp32 and in fp16 (whose GradScaler state is part of the checkpoint)."""
+    steps, kill_at = 12, 7
+    args = [f"train.max_steps={steps}", "train.ckpt_every=3", "train.val_every=1000",
+            f"train.precision={precision}"]
     train(tiny(prepared, *args), tmp_path / "whole")
     reference = losses(tmp_path / "whole")
 
     run = tmp_path / "killed"
     cmd = [sys.executable, "-m", "musicgen.cli", "train", "--config", str(TINY),
-           "--data", str(prepared), "--out", str(run), *(f"--{a}" for a in args)]
-    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    deadline = time.time() + 120
-    while time.time() < deadline and proc.poll() is None:
-        if (run / "log.jsonl").exists() and len(losses(run)) >= 4:
-            break
-        time.sleep(0.05)
-    proc.send_signal(signal.SIGKILL)
-    proc.wait()
-    resumed_from = read_payload(run / "last.pt")["train_state"]["step"]
-    assert 0 < resumed_from < steps, "the kill came too late to test resuming"
+           "--data", str(prepared), "--out", str(run), *(f"--{a}" for a in args),
+           f"--train.device={DEVICE}"]
+    env = {**os.environ, "MUSICGEN_TEST_KILL_AT_STEP": str(kill_at)}
+    done = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=300)
+    assert done.returncode == -signal.SIGKILL, done.stderr[-2000:]
+    assert sorted(losses(run)) == list(range(1, kill_at + 1))  # step 7 logged, not saved
+    state = read_payload(run / "last.pt")["train_state"]
+    assert state["step"] == 6 and ("scaler" in state) == (precision == "fp16")
     train(tiny(prepared, *args), run, resume=True)
     got = losses(run)
-    assert sorted(got) == list(range(1, steps + 1))
-    for step in range(resumed_from + 1, steps + 1):
+    assert sorted(got) == list(range(1, steps + 1))  # the replayed step 7 is logged once
+    for step in range(1, steps + 1):
         assert got[step] == pytest.approx(reference[step], abs=1e-6), step
+
+
+def test_fp16_scaler_state_is_saved_and_restored(prepared, tmp_path):
+    args = ["train.ckpt_every=1", "train.val_every=1000", "train.precision=fp16"]
+    train(tiny(prepared, "train.max_steps=3", *args), tmp_path)
+    payload = read_payload(tmp_path / "last.pt")
+    scaler = payload["train_state"]["scaler"]
+    assert scaler["scale"] == 65536.0 and scaler["_growth_tracker"] == 3  # 3 finite steps
+    scaler.update(scale=1024.0, _growth_tracker=5)  # as if it had backed off earlier
+    save_checkpoint(tmp_path / "last.pt", load_checkpoint(tmp_path / "last.pt").model,
+                    config_from_dict(payload["config"]), build_tokenizer("remi"),
+                    payload["train_state"])
+    train(tiny(prepared, "train.max_steps=5", *args), tmp_path, resume=True)
+    after = read_payload(tmp_path / "last.pt")["train_state"]["scaler"]
+    assert after["scale"] == 1024.0 and after["_growth_tracker"] == 7  # restored, then 2 steps
+
+
+def test_ctrl_c_stops_at_a_step_boundary_and_resumes_exactly(prepared, tmp_path, monkeypatch):
+    """A SIGINT that lands after step 4 (sent by the hook) lets the loop finish the step in
+    progress (5), save last.pt there and leave with KeyboardInterrupt; resuming matches a whole
+    run."""
+    import musicgen.train as train_mod
+
+    args = ["train.max_steps=8", "train.ckpt_every=100", "train.val_every=1000"]
+    train(tiny(prepared, *args), tmp_path / "whole")
+    reference = losses(tmp_path / "whole")
+
+    def interrupt(step: int) -> None:
+        if step == 4:
+            os.kill(os.getpid(), signal.SIGINT)
+
+    monkeypatch.setattr(train_mod, "_test_hook", interrupt)
+    with pytest.raises(KeyboardInterrupt):
+        train(tiny(prepared, *args), tmp_path / "run")
+    monkeypatch.undo()
+    assert read_payload(tmp_path / "run" / "last.pt")["train_state"]["step"] == 5
+    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler  # handler removed
+    train(tiny(prepared, *args), tmp_path / "run", resume=True)
+    got = losses(tmp_path / "run")
+    assert all(got[s] == pytest.approx(reference[s], abs=1e-6) for s in range(1, 9))
 
 
 def test_resume_needs_matching_config(prepared, tmp_path):
