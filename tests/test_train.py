@@ -16,8 +16,10 @@ import torch
 
 from musicgen.checkpoint import FORMAT, load_checkpoint, read_payload, save_checkpoint
 from musicgen.config import config_from_dict, load_config
+from musicgen.data.dataset import load_songs
 from musicgen.data.prepare import prepare
 from musicgen.errors import MusicgenError
+from musicgen.evaluate import range_mean, seeded_nll
 from musicgen.model import build_model
 from musicgen.tokenizers import build_tokenizer
 from musicgen.train import train
@@ -239,28 +241,94 @@ def test_cli_train_runs_and_reports(prepared, tmp_path, capsys):
     assert "unknown key 'model.nlayers'" in capsys.readouterr().err
 
 
-def test_two_gloo_processes_end_with_identical_weights(prepared, tmp_path):
+GLOO_WORKER = """
+import json, os, signal, sys, time
+import torch
+import musicgen.train as T
+from musicgen.checkpoint import model_state
+from musicgen.config import load_config
+from musicgen.data.dataset import CropDataset
+from musicgen.model.transformer import Performer
+
+tiny, data, run, out, scenario = sys.argv[1:6]
+rank = int(os.environ["RANK"])
+seeds, items = [], []
+new_noise, getitem = Performer.new_noise, CropDataset.__getitem__
+
+def spy_noise(self, device, seed=None):  # the SPE noise seed of every training forward
+    noise = new_noise(self, device, seed)
+    if self.training:
+        seeds.append(noise.seed)
+    return noise
+
+def spy_item(self, index):  # the dataset items this rank reads
+    items.append(int(index))
+    return getitem(self, index)
+
+Performer.new_noise, CropDataset.__getitem__ = spy_noise, spy_item
+
+class FastClock:  # rank 1's clock gains 20 s per reading: alone, it would leave early
+    calls = 0
+
+    def time(self):
+        FastClock.calls += 1
+        return time.time() + 20 * FastClock.calls
+
+if rank == 1 and scenario == "clock":
+    T.time = FastClock()
+if rank == 1 and scenario == "sigint":  # Ctrl-C reaches rank 1 only, after its step 2
+    T._test_hook = lambda step: step == 2 and os.kill(os.getpid(), signal.SIGINT)
+cfg = load_config(tiny, ["train.max_steps=50", "train.val_every=2", "train.device=cpu",
+                         "train.max_minutes=1", "log.every=1"])
+cfg.data.path = data
+info = {"interrupted": False}
+try:
+    res = T.train(cfg, run)
+    info["step"] = res.step
+    torch.save(model_state(res.model), f"{out}{rank}.pt")
+except KeyboardInterrupt:
+    info["interrupted"] = True
+info.update(seeds=seeds, items=items)
+with open(f"{out}{rank}.json", "w") as fh:
+    json.dump(info, fh)
+"""
+
+
+@pytest.mark.parametrize("scenario", ["clock", "sigint"])
+def test_two_gloo_processes_stop_together_with_their_own_seeds(prepared, tmp_path, scenario):
+    """Two DDP ranks on gloo. Only rank 1 wants to stop (its clock passes max_minutes, or it
+    alone gets Ctrl-C), yet both leave at the same step with the same weights, without a
+    hang. Ranks draw different SPE noise and read disjoint crops; the validation they share
+    equals a single process's seeded validation of the saved weights."""
     worker = tmp_path / "worker.py"
-    worker.write_text(
-        "import sys, torch, torch.distributed as dist\n"
-        "from musicgen.config import load_config\n"
-        "from musicgen.checkpoint import model_state\n"
-        "from musicgen.train import train\n"
-        f"cfg = load_config({str(TINY)!r}, ['train.max_steps=4', 'train.val_every=1000'])\n"
-        f"cfg.data.path = {str(prepared)!r}\n"
-        "import os\n"
-        f"res = train(cfg, {str(tmp_path / 'run')!r})\n"
-        "torch.save(model_state(res.model), sys.argv[1] + os.environ['RANK'] + '.pt')\n"
-    )
+    worker.write_text(GLOO_WORKER)
+    run, out = tmp_path / "run", tmp_path / "rank"
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    env.pop("MUSICGEN_TEST_KILL_AT_STEP", None)
     cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2",
-           str(worker), str(tmp_path / "rank")]
+           str(worker), str(TINY), str(prepared), str(run), str(out), scenario]
     done = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr[-2000:]
-    a = torch.load(tmp_path / "rank0.pt", weights_only=True)
-    b = torch.load(tmp_path / "rank1.pt", weights_only=True)
-    assert a.keys() == b.keys()
-    assert all(torch.equal(a[k], b[k]) for k in a)
-    assert (tmp_path / "run" / "last.pt").is_file()  # written by rank 0 only
-    rows = (tmp_path / "run" / "log.jsonl").read_text().splitlines()
-    assert len([r for r in rows if '"train"' in r]) == 4  # one logger
+    r0, r1 = (json.loads((tmp_path / f"rank{r}.json").read_text()) for r in (0, 1))
+    saved = read_payload(run / "last.pt")  # written by rank 0 only
+    step = saved["train_state"]["step"]
+    assert 2 < step < 10  # rank 1 decided (rank 0 alone would run all 50 steps)
+    assert r0["step"] == step and not r0["interrupted"]
+    assert r1["interrupted"] == (scenario == "sigint")
+    if scenario == "clock":
+        a, b = (torch.load(tmp_path / f"rank{r}.pt", weights_only=True) for r in (0, 1))
+        assert a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)
+        assert all(torch.equal(a[k], v.float()) for k, v in saved["model"].items())
+    assert len(r0["seeds"]) == len(r1["seeds"]) == step
+    assert all(x != y for x, y in zip(r0["seeds"], r1["seeds"], strict=True))  # per-rank noise
+    assert not set(r0["items"]) & set(r1["items"])  # each rank its own crops
+    assert sorted(r0["items"] + r1["items"]) == list(range(2 * 4 * step))
+    rows = [json.loads(x) for x in (run / "log.jsonl").read_text().splitlines()]
+    assert [r["step"] for r in rows if r["kind"] == "train"] == list(range(1, step + 1))
+    val = [r for r in rows if r["kind"] == "val"][-1]
+    assert val["step"] == step
+    cfg = tiny(prepared)
+    ckpt = load_checkpoint(run / "last.pt")
+    sums, counts = seeded_nll(ckpt.model, load_songs(prepared, "validation", 2), 128, "cpu",
+                              seeds=cfg.train.val_seeds, seed=cfg.train.seed)
+    assert val["loss"] == pytest.approx(range_mean(sums, counts, 0, 64), abs=1e-6)
