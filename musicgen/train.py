@@ -108,14 +108,14 @@ def step_seed(seed: int, rank: int, step: int) -> int:
     return int(np.random.SeedSequence([seed, rank, step, 7]).generate_state(1, np.uint64)[0] >> 1)
 
 
-def agree(flag: bool, dd: Dist, device: torch.device) -> bool:
-    """True on every rank when it is true on any: ranks leave the loop at the same step (one
-    leaving alone would leave the others waiting in the next all-reduce forever)."""
+def agree(flags: list[bool], dd: Dist, device: torch.device) -> list[bool]:
+    """Each flag true on every rank when it is true on any (one all-reduce): ranks leave the loop
+    at the same step (one leaving alone would leave the others waiting in an all-reduce)."""
     if dd.world == 1:
-        return flag
-    t = torch.tensor([float(flag)], device=device)
+        return flags
+    t = torch.tensor([float(f) for f in flags], device=device)
     dist.all_reduce(t, op=dist.ReduceOp.MAX)
-    return bool(t.item())
+    return [bool(v) for v in t.tolist()]
 
 
 class StopRequest:
@@ -283,9 +283,14 @@ def train(cfg: Config, out_dir: str | Path, resume: bool = False) -> TrainResult
                 scaler.scale(loss / cfg.train.grad_accum).backward()
                 loss_sum += loss.item() / cfg.train.grad_accum
                 tokens += int((y != -100).sum())
-            if not math.isfinite(loss_sum):
+            overtime = bool(cfg.train.max_minutes) and (
+                time.time() - t0 > 60 * cfg.train.max_minutes)
+            # every rank, the same answers: a non-finite loss anywhere, leave after this step
+            bad, leave = agree([not math.isfinite(loss_sum), overtime or stop.asked], dd, device)
+            if bad:
+                where = loss_sum if not math.isfinite(loss_sum) else "on another rank"
                 raise MusicgenError(
-                    f"non-finite loss ({loss_sum}) at step {step}; stopped, the last good "
+                    f"non-finite loss ({where}) at step {step}; stopped, the last good "
                     f"checkpoint in {out} is left intact (try a lower optim.lr)")
             scaler.unscale_(optim)
             torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.optim.grad_clip)
@@ -302,9 +307,6 @@ def train(cfg: Config, out_dir: str | Path, resume: bool = False) -> TrainResult
                     _log(log, {"kind": "train", "step": step, "epoch": epoch, "loss": loss_sum,
                                "lr": lr, "tok_per_s": tps, "time": time.time() - t0})
             last = step == cfg.train.max_steps
-            overtime = bool(cfg.train.max_minutes) and (
-                time.time() - t0 > 60 * cfg.train.max_minutes)
-            leave = agree(overtime or stop.asked, dd, device)  # every rank, the same step
             if val_songs and (step % cfg.train.val_every == 0 or last or leave):
                 res = validate(model, val_songs, cfg, device, dd)  # all ranks: a collective
                 _log(log, {"kind": "val", "step": step, **res})
