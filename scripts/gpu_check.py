@@ -161,10 +161,10 @@ def write(path: str, device: str, tests: str, tr: dict, agree: dict, gen: dict,
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--steps", type=int, default=5 if DRY else 300)
-    ap.add_argument("--train-minutes", type=float, default=2.5,
+    ap.add_argument("--train-minutes", type=float, default=2.0,
                     help="the trainer's max_minutes: fewer steps if they do not fit")
-    ap.add_argument("--agree-len", type=int, default=64 if DRY else 1024)
-    ap.add_argument("--gen-tokens", type=int, default=32 if DRY else 512)
+    ap.add_argument("--agree-len", type=int, default=64 if DRY else 512)
+    ap.add_argument("--gen-tokens", type=int, default=32 if DRY else 256)
     ap.add_argument("--tests", default="not run", help="the test suite's summary line")
     ap.add_argument("--write", default=str(ROOT / "docs" / "benchmarks.md"))
     args = ap.parse_args()

@@ -21,16 +21,16 @@ fi
 echo "== test suite (MUSICGEN_TEST_DEVICE=$DEVICE)"
 start=$(date +%s)
 LOG=$(mktemp)
-MUSICGEN_TEST_DEVICE=$DEVICE timeout 240 "$PY" -m pytest -q -p no:cacheprovider "${TESTS[@]}" \
+MUSICGEN_TEST_DEVICE=$DEVICE timeout 210 "$PY" -m pytest -q -p no:cacheprovider "${TESTS[@]}" \
   2>&1 | tee "$LOG" | tail -n 25
 rc=${PIPESTATUS[0]}
 summary=$(grep -E "(passed|failed|error)" "$LOG" | tail -n 1 | sed -E 's/=+//g; s/^ +| +$//g')
-[ "$rc" = 124 ] && summary="stopped after 240 s ($summary)"
+[ "$rc" = 124 ] && summary="stopped after 210 s ($summary)"
 summary="${summary:-no summary (exit $rc)} (exit $rc, $(( $(date +%s) - start )) s)"
 rm -f "$LOG"
 
 echo "== training, agreement, generation"
-timeout 240 "$PY" scripts/gpu_check.py --tests "$summary" --write "$WRITE"
+timeout 260 "$PY" scripts/gpu_check.py --tests "$summary" --write "$WRITE"
 mrc=$?
 echo "tests: $summary; measurements exit $mrc; results in $WRITE"
 [ "$rc" = 0 ] && [ "$mrc" = 0 ]
