@@ -216,6 +216,8 @@ def test_data_and_tokenizer_mismatches_are_one_line_errors(prepared, tmp_path):
         train(tiny(prepared, "tokenizer=groove"), tmp_path)
     with pytest.raises(MusicgenError, match="does not match model.vocab_size=100"):
         train(tiny(prepared, "model.vocab_size=100"), tmp_path)
+    with pytest.raises(MusicgenError, match="train.val_seeds must be at least 1, got 0"):
+        train(tiny(prepared, "train.val_seeds=0"), tmp_path)
     cfg = tiny(prepared)
     cfg.data.path = str(tmp_path / "missing")
     with pytest.raises(MusicgenError, match="missing"):
