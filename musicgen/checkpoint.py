@@ -1,8 +1,9 @@
 """Self-describing checkpoints: one file holds everything needed to rebuild and resume a model.
 
 Contents: format tag, package version, resolved config, tokenizer description, model weights (of the
-plain, uncompiled, unwrapped module; optionally in half precision for shipping) and the training
-state (optimiser, scheduler, step, RNG states). Everything is plain tensors, numbers, strings, lists
+plain, uncompiled, unwrapped module; optionally in half precision for shipping, with the SPE
+parameters and gates kept in float32) and the training state (optimiser, gradient scaler, step,
+best validation loss). Everything is plain tensors, numbers, strings, lists
 and dicts, so `torch.load(weights_only=True)` reads it without executing pickled code.
 """
 
@@ -46,12 +47,31 @@ def unwrap(model: nn.Module) -> nn.Module:
             return model
 
 
+def full_precision_names(model: nn.Module) -> set[str]:
+    """State-dict names that half-precision saving keeps in float32: every tensor of an SPE module
+    (sine frequencies, phases, gains; conv filters) and every SPE gate. Rounding them changes the
+    positional kernel itself: an fp16 frequency logit is off by up to ~5e-4 relative, a phase
+    error of 2 pi f tau that grows with the lag (radians at lag 8192)."""
+    from musicgen.model.positional import ConvSPE, SineSPE
+
+    names = set()
+    for prefix, module in unwrap(model).named_modules():
+        dot = f"{prefix}." if prefix else ""
+        if isinstance(module, (SineSPE, ConvSPE)):
+            names.update(dot + n for n, _ in module.state_dict().items())
+        if isinstance(getattr(module, "gate", None), nn.Parameter):
+            names.add(dot + "gate")
+    return names
+
+
 def model_state(model: nn.Module, half: bool = False) -> dict[str, torch.Tensor]:
+    """Weights on the CPU; `half`: float16, except `full_precision_names` (float32)."""
     state = {}
+    keep = full_precision_names(model) if half else set()
     for name, tensor in unwrap(model).state_dict().items():
         tensor = tensor.detach().cpu()
         if half and tensor.is_floating_point():
-            tensor = tensor.to(torch.float16)
+            tensor = tensor.to(torch.float32 if name in keep else torch.float16)
         state[name] = tensor.clone()
     return state
 
@@ -123,6 +143,7 @@ def load_checkpoint(path: str | Path, device: str | torch.device = "cpu") -> Loa
             f"({tokenizer.vocab_size})"
         )
     model = build_model(config.model)
+    # half files mix float16 and float32 tensors; the model computes in float32
     weights = {k: v.float() if v.is_floating_point() else v for k, v in payload["model"].items()}
     try:
         model.load_state_dict(weights)

@@ -90,6 +90,7 @@ class TrainConfig:
     val_every: int = 500
     val_songs: int = 32  # held-out songs per validation
     val_max_len: int = 4096  # validate per position up to here (2 x crop: extrapolation)
+    val_seeds: int = 3  # seeded SPE noise draws averaged per validation song (>= 1)
     ckpt_every: int = 500
     keep_last: int = 2
     max_minutes: float = 0.0  # stop (and checkpoint) after this wall time; 0 = no limit

@@ -115,6 +115,46 @@ def per_position_nll(
     return sums, counts
 
 
+def draw_seed(seed: int, draw: int, song: int) -> int:
+    """The torch seed of SPE draw `draw` for song `song`: independent of batching and ranks."""
+    return int(np.random.SeedSequence([seed, draw, song]).generate_state(1, np.uint64)[0] >> 1)
+
+
+def seeded_nll(
+    model: torch.nn.Module, songs: Sequence[Sequence[int] | np.ndarray], max_len: int,
+    device: torch.device | str, seeds: int = 1, seed: int = 0, batch_size: int = 1,
+    first_index: int = 0, step: int = 1, desc: str | None = None,
+) -> tuple[np.ndarray, np.ndarray]:
+    """`per_position_nll` averaged over `seeds` SPE noise draws, each a pure function of (seed,
+    draw, song index): sums (nats, mean over draws) and counts of one draw per position.
+
+    Song k of `songs` has index `first_index + k * step` (a rank's shard songs[r::world] passes
+    first_index=r, step=world), so a song gets the same noise however songs are split over ranks
+    (a batch shares the draw of its first song: batch_size 1 makes every song's noise its own),
+    and the caller's RNG is left as it was: validation neither consumes nor depends on
+    the training RNG, and best.pt is not picked on one noise draw. `desc`: show a progress bar.
+    """
+    if seeds < 1:
+        raise MusicgenError(f"seeds: need at least one SPE draw, got {seeds}")
+    device = torch.device(device)
+    sums = np.zeros(max_len, np.float64)
+    counts = np.zeros(max_len, np.int64)
+    forked = [device] if device.type == "cuda" else []
+    starts = range(0, len(songs), batch_size)
+    bar = tqdm(total=seeds * len(starts), desc=desc, leave=False, disable=desc is None)
+    with bar, torch.random.fork_rng(devices=forked, device_type=device.type):
+        for d in range(seeds):
+            for b in starts:
+                bar.update(1)
+                torch.manual_seed(draw_seed(seed, d, first_index + b * step))
+                s, c = per_position_nll(model, songs[b: b + batch_size], max_len, device,
+                                        batch_size)
+                sums += s
+                if d == 0:
+                    counts += c
+    return sums / seeds, counts
+
+
 def segment_means(sums: np.ndarray, counts: np.ndarray, segment: int = SEGMENT) -> list[float]:
     """Mean NLL of each block of `segment` positions (NaN for a block no song reaches)."""
     out = []
@@ -140,16 +180,19 @@ def model_label(config, path: str | Path) -> str:
 def evaluate_nll(
     checkpoints: Sequence[str | Path], data: str | Path, out: str | Path, split: str = "validation",
     max_len: int | None = None, max_songs: int | None = None, device: str = "auto",
-    segment: int = SEGMENT, batch_size: int = 1, seed: int = 0,
+    segment: int = SEGMENT, batch_size: int = 1, seed: int = 0, seeds: int = 1,
 ) -> dict:
     """Per-position NLL of each checkpoint on the same held-out songs; nll.json + nll.png.
 
-    `seed` fixes the SPE noise draws (one per forward pass), so a rerun gives the same numbers.
+    `seed` fixes the SPE noise draws and `seeds` averages that many per song (`seeded_nll`, the
+    trainer's validation too), so a rerun gives the same numbers.
     """
     from musicgen.checkpoint import load_checkpoint
     from musicgen.data.dataset import PreparedSplit
     from musicgen.plots import plot_nll_curves
 
+    if seeds < 1:
+        raise MusicgenError(f"--seeds: must be at least 1, got {seeds}")
     dev = pick_device(device)
     prepared = PreparedSplit(data, split)
     n_songs = len(prepared) if max_songs is None else min(max_songs, len(prepared))
@@ -158,7 +201,7 @@ def evaluate_nll(
     songs = [prepared[i] for i in range(n_songs)]
     data_tok = prepared.tokenizer.to_dict()
     results: dict = {"data": str(data), "split": split, "songs": n_songs, "segment": segment,
-                     "models": {}}
+                     "seeds": seeds, "models": {}}
     curves = {}
     train_len = None
     for ckpt in checkpoints:
@@ -168,9 +211,8 @@ def evaluate_nll(
                                 "with")
         crop = loaded.config.data.crop_len
         length = max_len or 2 * crop
-        torch.manual_seed(seed)
-        sums, counts = per_position_nll(loaded.model, tqdm(songs, desc=Path(ckpt).name,
-                                                           leave=False), length, dev, batch_size)
+        sums, counts = seeded_nll(loaded.model, songs, length, dev, seeds, seed, batch_size,
+                                  desc=Path(ckpt).name)
         label = model_label(loaded.config, ckpt)
         curves[label] = segment_means(sums, counts, segment)
         train_len = train_len or crop

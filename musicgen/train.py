@@ -1,8 +1,10 @@
 """Training loop: prepared crops -> Performer -> self-describing checkpoints, exactly resumable.
 
-Which crops a step sees is a pure function of (seed, step, rank), so a resumed run replays the
-uninterrupted one exactly: only the model, optimiser, scheduler, RNG states and step are saved.
-Runs alone or under `torchrun` (DistributedDataParallel; NCCL on CUDA, gloo on CPU).
+Which crops a step sees, and every random draw it makes (dropout, SPE noise), is a pure function
+of (seed, step, rank), so a resumed run replays the uninterrupted one exactly: only the model,
+optimiser, gradient scaler, best validation loss and step are saved. Runs alone or under
+`torchrun` (DistributedDataParallel; NCCL on CUDA, gloo on CPU): ranks draw different noise and
+crops, score disjoint validation songs, and agree on when to stop (time limit, Ctrl-C).
 """
 
 from __future__ import annotations
@@ -10,7 +12,6 @@ from __future__ import annotations
 import json
 import math
 import os
-import random
 import signal
 import threading
 import time
@@ -18,6 +19,7 @@ from contextlib import nullcontext
 from dataclasses import dataclass
 from pathlib import Path
 
+import numpy as np
 import torch
 import torch.distributed as dist
 import torch.nn.functional as F
@@ -30,7 +32,7 @@ from musicgen.data.dataset import PreparedSplit, load_songs
 from musicgen.data.segments import make_train_dataset
 from musicgen.device import pick_device
 from musicgen.errors import MusicgenError, Terminated
-from musicgen.evaluate import SEGMENT, per_position_nll, range_mean, segment_means
+from musicgen.evaluate import SEGMENT, range_mean, seeded_nll, segment_means
 from musicgen.io import atomic_write_text, remove_stale_temps
 from musicgen.model import build_model
 from musicgen.runlog import read_log, records_text
@@ -101,19 +103,59 @@ class StepSampler(Sampler[int]):
         return (self.max - self.start) * self.per_step
 
 
-def rng_state() -> dict:
-    state = {"torch": torch.get_rng_state(), "python": list(random.getstate()[1])}
-    if torch.cuda.is_available():
-        state["cuda"] = torch.cuda.get_rng_state_all()
-    return state
+def step_seed(seed: int, rank: int, step: int) -> int:
+    """torch's seed for training step `step` on `rank`: reseeding every step makes dropout and
+    SPE noise a function of (seed, rank, step), so resuming needs no RNG state and ranks differ."""
+    return int(np.random.SeedSequence([seed, rank, step, 7]).generate_state(1, np.uint64)[0] >> 1)
 
 
-def set_rng_state(state: dict) -> None:
-    torch.set_rng_state(state["torch"])
-    version, _, gauss = random.getstate()
-    random.setstate((version, tuple(state["python"]), gauss))
-    if "cuda" in state and torch.cuda.is_available():
-        torch.cuda.set_rng_state_all(state["cuda"])
+def agree(flags: list[bool], dd: Dist, device: torch.device) -> list[bool]:
+    """Each flag true on every rank when it is true on any (one all-reduce): ranks leave the loop
+    at the same step (one leaving alone would leave the others waiting in an all-reduce)."""
+    if dd.world == 1:
+        return flags
+    t = torch.tensor([float(f) for f in flags], device=device)
+    dist.all_reduce(t, op=dist.ReduceOp.MAX)
+    return [bool(v) for v in t.tolist()]
+
+
+class StopRequest:
+    """Ctrl-C (SIGINT) or SIGTERM (what SLURM and Kubernetes send) asks the loop to stop at the
+    next step boundary, save and leave; a second Ctrl-C interrupts at once, a second SIGTERM is
+    ignored (it must not tear the save). Only the main thread can install signal handlers."""
+
+    SIGNALS = (signal.SIGINT, signal.SIGTERM)
+
+    def __init__(self) -> None:
+        self.signum: int | None = None
+        self._previous: dict = {}
+
+    @property
+    def asked(self) -> bool:
+        return self.signum is not None
+
+    def _handler(self, signum, frame) -> None:
+        if self.asked and signum == signal.SIGINT:
+            raise KeyboardInterrupt
+        if not self.asked:
+            self.signum = signum
+
+    def install(self) -> StopRequest:
+        if threading.current_thread() is threading.main_thread():
+            self._previous = {s: signal.signal(s, self._handler) for s in self.SIGNALS}
+        return self
+
+    def uninstall(self) -> None:
+        for s, old in self._previous.items():
+            signal.signal(s, old)
+        self._previous = {}
+
+
+def _test_hook(step: int) -> None:
+    """For the resume test only: MUSICGEN_TEST_KILL_AT_STEP=k makes the process SIGKILL itself
+    once step k is done (logged; checkpointed if due): a kill at a known step, no log polling."""
+    if os.environ.get("MUSICGEN_TEST_KILL_AT_STEP") == str(step):
+        os.kill(os.getpid(), signal.SIGKILL)
 
 
 def check_data(cfg: Config, split: PreparedSplit) -> Tokenizer:
@@ -131,9 +173,18 @@ def check_data(cfg: Config, split: PreparedSplit) -> Tokenizer:
     return tok
 
 
-def validate(model, songs, cfg: Config, device) -> dict:
-    """Mean loss within the crop length, beyond it (extrapolation), and per 128-token segment."""
-    sums, counts = per_position_nll(unwrap(model), songs, cfg.train.val_max_len, device)
+def validate(model, songs, cfg: Config, device, dd: Dist) -> dict:
+    """Mean loss within the crop length, beyond it (extrapolation), and per 128-token segment,
+    over `train.val_seeds` seeded SPE draws (the same draws every time: best.pt is not picked on
+    noise). Each rank scores songs[rank::world]; the sums are all-reduced, so every rank gets the
+    numbers a single process would."""
+    sums, counts = seeded_nll(unwrap(model), songs[dd.rank::dd.world], cfg.train.val_max_len,
+                              device, seeds=cfg.train.val_seeds, seed=cfg.train.seed,
+                              first_index=dd.rank, step=dd.world)
+    if dd.world > 1:
+        both = torch.from_numpy(np.stack([sums, counts.astype(np.float64)])).to(device)
+        dist.all_reduce(both)  # (2, val_max_len) float64
+        sums, counts = both[0].cpu().numpy(), both[1].cpu().numpy().round().astype(np.int64)
     crop = cfg.data.crop_len
     beyond = range_mean(sums, counts, crop)
     return {"loss": range_mean(sums, counts, 0, crop),
@@ -145,6 +196,9 @@ def validate(model, songs, cfg: Config, device) -> dict:
 def train(cfg: Config, out_dir: str | Path, resume: bool = False) -> TrainResult:
     """Train per `cfg`, writing RUN_DIR/{last,best,step_N}.pt and RUN_DIR/log.jsonl."""
     out = Path(out_dir)
+    if cfg.train.val_seeds < 1:
+        raise MusicgenError(
+            f"config: train.val_seeds must be at least 1, got {cfg.train.val_seeds}")
     device = pick_device(cfg.train.device, int(os.environ.get("LOCAL_RANK", 0)))
     dd = setup_distributed(device)
     if device.type == "cuda":
@@ -162,7 +216,7 @@ def train(cfg: Config, out_dir: str | Path, resume: bool = False) -> TrainResult
             raise MusicgenError(
                 f"{out / 'last.pt'}: checkpoint's model/tokenizer differ from this config's; "
                 "resume with the config it was trained with")
-        missing = [k for k in ("step", "optimizer", "rng") if k not in payload["train_state"]]
+        missing = [k for k in ("step", "optimizer") if k not in payload["train_state"]]
         if missing:
             raise MusicgenError(
                 f"{out / 'last.pt'}: not a resumable training checkpoint (no {missing[0]} in its "
@@ -176,8 +230,7 @@ def train(cfg: Config, out_dir: str | Path, resume: bool = False) -> TrainResult
 
     train_split = PreparedSplit(cfg.data.path, "train")
     tok = check_data(cfg, train_split)
-    torch.manual_seed(cfg.train.seed)
-    random.seed(cfg.train.seed)
+    torch.manual_seed(cfg.train.seed)  # the same initial weights on every rank
     model = build_model(cfg.model).to(device)
     opt_cls = torch.optim.AdamW if cfg.optim.weight_decay > 0 else torch.optim.Adam
     optim = opt_cls(model.parameters(), lr=cfg.optim.lr, betas=tuple(cfg.optim.betas),
@@ -194,7 +247,9 @@ def train(cfg: Config, out_dir: str | Path, resume: bool = False) -> TrainResult
     if cfg.train.compile:
         model = torch.compile(model)
     amp, precision = autocast_for(device, cfg.train.precision)
-    scaler = torch.amp.GradScaler(enabled=precision == "fp16")
+    scaler = torch.amp.GradScaler(device.type, enabled=precision == "fp16")
+    if payload is not None and "scaler" in payload["train_state"]:
+        scaler.load_state_dict(payload["train_state"]["scaler"])
 
     per_step = cfg.train.batch_size * cfg.train.grad_accum
     data = make_train_dataset(cfg, train_split, cfg.train.max_steps * per_step * dd.world)
@@ -215,18 +270,19 @@ def train(cfg: Config, out_dir: str | Path, resume: bool = False) -> TrainResult
         print(json.dumps(to_dict(cfg), indent=None))
 
     def checkpoint(step: int, name: str) -> None:
-        state = {"step": step, "best": best, "optimizer": optim.state_dict(), "rng": rng_state()}
+        state = {"step": step, "best": best, "optimizer": optim.state_dict()}
+        if scaler.is_enabled():  # fp16: the loss scale and its growth counter
+            state["scaler"] = scaler.state_dict()
         save_checkpoint(out / name, raw, cfg, tok, state)
 
     step, t0, tokens, batches = start_step, time.time(), 0, iter(loader)
-    if payload is not None:  # restored last: creating the loader's iterator draws from the RNG
-        set_rng_state(payload["train_state"]["rng"])
     bar = tqdm(total=cfg.train.max_steps, initial=start_step, disable=not dd.main,
                desc="train", dynamic_ncols=True)
-    restore_sigterm = sigterm_as_interrupt()
+    stop = StopRequest().install()
     try:
         while step < cfg.train.max_steps:
             model.train()
+            torch.manual_seed(step_seed(cfg.train.seed, dd.rank, step))
             # FAVOR+ redraws come from (seed, step) alone: every rank and a resumed run agree.
             redraw_rng = torch.Generator().manual_seed(cfg.train.seed * 1_000_003 + step)
             raw.on_train_step(step, redraw_rng)
@@ -246,9 +302,14 @@ def train(cfg: Config, out_dir: str | Path, resume: bool = False) -> TrainResult
                 scaler.scale(loss / cfg.train.grad_accum).backward()
                 loss_sum += loss.item() / cfg.train.grad_accum
                 tokens += int((y != -100).sum())
-            if not math.isfinite(loss_sum):
+            overtime = bool(cfg.train.max_minutes) and (
+                time.time() - t0 > 60 * cfg.train.max_minutes)
+            # every rank, the same answers: a non-finite loss anywhere, leave after this step
+            bad, leave = agree([not math.isfinite(loss_sum), overtime or stop.asked], dd, device)
+            if bad:
+                where = loss_sum if not math.isfinite(loss_sum) else "on another rank"
                 raise MusicgenError(
-                    f"non-finite loss ({loss_sum}) at step {step}; stopped, the last good "
+                    f"non-finite loss ({where}) at step {step}; stopped, the last good "
                     f"checkpoint in {out} is left intact (try a lower optim.lr)")
             scaler.unscale_(optim)
             torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.optim.grad_clip)
@@ -261,33 +322,33 @@ def train(cfg: Config, out_dir: str | Path, resume: bool = False) -> TrainResult
                 bar.update(1)
                 bar.set_postfix(loss=f"{loss_sum:.3f}", lr=f"{lr:.2e}", tok_s=f"{tps:.0f}")
                 if step % cfg.log.every == 0 or step == cfg.train.max_steps:
-                    _log(log, {"kind": "train", "step": step, "loss": loss_sum, "lr": lr,
-                               "tok_per_s": tps, "time": time.time() - t0})
+                    epoch = data.pass_of((step - 1) * dd.world * per_step)
+                    _log(log, {"kind": "train", "step": step, "epoch": epoch, "loss": loss_sum,
+                               "lr": lr, "tok_per_s": tps, "time": time.time() - t0})
             last = step == cfg.train.max_steps
-            overtime = cfg.train.max_minutes and (time.time() - t0) > 60 * cfg.train.max_minutes
-            if dd.main and val_songs and (step % cfg.train.val_every == 0 or last or overtime):
-                model.eval()
-                res = validate(model, val_songs, cfg, device)
+            if val_songs and (step % cfg.train.val_every == 0 or last or leave):
+                res = validate(model, val_songs, cfg, device, dd)  # all ranks: a collective
                 _log(log, {"kind": "val", "step": step, **res})
-                tqdm.write(f"step {step}: val loss {res['loss']:.4f} (beyond crop: "
-                           f"{res['loss_beyond']})")
+                if dd.main:
+                    tqdm.write(f"step {step}: val loss {res['loss']:.4f} (beyond crop: "
+                               f"{res['loss_beyond']})")
                 if res["loss"] < best:
                     best = res["loss"]
-                    checkpoint(step, "best.pt")
-            if dd.main and (step % cfg.train.ckpt_every == 0 or last or overtime):
+                    if dd.main:
+                        checkpoint(step, "best.pt")
+            if dd.main and (step % cfg.train.ckpt_every == 0 or last or leave):
                 checkpoint(step, "last.pt")
                 _rotate(out, step, cfg.train.keep_last)
-            if overtime:
-                tqdm.write(f"stopping after {cfg.train.max_minutes} minutes at step {step}")
+            _test_hook(step)
+            if leave:
+                if dd.main:
+                    why = (f"after {cfg.train.max_minutes} minutes" if overtime and not stop.asked
+                           else "on request")
+                    tqdm.write(f"stopping {why} at step {step}: saved {out / 'last.pt'}; "
+                               "--resume continues")
                 break
-    except KeyboardInterrupt:  # Ctrl-C, and SIGTERM (Terminated)
-        restore_sigterm(ignore=True)  # a second signal must not tear the save
-        if dd.main and step > start_step:
-            checkpoint(step, "last.pt")
-            tqdm.write(f"interrupted: saved {out / 'last.pt'} at step {step}; --resume continues")
-        raise
     finally:
-        restore_sigterm()
+        stop.uninstall()
         bar.close()
         if log:
             log.close()
@@ -295,30 +356,14 @@ def train(cfg: Config, out_dir: str | Path, resume: bool = False) -> TrainResult
             dist.destroy_process_group()
     if dd.main and not (out / "last.pt").is_file():  # max_steps=0: the initialised model
         checkpoint(step, "last.pt")
+    if stop.signum == signal.SIGTERM:
+        raise Terminated(stop.signum)  # saved and left cleanly; the CLI exits 143
+    if stop.asked:
+        raise KeyboardInterrupt  # saved and left cleanly; the command still reports the interrupt
     return TrainResult(out / "last.pt", step, raw)
 
 
 STATE_FILES = ("last.pt", "best.pt", "log.jsonl")  # what a killed writer can leave a .tmp of
-
-
-def sigterm_as_interrupt():
-    """Make SIGTERM raise `Terminated` (a KeyboardInterrupt) in the main thread, so it saves
-    like Ctrl-C; returns `restore(ignore=False)`, which puts the old handlers back (or ignores
-    further SIGTERMs and SIGINTs while the final checkpoint is written)."""
-    if threading.current_thread() is not threading.main_thread():
-        return lambda ignore=False: None
-
-    def handler(signum, frame):
-        raise Terminated(signum)
-
-    old = signal.signal(signal.SIGTERM, handler)
-    old_int = signal.getsignal(signal.SIGINT)
-
-    def restore(ignore: bool = False) -> None:
-        signal.signal(signal.SIGTERM, signal.SIG_IGN if ignore else old)
-        signal.signal(signal.SIGINT, signal.SIG_IGN if ignore else old_int)
-
-    return restore
 
 
 def _log(fh, record: dict) -> None:

@@ -4,7 +4,9 @@
 
 Reads RUN/best.pt (or last.pt), keeps the config, tokenizer and a summary of the training
 (step, wall time, best validation loss, the validation record) and writes OUT/model.pt, which
-`load_checkpoint` reads like any other checkpoint. Prints the summary as JSON.
+`load_checkpoint` reads like any other checkpoint. SPE parameters and gates stay
+float32 (`musicgen.checkpoint.full_precision_names`): rounding them would shift the positional
+kernel's phase by radians at long lags. Prints the summary as JSON.
 """
 
 from __future__ import annotations

@@ -43,6 +43,20 @@ LIMITS = {
 }
 
 
+def precision_note(ckpt: Path) -> str:
+    """How the file stores its SPE parameters: float32 since the export policy, float16 before."""
+    import torch
+
+    stored = torch.load(ckpt, map_location="cpu", weights_only=True)["model"]
+    spe = [v for k, v in stored.items() if k.startswith("spe.")]
+    if not spe:
+        return ""
+    if spe[0].dtype == torch.float32:
+        return "; SPE parameters and gates in float32"
+    return ("; exported before SPE parameters were kept in float32, so its SPE frequencies, "
+            "phases, gains and gates are float16-rounded too (every number here is of this file)")
+
+
 def card(name: str, ev: Path) -> str:
     ckpt = ROOT / "checkpoints" / name / "model.pt"
     loaded = load_checkpoint(ckpt)
@@ -59,7 +73,8 @@ def card(name: str, ev: Path) -> str:
         f"{m.d_ff}, {m.feature_map.upper()} features ({m.n_features}), positional encoding "
         f"**{pe}**{spe}; {params:.1f} M parameters; {loaded.tokenizer.name} tokens "
         f"(vocabulary {loaded.tokenizer.vocab_size}). Weights in half precision "
-        f"({info['megabytes']} MB), loaded with `torch.load(weights_only=True)`.", "",
+        f"({info['megabytes']} MB){precision_note(ckpt)}, loaded with "
+        "`torch.load(weights_only=True)`.", "",
         "## Data and licence", "", f"Trained on {DATA[loaded.tokenizer.name]}", "",
         "## Training", "",
         f"`{cfg.name}` (configs/{'pop909' if cfg.tokenizer == 'remi' else 'groove'}/small.yaml"

@@ -146,3 +146,17 @@ def test_groove_crops_with_instrument_dropping_are_deterministic(tmp_path):
         a, b = ds[i], again[i]
         assert torch.equal(a["input"], b["input"]) and torch.equal(a["target"], b["target"])
         assert a["input"].shape == (64,)
+
+
+def test_every_pass_over_the_songs_is_reshuffled_and_items_are_pure(train):
+    """A long run (several epochs of indices) reshuffles each pass; item i never depends on what
+    was read before it (a resumed run, or another rank, reads the same item)."""
+    n, passes = len(train), 6
+    ds = CropDataset(train, crop_len=64, transpose=(-6, 6), seed=3, num_samples=passes * n)
+    orders = [tuple(ds.song_index(e * n + j) for j in range(n)) for e in range(passes)]
+    assert all(sorted(o) == list(range(n)) for o in orders)  # every pass visits every song
+    assert len(set(orders)) > 1  # and not in one fixed order
+    assert [ds.pass_of(i) for i in (0, n - 1, n, 5 * n)] == [0, 0, 1, 5]
+    fresh = CropDataset(train, crop_len=64, transpose=(-6, 6), seed=3, num_samples=passes * n)
+    for i in reversed(range(passes * n)):  # random access order, cold cache
+        assert torch.equal(fresh[i]["input"], ds[i]["input"]), i

@@ -12,9 +12,10 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from musicgen.checkpoint import save_checkpoint
+from musicgen.checkpoint import load_checkpoint, save_checkpoint
 from musicgen.cli import main
 from musicgen.config import Config
+from musicgen.data.dataset import load_songs
 from musicgen.errors import MusicgenError
 from musicgen.evaluate import (
     attention_maps,
@@ -23,6 +24,8 @@ from musicgen.evaluate import (
     make_prompt,
     per_position_nll,
     positional_kernels,
+    range_mean,
+    seeded_nll,
     segment_means,
     split_by_time,
     true_continuation,
@@ -140,6 +143,44 @@ def test_evaluate_nll_several_checkpoints(run):
              for i in range(2)]
     assert [next(iter(r["models"].values()))["per_segment"] for r in again][0] == \
         next(iter(again[1]["models"].values()))["per_segment"]
+
+
+def test_seeded_nll_averages_draws_independent_of_batching_and_sharding(run):
+    """Draw d of song i has its own seed: rank shards and the caller's RNG change nothing;
+    several draws average the single-draw curves."""
+    root, data, ckpts = run
+    model = load_checkpoint(ckpts["conv_spe"]).model
+    songs = load_songs(data, "validation")
+    one = [seeded_nll(model, songs, 128, "cpu", seeds=1, seed=2, first_index=0)[0]]
+    torch.manual_seed(123)
+    before = torch.get_rng_state()
+    sums, counts = seeded_nll(model, songs, 128, "cpu", seeds=3, seed=2)
+    assert torch.equal(torch.get_rng_state(), before)  # the caller's RNG is untouched
+    batched = seeded_nll(model, songs, 128, "cpu", seeds=3, seed=2, batch_size=3)
+    assert np.array_equal(batched[1], counts)  # a batch shares one draw: only counts agree
+    shards = [seeded_nll(model, songs[r::2], 128, "cpu", seeds=3, seed=2, first_index=r,
+                         step=2) for r in range(2)]
+    assert np.allclose(shards[0][0] + shards[1][0], sums, atol=1e-9)
+    assert np.array_equal(shards[0][1] + shards[1][1], counts)
+    draws = [seeded_nll(model, songs, 128, "cpu", seed=2)[0]]  # draw 0 alone
+    assert np.allclose(draws[0], one[0]) and not np.allclose(draws[0], sums)
+    assert counts.sum() == sum(min(len(s), 129) - 1 for s in songs)  # one draw's count
+    with pytest.raises(MusicgenError, match="--seeds: must be at least 1"):
+        evaluate_nll([ckpts["ape"]], data, root / "bad", seeds=0)
+    res = evaluate_nll([ckpts["conv_spe"]], data, root / "nll3", max_len=128, seed=2, seeds=3)
+    curve = next(iter(res["models"].values()))
+    assert res["seeds"] == 3 and curve["mean_within"] == pytest.approx(
+        range_mean(sums, counts, 0, 128))
+
+
+def test_cli_evaluate_nll_seeds(run, capsys):
+    root, data, ckpts = run
+    args = ["evaluate", "nll", "--checkpoint", str(ckpts["sine_spe"]), "--data", str(data),
+            "--max-len", "128", "--out", str(root / "cli")]
+    assert main([*args, "--seeds", "2"]) == 0
+    assert json.loads((root / "cli" / "nll.json").read_text())["seeds"] == 2
+    assert main([*args, "--seeds", "0"]) == 1
+    assert "error: --seeds: must be at least 1, got 0" in capsys.readouterr().err
 
 
 def test_evaluate_nll_rejects_other_tokenizer(run, tmp_path):

@@ -3,26 +3,31 @@
 from __future__ import annotations
 
 import json
+import math
 import os
 import shutil
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
 import torch
 
 from musicgen.checkpoint import FORMAT, load_checkpoint, read_payload, save_checkpoint
-from musicgen.config import load_config
+from musicgen.config import config_from_dict, load_config
+from musicgen.data.dataset import load_songs
 from musicgen.data.prepare import prepare
 from musicgen.errors import MusicgenError
+from musicgen.evaluate import range_mean, seeded_nll
+from musicgen.model import build_model
+from musicgen.tokenizers import build_tokenizer
 from musicgen.train import train
 
 ROOT = Path(__file__).resolve().parents[1]
 SONGS = ROOT / "tests" / "data" / "pop909"
 TINY = ROOT / "configs" / "pop909" / "tiny.yaml"
+DEVICE = os.environ.get("MUSICGEN_TEST_DEVICE", "cpu")  # scripts/gpu_check.sh sets cuda
 
 
 @pytest.fixture(scope="module")
@@ -40,7 +45,7 @@ def prepared(tmp_path_factory) -> Path:
 
 
 def tiny(prepared: Path, *overrides: str):
-    cfg = load_config(TINY, list(overrides))
+    cfg = load_config(TINY, [f"train.device={DEVICE}", *overrides])
     cfg.data.path = str(prepared)
     return cfg
 
@@ -85,31 +90,117 @@ def test_checkpoint_round_trip_reproduces_outputs(prepared, tmp_path):
     assert torch.allclose(half.model(ids), got, atol=5e-2)
 
 
-def test_exact_resume_after_kill(prepared, tmp_path):
-    """Killed with SIGKILL mid-run, then resumed: the same losses as an uninterrupted run."""
-    steps = 12
-    args = [f"train.max_steps={steps}", "train.ckpt_every=1", "train.val_every=1000"]
+def _phase_error(a, b, lag: int) -> float:
+    """Largest kernel phase difference |2 pi (f_a - f_b) lag + theta_a - theta_b| (radians)."""
+    fa, fb = (m.spe[0].frequencies().detach().double() for m in (a, b))
+    pa, pb = (m.spe[0].phase.detach().double() for m in (a, b))
+    d = 2 * math.pi * (fa - fb) * lag + (pa - pb)
+    return float(torch.remainder(d + math.pi, 2 * math.pi).sub(math.pi).abs().max())
+
+
+@pytest.mark.parametrize("pe", ["sine_spe", "conv_spe"])
+def test_half_checkpoints_keep_spe_and_gates_in_float32(prepared, tmp_path, pe):
+    cfg = tiny(prepared, f"model.pe={pe}", "model.vocab_size=345")
+    model = build_model(cfg.model)
+    with torch.no_grad():  # trained-looking frequencies: high ones round worst in float16
+        for p in model.spe.parameters():
+            p.add_(0.3 * torch.randn_like(p))
+    tok = build_tokenizer("remi")
+    save_checkpoint(tmp_path / "half.pt", model, cfg, tok, half=True)
+    stored = torch.load(tmp_path / "half.pt", weights_only=True)["model"]
+    assert stored["blocks.0.attn.gate"].dtype == torch.float32
+    assert stored["blocks.0.attn.qkv.weight"].dtype == torch.float16
+    spe = {k: v for k, v in stored.items() if k.startswith("spe.")}
+    assert spe and all(v.dtype == torch.float32 for v in spe.values())
+    half = load_checkpoint(tmp_path / "half.pt").model
+    assert all(torch.equal(p, model.state_dict()[k]) for k, p in half.state_dict().items()
+               if k in spe or k.endswith(".gate"))
+    if pe == "sine_spe":
+        for lag in (2048, 8192):
+            assert _phase_error(model, half, lag) < 1e-9, lag
+        rounded = build_model(cfg.model)  # what the old all-float16 policy shipped
+        rounded.load_state_dict({k: v.half().float() for k, v in model.state_dict().items()})
+        assert _phase_error(model, rounded, 8192) > 0.1  # the error this policy removes
+    lags = torch.tensor([0, 1, 15, 2048, 8192])
+    assert torch.equal(half.spe[0].kernel(lags), model.spe[0].kernel(lags))
+
+
+def test_shipped_float16_checkpoints_still_load():
+    """Files written before the float32 policy (every tensor float16) load as before."""
+    path = ROOT / "checkpoints" / "pop909_sine_spe_gated" / "model.pt"
+    stored = torch.load(path, weights_only=True)["model"]
+    loaded = load_checkpoint(path)
+    assert stored["spe.0.freq"].dtype == torch.float16
+    assert loaded.model.spe[0].freq.dtype == torch.float32
+    assert torch.equal(loaded.model.spe[0].freq, stored["spe.0.freq"].float())
+
+
+@pytest.mark.parametrize("precision", ["fp32", "fp16"])
+def test_exact_resume_after_kill(prepared, tmp_path, precision):
+    """SIGKILLed at a known step (the training process kills itself after step 7 through a
+    test-only hook; last.pt is from step 6), then resumed: the same losses as an uninterrupted
+    run, in fp32 and in fp16 (whose GradScaler state is part of the checkpoint)."""
+    steps, kill_at = 12, 7
+    args = [f"train.max_steps={steps}", "train.ckpt_every=3", "train.val_every=1000",
+            f"train.precision={precision}"]
     train(tiny(prepared, *args), tmp_path / "whole")
     reference = losses(tmp_path / "whole")
 
     run = tmp_path / "killed"
     cmd = [sys.executable, "-m", "musicgen.cli", "train", "--config", str(TINY),
-           "--data", str(prepared), "--out", str(run), *(f"--{a}" for a in args)]
-    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    deadline = time.time() + 120
-    while time.time() < deadline and proc.poll() is None:
-        if (run / "log.jsonl").exists() and len(losses(run)) >= 4:
-            break
-        time.sleep(0.05)
-    proc.send_signal(signal.SIGKILL)
-    proc.wait()
-    resumed_from = read_payload(run / "last.pt")["train_state"]["step"]
-    assert 0 < resumed_from < steps, "the kill came too late to test resuming"
+           "--data", str(prepared), "--out", str(run), *(f"--{a}" for a in args),
+           f"--train.device={DEVICE}"]
+    env = {**os.environ, "MUSICGEN_TEST_KILL_AT_STEP": str(kill_at)}
+    done = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=300)
+    assert done.returncode == -signal.SIGKILL, done.stderr[-2000:]
+    assert sorted(losses(run)) == list(range(1, kill_at + 1))  # step 7 logged, not saved
+    state = read_payload(run / "last.pt")["train_state"]
+    assert state["step"] == 6 and ("scaler" in state) == (precision == "fp16")
     train(tiny(prepared, *args), run, resume=True)
     got = losses(run)
-    assert sorted(got) == list(range(1, steps + 1))
-    for step in range(resumed_from + 1, steps + 1):
+    assert sorted(got) == list(range(1, steps + 1))  # the replayed step 7 is logged once
+    for step in range(1, steps + 1):
         assert got[step] == pytest.approx(reference[step], abs=1e-6), step
+
+
+def test_fp16_scaler_state_is_saved_and_restored(prepared, tmp_path):
+    args = ["train.ckpt_every=1", "train.val_every=1000", "train.precision=fp16"]
+    train(tiny(prepared, "train.max_steps=3", *args), tmp_path)
+    payload = read_payload(tmp_path / "last.pt")
+    scaler = payload["train_state"]["scaler"]
+    assert scaler["scale"] > 0 and scaler["_growth_tracker"] in range(4)  # <= 3 finite steps
+    scaler.update(scale=1024.0, _growth_tracker=5)  # as if it had backed off earlier
+    save_checkpoint(tmp_path / "last.pt", load_checkpoint(tmp_path / "last.pt").model,
+                    config_from_dict(payload["config"]), build_tokenizer("remi"),
+                    payload["train_state"])
+    train(tiny(prepared, "train.max_steps=5", *args), tmp_path, resume=True)
+    after = read_payload(tmp_path / "last.pt")["train_state"]["scaler"]
+    assert after["scale"] == 1024.0 and after["_growth_tracker"] == 7  # restored, then 2 steps
+
+
+def test_ctrl_c_stops_at_a_step_boundary_and_resumes_exactly(prepared, tmp_path, monkeypatch):
+    """A SIGINT that lands after step 4 (sent by the hook) lets the loop finish the step in
+    progress (5), save last.pt there and leave with KeyboardInterrupt; resuming matches a whole
+    run."""
+    import musicgen.train as train_mod
+
+    args = ["train.max_steps=8", "train.ckpt_every=100", "train.val_every=1000"]
+    train(tiny(prepared, *args), tmp_path / "whole")
+    reference = losses(tmp_path / "whole")
+
+    def interrupt(step: int) -> None:
+        if step == 4:
+            os.kill(os.getpid(), signal.SIGINT)
+
+    monkeypatch.setattr(train_mod, "_test_hook", interrupt)
+    with pytest.raises(KeyboardInterrupt):
+        train(tiny(prepared, *args), tmp_path / "run")
+    monkeypatch.undo()
+    assert read_payload(tmp_path / "run" / "last.pt")["train_state"]["step"] == 5
+    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler  # handler removed
+    train(tiny(prepared, *args), tmp_path / "run", resume=True)
+    got = losses(tmp_path / "run")
+    assert all(got[s] == pytest.approx(reference[s], abs=1e-6) for s in range(1, 9))
 
 
 def test_resume_needs_matching_config(prepared, tmp_path):
@@ -125,6 +216,8 @@ def test_data_and_tokenizer_mismatches_are_one_line_errors(prepared, tmp_path):
         train(tiny(prepared, "tokenizer=groove"), tmp_path)
     with pytest.raises(MusicgenError, match="does not match model.vocab_size=100"):
         train(tiny(prepared, "model.vocab_size=100"), tmp_path)
+    with pytest.raises(MusicgenError, match="train.val_seeds must be at least 1, got 0"):
+        train(tiny(prepared, "train.val_seeds=0"), tmp_path)
     cfg = tiny(prepared)
     cfg.data.path = str(tmp_path / "missing")
     with pytest.raises(MusicgenError, match="missing"):
@@ -150,28 +243,94 @@ def test_cli_train_runs_and_reports(prepared, tmp_path, capsys):
     assert "unknown key 'model.nlayers'" in capsys.readouterr().err
 
 
-def test_two_gloo_processes_end_with_identical_weights(prepared, tmp_path):
+GLOO_WORKER = """
+import json, os, signal, sys, time
+import torch
+import musicgen.train as T
+from musicgen.checkpoint import model_state
+from musicgen.config import load_config
+from musicgen.data.dataset import CropDataset
+from musicgen.model.transformer import Performer
+
+tiny, data, run, out, scenario = sys.argv[1:6]
+rank = int(os.environ["RANK"])
+seeds, items = [], []
+new_noise, getitem = Performer.new_noise, CropDataset.__getitem__
+
+def spy_noise(self, device, seed=None):  # the SPE noise seed of every training forward
+    noise = new_noise(self, device, seed)
+    if self.training:
+        seeds.append(noise.seed)
+    return noise
+
+def spy_item(self, index):  # the dataset items this rank reads
+    items.append(int(index))
+    return getitem(self, index)
+
+Performer.new_noise, CropDataset.__getitem__ = spy_noise, spy_item
+
+class FastClock:  # rank 1's clock gains 20 s per reading: alone, it would leave early
+    calls = 0
+
+    def time(self):
+        FastClock.calls += 1
+        return time.time() + 20 * FastClock.calls
+
+if rank == 1 and scenario == "clock":
+    T.time = FastClock()
+if rank == 1 and scenario == "sigint":  # Ctrl-C reaches rank 1 only, after its step 2
+    T._test_hook = lambda step: step == 2 and os.kill(os.getpid(), signal.SIGINT)
+cfg = load_config(tiny, ["train.max_steps=50", "train.val_every=2", "train.device=cpu",
+                         "train.max_minutes=1", "log.every=1"])
+cfg.data.path = data
+info = {"interrupted": False}
+try:
+    res = T.train(cfg, run)
+    info["step"] = res.step
+    torch.save(model_state(res.model), f"{out}{rank}.pt")
+except KeyboardInterrupt:
+    info["interrupted"] = True
+info.update(seeds=seeds, items=items)
+with open(f"{out}{rank}.json", "w") as fh:
+    json.dump(info, fh)
+"""
+
+
+@pytest.mark.parametrize("scenario", ["clock", "sigint"])
+def test_two_gloo_processes_stop_together_with_their_own_seeds(prepared, tmp_path, scenario):
+    """Two DDP ranks on gloo. Only rank 1 wants to stop (its clock passes max_minutes, or it
+    alone gets Ctrl-C), yet both leave at the same step with the same weights, without a
+    hang. Ranks draw different SPE noise and read disjoint crops; the validation they share
+    equals a single process's seeded validation of the saved weights."""
     worker = tmp_path / "worker.py"
-    worker.write_text(
-        "import sys, torch, torch.distributed as dist\n"
-        "from musicgen.config import load_config\n"
-        "from musicgen.checkpoint import model_state\n"
-        "from musicgen.train import train\n"
-        f"cfg = load_config({str(TINY)!r}, ['train.max_steps=4', 'train.val_every=1000'])\n"
-        f"cfg.data.path = {str(prepared)!r}\n"
-        "import os\n"
-        f"res = train(cfg, {str(tmp_path / 'run')!r})\n"
-        "torch.save(model_state(res.model), sys.argv[1] + os.environ['RANK'] + '.pt')\n"
-    )
+    worker.write_text(GLOO_WORKER)
+    run, out = tmp_path / "run", tmp_path / "rank"
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    env.pop("MUSICGEN_TEST_KILL_AT_STEP", None)
     cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2",
-           str(worker), str(tmp_path / "rank")]
+           str(worker), str(TINY), str(prepared), str(run), str(out), scenario]
     done = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr[-2000:]
-    a = torch.load(tmp_path / "rank0.pt", weights_only=True)
-    b = torch.load(tmp_path / "rank1.pt", weights_only=True)
-    assert a.keys() == b.keys()
-    assert all(torch.equal(a[k], b[k]) for k in a)
-    assert (tmp_path / "run" / "last.pt").is_file()  # written by rank 0 only
-    rows = (tmp_path / "run" / "log.jsonl").read_text().splitlines()
-    assert len([r for r in rows if '"train"' in r]) == 4  # one logger
+    r0, r1 = (json.loads((tmp_path / f"rank{r}.json").read_text()) for r in (0, 1))
+    saved = read_payload(run / "last.pt")  # written by rank 0 only
+    step = saved["train_state"]["step"]
+    assert 2 < step < 10  # rank 1 decided (rank 0 alone would run all 50 steps)
+    assert r0["step"] == step and not r0["interrupted"]
+    assert r1["interrupted"] == (scenario == "sigint")
+    if scenario == "clock":
+        a, b = (torch.load(tmp_path / f"rank{r}.pt", weights_only=True) for r in (0, 1))
+        assert a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)
+        assert all(torch.equal(a[k], v.float()) for k, v in saved["model"].items())
+    assert len(r0["seeds"]) == len(r1["seeds"]) == step
+    assert all(x != y for x, y in zip(r0["seeds"], r1["seeds"], strict=True))  # per-rank noise
+    assert not set(r0["items"]) & set(r1["items"])  # each rank its own crops
+    assert sorted(r0["items"] + r1["items"]) == list(range(2 * 4 * step))
+    rows = [json.loads(x) for x in (run / "log.jsonl").read_text().splitlines()]
+    assert [r["step"] for r in rows if r["kind"] == "train"] == list(range(1, step + 1))
+    val = [r for r in rows if r["kind"] == "val"][-1]
+    assert val["step"] == step
+    cfg = tiny(prepared)
+    ckpt = load_checkpoint(run / "last.pt")
+    sums, counts = seeded_nll(ckpt.model, load_songs(prepared, "validation", 2), 128, "cpu",
+                              seeds=cfg.train.val_seeds, seed=cfg.train.seed)
+    assert val["loss"] == pytest.approx(range_mean(sums, counts, 0, 64), abs=1e-6)

@@ -30,6 +30,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     nll.add_argument("--max-songs", type=int, help="use only the first N songs of the split")
     nll.add_argument("--batch-size", type=int, default=1)
     nll.add_argument("--seed", type=int, default=0, help="seed of the SPE noise draws")
+    nll.add_argument("--seeds", type=int, default=1, help="average over this many SPE noise "
+                     "draws per song (default 1)")
     nll.set_defaults(func=run_nll)
 
     style = tasks.add_parser(
@@ -79,7 +81,7 @@ def run_nll(args: argparse.Namespace) -> int:
     check_seed("--seed", args.seed)
     res = evaluate_nll(args.checkpoint, args.data, args.out, split=args.split,
                        max_len=args.max_len, max_songs=args.max_songs, device=args.device,
-                       batch_size=args.batch_size, seed=args.seed)
+                       batch_size=args.batch_size, seed=args.seed, seeds=args.seeds)
     for label, m in res["models"].items():
         print(f"{label}: NLL within {m['crop_len']} = {_fmt(m['mean_within'])}, "
               f"beyond = {_fmt(m['mean_beyond'])}")

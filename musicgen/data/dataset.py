@@ -2,7 +2,7 @@
 
 Tokens stay memory-mapped (many DataLoader workers share one page cache). Every random choice of
 a crop is drawn from a generator seeded by (seed, epoch, index), so a batch is the same whatever
-the number of DataLoader workers.
+the number of DataLoader workers; the song order is reshuffled for every pass over the songs.
 """
 
 from __future__ import annotations
@@ -70,9 +70,11 @@ def load_songs(path: str | Path, split: str, max_songs: int | None = None) -> li
 class SongSampler(Dataset):
     """What every training dataset shares: which song item `index` uses, its RNG, transposition.
 
-    Item `index` of epoch `e` depends only on (seed, e, index), so results do not depend on the
-    number of DataLoader workers and a resumed run sees the same items. With the default
-    `num_samples` (number of songs) an epoch visits every song once, in a per-epoch random order.
+    Item `index` depends only on (seed, epoch offset, index), so results do not depend on the
+    number of DataLoader workers and a resumed run sees the same items. Indices run through the
+    songs in passes: index i belongs to pass `epoch + i // n_songs`, and each pass visits every
+    song once in its own random order, so a long run (num_samples >> n_songs) is reshuffled every
+    epoch while each item stays a pure function of its index (hence of the training step).
     """
 
     def __init__(self, split: PreparedSplit, transpose: tuple[int, int] | list[int] = (0, 0),
@@ -87,8 +89,8 @@ class SongSampler(Dataset):
         self.seed = int(seed)
         self.num_samples = len(split) if num_samples is None else int(num_samples)
         self.tokenizer = split.tokenizer
-        self.epoch = 0
-        self._perm: tuple[int, np.ndarray] | None = None
+        self.epoch = 0  # offset added to every item's pass (`set_epoch`, torch's convention)
+        self._perms: dict[int, np.ndarray] = {}
 
     def set_epoch(self, epoch: int) -> None:
         self.epoch = int(epoch)
@@ -96,12 +98,17 @@ class SongSampler(Dataset):
     def __len__(self) -> int:
         return self.num_samples
 
+    def pass_of(self, index: int) -> int:
+        """The pass over the songs (epoch) that item `index` belongs to."""
+        return self.epoch + int(index) // len(self.split)
+
     def song_index(self, index: int) -> int:
-        n = len(self.split)
-        if self._perm is None or self._perm[0] != self.epoch:
-            order = np.random.default_rng([self.seed, self.epoch, 2**31]).permutation(n)
-            self._perm = (self.epoch, order)
-        return int(self._perm[1][index % n])
+        n, e = len(self.split), self.pass_of(index)
+        if e not in self._perms:
+            if len(self._perms) >= 2:  # sequential reads need this pass and the next one
+                self._perms.pop(min(self._perms))
+            self._perms[e] = np.random.default_rng([self.seed, e, 2**31]).permutation(n)
+        return int(self._perms[e][int(index) % n])
 
     def item_rng(self, index: int) -> np.random.Generator:
         return np.random.default_rng([self.seed, self.epoch, int(index)])
