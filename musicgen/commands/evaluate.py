@@ -19,11 +19,13 @@ def register(sub: argparse._SubParsersAction) -> None:
         "nll", help="per-position NLL on held-out songs (several checkpoints on one plot)",
         description="Feed whole held-out songs (up to --max-len tokens, default twice the "
         "training crop) and average the NLL per 128-token segment, within and beyond the "
-        "training length.")
+        "training length; also the NLL per note (total NLL / notes scored), comparable across "
+        "tokenizations.")
     nll.add_argument("--checkpoint", nargs="+", required=True, help="checkpoint file(s) or run "
                      "folder(s)")
     nll.add_argument("--data", required=True, help="folder written by `musicgen prepare`")
-    nll.add_argument("--split", default="validation")
+    nll.add_argument("--split", default="validation", help="train | validation | test | all "
+                     "(every song of the folder)")
     nll.add_argument("--max-len", type=int, help="tokens per song (default: 2 x crop_len)")
     nll.add_argument("--max-songs", type=int, help="use only the first N songs of the split")
     nll.add_argument("--batch-size", type=int, default=1)
@@ -76,7 +78,7 @@ def run_nll(args: argparse.Namespace) -> int:
                        batch_size=args.batch_size, seed=args.seed)
     for label, m in res["models"].items():
         print(f"{label}: NLL within {m['crop_len']} = {_fmt(m['mean_within'])}, "
-              f"beyond = {_fmt(m['mean_beyond'])}")
+              f"beyond = {_fmt(m['mean_beyond'])}, per note = {_fmt(m['nll_per_note'])}")
     print(f"wrote {args.out}/nll.json, {args.out}/nll.png")
     return 0
 
@@ -88,9 +90,12 @@ def run_style(args: argparse.Namespace) -> int:
                          max_tokens=args.max_tokens, samples=args.samples,
                          temperature=args.temperature, top_p=args.top_p, seed=args.seed,
                          device=args.device, max_prompts=args.max_prompts)
-    for metric, segs in res["summary"].items():
-        print(f"{metric}: " + "  ".join(f"seg{i + 1} {_fmt(s['mean'])}" for i, s in
-                                        enumerate(segs)))
+    rows = (("summary", "sampled"), ("reference_summary", "true continuation"),
+            ("baseline_summary", "other song"))
+    for metric in res["summary"]:
+        for key, what in rows:
+            print(f"{metric} ({what}): " + "  ".join(
+                f"seg{i + 1} {_fmt(s['mean'])}" for i, s in enumerate(res[key][metric])))
     print(f"wrote {args.out}/style.json, {args.out}/style.png")
     return 0
 
