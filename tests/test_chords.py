@@ -164,6 +164,13 @@ def test_chords_sit_at_their_grid_positions_before_the_notes(tok):
     assert tok.decode(ids).tracks[0].notes == plain.tracks[0].notes
 
 
+def test_two_changes_on_one_position_keep_the_later(tok):
+    spans = [ChordSpan(0.0, 0.02, "C:maj"), ChordSpan(0.02, 0.5, "G:maj"),  # both on position 0
+             ChordSpan(0.5, 0.53, "E:min"), ChordSpan(0.53, 2.0, "G:maj")]  # E:min on 4, then G
+    ids = tok.encode(constructed_score(), chords=spans)
+    assert timed_chords(tok, ids) == [(0, 0, "G:maj")]  # 0.53 s rounds onto position 4 too
+
+
 def test_annotated_chords_follow_the_tempo_map_of_real_songs(tok):
     for song in SONGS:
         spans = read_chord_file(song.parent / "chord_midi.txt")
