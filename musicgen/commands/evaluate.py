@@ -50,9 +50,10 @@ def register(sub: argparse._SubParsersAction) -> None:
 
     music = tasks.add_parser(
         "music", help="descriptive statistics of a MIDI folder (vs a reference folder)",
-        description="Pitch-class entropy, scale consistency, note density, polyphony, groove "
-        "consistency, empty-bar rate; the grammar error rate too when a checkpoint or "
-        "tokenizer is given.")
+        description="Pitch-class entropy, scale consistency, note density (notes per bar), "
+        "polyphony, groove consistency, empty-bar rate, and texture: notes per onset, share of "
+        "onsets with >= 8 notes, share of duplicate (onset, pitch) notes, share of bars with "
+        "<= 2 notes; the grammar error rate too when a checkpoint or tokenizer is given.")
     music.add_argument("midi_dir")
     music.add_argument("--reference", help="folder of reference MIDI files")
     music.add_argument("--checkpoint", help="take the tokenizer from this checkpoint")
