@@ -256,3 +256,14 @@ def test_prepare_skips_a_song_whose_annotation_is_broken(tmp_path):
     assert summary["songs"] == len(SONGS) - 1 and summary["skipped"] == 1
     reason = (out / "skipped.csv").read_text()
     assert "100/100.mid" in reason and "chord_midi.txt: line 2: chord label 'Q:min'" in reason
+
+
+@pytest.mark.slow
+def test_grammar_accepts_all_of_pop909_with_annotated_chords(tok):
+    shared = ROOT.parent / "shared" / "data" / "pop909"
+    folders = sorted(p for p in shared.glob("[0-9]*") if (p / "chord_midi.txt").is_file())
+    if len(folders) < 850:
+        pytest.skip("shared POP909 data not available")
+    for d in folders:
+        ids = tok.encode(d / f"{d.name}.mid", chords=read_chord_file(d / "chord_midi.txt"))
+        assert accepted(tok, ids), d
