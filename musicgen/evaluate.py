@@ -177,6 +177,28 @@ def model_label(config, path: str | Path) -> str:
     return f"{m.pe}{gate} ({p.parent.name}/{p.name})" if p.parent.name else f"{m.pe}{gate}"
 
 
+def notes_scored(tokenizer, songs: Sequence[np.ndarray], max_len: int) -> int:
+    """Notes in the scored part of each song (its first max_len + 1 tokens), read by decoding:
+    the denominator of NLL per note, which is comparable across tokenizations."""
+    return sum(len(notes_from_score(tokenizer.decode(np.asarray(s)[: max_len + 1])))
+               for s in songs)
+
+
+def load_eval_songs(data: str | Path, split: str, max_songs: int | None):
+    """(songs, tokenizer) of one split, or of train + validation + test for `split='all'`."""
+    from musicgen.data.dataset import PreparedSplit
+    from musicgen.data.prepare import SPLITS
+
+    names = [split]
+    if split == "all":  # the splits the folder has (prepare writes all three)
+        names = [s for s in SPLITS if (Path(data) / s / "tokens.npy").is_file()] or [SPLITS[0]]
+    parts = [PreparedSplit(data, s) for s in names]
+    songs = [np.asarray(p[i]) for p in parts for i in range(len(p))][:max_songs]
+    if not songs:
+        raise MusicgenError(f"{data}: split '{split}' holds no songs")
+    return songs, parts[0].tokenizer
+
+
 def evaluate_nll(
     checkpoints: Sequence[str | Path], data: str | Path, out: str | Path, split: str = "validation",
     max_len: int | None = None, max_songs: int | None = None, device: str = "auto",
@@ -184,22 +206,19 @@ def evaluate_nll(
 ) -> dict:
     """Per-position NLL of each checkpoint on the same held-out songs; nll.json + nll.png.
 
-    `seed` fixes the SPE noise draws and `seeds` averages that many per song (`seeded_nll`, the
-    trainer's validation too), so a rerun gives the same numbers.
+    `split='all'` scores every song of the folder. `seed` fixes the SPE noise draws and `seeds`
+    averages that many per song (`seeded_nll`, the trainer's validation too), so a rerun gives
+    the same numbers.
     """
     from musicgen.checkpoint import load_checkpoint
-    from musicgen.data.dataset import PreparedSplit
     from musicgen.plots import plot_nll_curves
 
     if seeds < 1:
         raise MusicgenError(f"--seeds: must be at least 1, got {seeds}")
     dev = pick_device(device)
-    prepared = PreparedSplit(data, split)
-    n_songs = len(prepared) if max_songs is None else min(max_songs, len(prepared))
-    if n_songs == 0:
-        raise MusicgenError(f"{data}: split '{split}' holds no songs")
-    songs = [prepared[i] for i in range(n_songs)]
-    data_tok = prepared.tokenizer.to_dict()
+    songs, data_tokenizer = load_eval_songs(data, split, max_songs)
+    n_songs = len(songs)
+    data_tok = data_tokenizer.to_dict()
     results: dict = {"data": str(data), "split": split, "songs": n_songs, "segment": segment,
                      "seeds": seeds, "models": {}}
     curves = {}
@@ -220,6 +239,7 @@ def evaluate_nll(
             "checkpoint": str(ckpt), "pe": loaded.config.model.pe, "crop_len": crop,
             "max_len": length, "mean_within": range_mean(sums, counts, 0, crop),
             "mean_beyond": range_mean(sums, counts, crop), "per_segment": curves[label],
+            **_per_note(float(sums.sum()), notes_scored(data_tokenizer, songs, length)),
             "tokens_per_segment": [int(counts[s: s + segment].sum())
                                    for s in range(0, length, segment)],
         }
@@ -228,6 +248,10 @@ def evaluate_nll(
     write_json(out / "nll.json", results)
     plot_nll_curves(curves, segment, train_len, out / "nll.png")
     return results
+
+
+def _per_note(total_nll: float, notes: int) -> dict:
+    return {"notes": notes, "nll_per_note": total_nll / notes if notes else float("nan")}
 
 
 # ---------------------------------------------------------------------------------------------
@@ -303,6 +327,8 @@ def evaluate_style(
     scores = {m: [[] for _ in range(N_STYLE_SEGMENTS)] for m in metrics}
     reference = {m: [[] for _ in range(N_STYLE_SEGMENTS)] for m in metrics}
     songs, skipped = [], []
+    sources: list[Notes] = []
+    truths: list[Notes] = []  # the real continuations, also the other-song baseline
     for path in tqdm(files, desc="style"):
         try:
             ids = tok.encode(path)
@@ -315,6 +341,8 @@ def evaluate_style(
             continue
         source = notes_from_score(tok.decode(ids))
         truth = notes_from_score(tok.decode(true_continuation(tok, ids, prompt, max_tokens)))
+        sources.append(source)
+        truths.append(truth)
         for s, seg in enumerate(split_by_time(truth, bars * BAR_BEATS)):
             per_track = style_similarity_per_track(seg, source)
             for m in metrics:
@@ -341,12 +369,41 @@ def evaluate_style(
         raise MusicgenError(f"{prompts}: no usable prompt song ({len(skipped)} skipped)")
     summary = {m: [summarize(seg) for seg in scores[m]] for m in metrics}
     ref_summary = {m: [summarize(seg) for seg in reference[m]] for m in metrics}
+    baseline = other_song_baseline(sources, truths, bars, metrics)
     results = {"checkpoint": str(checkpoint), "bars": bars, "max_tokens": max_tokens,
                "samples": samples, "sampling": vars(options), "summary": summary,
-               "reference_summary": ref_summary, "songs": songs, "skipped": skipped}
+               "reference_summary": ref_summary,
+               "baseline_summary": {m: [summarize(seg) for seg in baseline[m]] for m in metrics},
+               "songs": songs, "skipped": skipped}
     write_json(out / "style.json", results)
     plot_style_boxes(scores, out / "style.png", reference=reference)
     return results
+
+
+def segment_similarities(notes: Notes, source: Notes, bars: int,
+                         metrics: Sequence[str]) -> list[dict[str, float]]:
+    """Per time segment after the prompt: each similarity to `source`, averaged over its tracks."""
+    out = []
+    for seg in split_by_time(notes, bars * BAR_BEATS):
+        per_track = style_similarity_per_track(seg, source)
+        out.append({m: float(np.mean([v[m] for v in per_track.values()])) for m in metrics})
+    return out
+
+
+def other_song_baseline(sources: list[Notes], truths: list[Notes], bars: int,
+                        metrics: Sequence[str]) -> dict[str, list[list[float]]]:
+    """Similarity of each prompt song to the real continuation of an unrelated song (the next
+    prompt song, cyclically): what a continuation scores without knowing its song. Empty with
+    fewer than two songs."""
+    base: dict[str, list[list[float]]] = {m: [[] for _ in range(N_STYLE_SEGMENTS)] for m in metrics}
+    if len(sources) < 2:
+        return base
+    for i, source in enumerate(sources):
+        other = truths[(i + 1) % len(sources)]
+        for s, sims in enumerate(segment_similarities(other, source, bars, metrics)):
+            for m in metrics:
+                base[m][s].append(sims[m])
+    return base
 
 
 def _sample_path(out: Path, src: Path, k: int) -> Path:

@@ -7,7 +7,8 @@ tokenizers write 4/4, so reading bar lengths from the files would make them disa
 
 Style similarity follows Cífka et al. (design notes §3): a 2-D histogram per piece, flattened,
 compared by cosine similarity. Descriptive statistics follow the usual symbolic-music evaluation
-set (pitch-class entropy, scale consistency, polyphony, groove consistency, empty bars).
+set (pitch-class entropy, scale consistency, polyphony, groove consistency, empty bars), plus
+texture measures that a mean hides (notes per onset, stacked onsets, duplicate notes, sparse bars).
 """
 
 from __future__ import annotations
@@ -22,6 +23,11 @@ from musicgen.errors import MusicgenError
 from musicgen.limits import check_score
 
 BAR_BEATS = 4.0
+# Onsets are told apart on a sixteenth-note grid (the REMI resolution), so a raw reference file
+# and a decoded generation are compared at the same resolution.
+ONSET_STEPS_PER_BEAT = 4
+STACK_NOTES = 8  # an onset with this many notes or more is a "stack" (real POP909: < 0.01 %)
+SPARSE_BAR_NOTES = 2  # a bar with at most this many notes is "sparse"
 # Major-scale pitch-class set; natural minor scales are the same sets (relative keys).
 _MAJOR = np.array([0, 2, 4, 5, 7, 9, 11])
 
@@ -279,6 +285,53 @@ def empty_bar_rate(notes: Notes, bar_beats: float = BAR_BEATS) -> float:
     return float(1.0 - len(used) / bars)
 
 
+# texture: what averages hide (notes piled on one onset, doubled notes, near-empty bars)
+
+
+def _onset_steps(notes: Notes, steps_per_beat: int = ONSET_STEPS_PER_BEAT) -> np.ndarray:
+    """Onset of every note on the grid (integer steps; halves round up, as symusic does)."""
+    return np.floor(notes.onset * steps_per_beat + 0.5).astype(np.int64)
+
+
+def _notes_at_each_onset(notes: Notes) -> np.ndarray:
+    """Number of notes (all tracks) starting at each distinct grid onset."""
+    return np.unique(_onset_steps(notes), return_counts=True)[1]
+
+
+def notes_per_onset(notes: Notes) -> float:
+    """Mean number of notes (all tracks) starting together, onsets on the sixteenth grid."""
+    counts = _notes_at_each_onset(notes)
+    return float(counts.mean()) if len(counts) else float("nan")
+
+
+def stacked_onset_rate(notes: Notes, min_notes: int = STACK_NOTES) -> float:
+    """Fraction of distinct onsets where `min_notes` or more notes start."""
+    counts = _notes_at_each_onset(notes)
+    return float(np.mean(counts >= min_notes)) if len(counts) else float("nan")
+
+
+def duplicate_note_rate(notes: Notes) -> float:
+    """Fraction of notes repeating the (grid onset, pitch) of another note: n - distinct, over n.
+
+    Drum notes count too (a doubled hit is a duplicate as well); the track is not part of the key.
+    """
+    if len(notes) == 0:
+        return float("nan")
+    keys = _onset_steps(notes) * 128 + notes.pitch
+    return float(1.0 - len(np.unique(keys)) / len(notes))
+
+
+def sparse_bar_rate(
+    notes: Notes, max_notes: int = SPARSE_BAR_NOTES, bar_beats: float = BAR_BEATS
+) -> float:
+    """Fraction of bars (time 0 through the last onset) in which at most `max_notes` notes start."""
+    bars = n_bars(notes, bar_beats)
+    if bars == 0:
+        return float("nan")
+    per_bar = np.bincount(np.floor(notes.onset / bar_beats).astype(np.int64), minlength=bars)
+    return float(np.mean(per_bar <= max_notes))
+
+
 STATISTICS = {
     "pitch_class_entropy": pitch_class_entropy,
     "scale_consistency": scale_consistency,
@@ -286,6 +339,10 @@ STATISTICS = {
     "polyphony": polyphony,
     "groove_consistency": groove_consistency,
     "empty_bar_rate": empty_bar_rate,
+    "notes_per_onset": notes_per_onset,
+    "stacked_onset_rate": stacked_onset_rate,
+    "duplicate_note_rate": duplicate_note_rate,
+    "sparse_bar_rate": sparse_bar_rate,
 }
 
 

@@ -95,6 +95,10 @@ def card(name: str, ev: Path) -> str:
     for label, r in nll["models"].items():
         lines.append(f"| {label} | {nll['songs']} | {r['mean_within']:.3f} | "
                      f"{r['mean_beyond']:.3f} |")
+    per_note = [f"{label} {r['nll_per_note']:.3f}" for label, r in nll["models"].items()
+                if r.get("nll_per_note") is not None]
+    if per_note:  # total NLL / notes scored: comparable across tokenizations
+        lines += ["", f"NLL per note (nats; total NLL / notes scored): {', '.join(per_note)}."]
     lines += ["", "Per 128-token segment: `musicgen evaluate nll` (figure in "
               "`docs/figures/`).", ""]
     music = ev / f"music_{name}" / "music.json"
@@ -136,6 +140,11 @@ def style_section(d: dict) -> list[str]:
         out.append(f"| {feat}, sampled | " + " | ".join(cells) + " |")
         ref = [f"{s['mean']:.3f}" for s in d["reference_summary"][feat]]
         out.append(f"| {feat}, the song's real continuation | " + " | ".join(ref) + " |")
+        if feat in d.get("baseline_summary", {}):  # evaluate style since the other-song baseline
+            base = ["n/a" if s["mean"] is None else f"{s['mean']:.3f}"
+                    for s in d["baseline_summary"][feat]]
+            out.append(f"| {feat}, an unrelated song's real continuation | "
+                       + " | ".join(base) + " |")
     out.append("")
     return out
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import math
+import shutil
 import struct
 from pathlib import Path
 
@@ -406,3 +407,67 @@ def test_cli_plot_kernels_and_attention(run, tmp_path, capsys):
     assert png_size(out / "attention.png") == (800, 500)
     assert main(["plot", "kernels", "--checkpoint", str(ckpts["ape"]), "--out", str(out)]) == 1
     assert "no learned positional kernel" in capsys.readouterr().err
+
+
+def test_nll_per_note_is_total_nll_over_the_notes_scored(run, remi):
+    root, data, ckpts = run
+    res = evaluate_nll([ckpts["ape"]], data, root / "per_note", max_songs=2, max_len=200)
+    m = next(iter(res["models"].values()))
+    total = sum(v * n for v, n in zip(m["per_segment"], m["tokens_per_segment"], strict=True))
+    pitch = remi.tables.family == 5  # notes: a Pitch whose triple is complete in the first 201
+    expected = 0
+    for s in np.load(data / "validation" / "tokens.npy")[:600].reshape(2, 300)[:, :201]:
+        idx = np.flatnonzero(pitch[s])
+        expected += int(np.sum(idx + 2 < len(s)))
+    assert m["notes"] == expected > 50
+    assert m["nll_per_note"] == pytest.approx(total / expected, rel=1e-6)
+    assert m["nll_per_note"] > m["mean_within"]  # a note takes ~3 tokens, and more
+
+
+def test_evaluate_nll_split_all_scores_every_song(run, tmp_path, capsys):
+    root, data, ckpts = run
+    folder = tmp_path / "data"
+    shutil.copytree(data, folder)
+    shutil.copytree(data / "validation", folder / "train")  # train: the same three songs
+    per = {s: evaluate_nll([ckpts["ape"]], folder, tmp_path / s, split=s)
+           for s in ("train", "validation", "all")}
+    assert per["all"]["songs"] == 6 and per["all"]["split"] == "all"
+    m = {s: next(iter(r["models"].values())) for s, r in per.items()}
+    assert m["all"]["notes"] == 2 * m["validation"]["notes"]
+    assert m["all"]["nll_per_note"] == pytest.approx(m["validation"]["nll_per_note"], rel=1e-5)
+    assert main(["evaluate", "nll", "--checkpoint", str(ckpts["ape"]), "--data", str(folder),
+                 "--split", "all", "--out", str(tmp_path / "cli")]) == 0
+    assert "per note = " in capsys.readouterr().out
+    with pytest.raises(MusicgenError, match="split 'nope' not found"):
+        evaluate_nll([ckpts["ape"]], folder, tmp_path / "x", split="nope")
+
+
+def test_other_song_baseline_scores_each_song_against_the_next_ones_continuation():
+    from musicgen.evaluate import other_song_baseline, segment_similarities
+
+    # song A: quarter notes rising by 2; song B: long notes on the off-beats, rising by 7 (no
+    # shared histogram bin with A); both continue past the 2-bar prompt (8 beats)
+    a = make_notes(np.arange(0, 24.0), [0.25] * 24, [60 + 2 * (k % 2) for k in range(24)])
+    b = make_notes(np.arange(2.5, 24, 4.0), [1.5] * 6, [60 + 7 * (k % 2) for k in range(6)])
+    base = other_song_baseline([a, b], [a, b], 2, ("time_pitch", "onset_duration"))
+    assert base["time_pitch"] == [[0.0, 0.0]] * 4 and base["onset_duration"] == [[0.0, 0.0]] * 4
+    same = other_song_baseline([a, a], [a, a], 2, ("time_pitch",))  # = its own continuation
+    own = [seg["time_pitch"] for seg in segment_similarities(a, a, 2, ("time_pitch",))]
+    assert same["time_pitch"] == [[v, v] for v in own] and min(own) > 0.8
+    assert other_song_baseline([a], [a], 2, ("time_pitch",)) == {"time_pitch": [[], [], [], []]}
+
+
+def test_cli_evaluate_style_prints_the_other_song_baseline(run, tmp_path, capsys):
+    root, data, ckpts = run
+    prompts = tmp_path / "prompts"
+    prompts.mkdir()
+    for n in ("004", "006"):
+        (prompts / f"{n}.mid").write_bytes((POP909 / n / f"{n}.mid").read_bytes())
+    assert main(["evaluate", "style", "--checkpoint", str(ckpts["ape"]), "--prompts",
+                 str(prompts), "--max-tokens", "160", "--samples", "1", "--out",
+                 str(tmp_path / "o")]) == 0
+    out = capsys.readouterr().out
+    assert "time_pitch (true continuation): seg1" in out and "time_pitch (other song): seg1" in out
+    res = json.loads((tmp_path / "o" / "style.json").read_text())
+    for seg in res["baseline_summary"]["time_pitch"]:
+        assert seg["n"] == 2 and 0 <= seg["mean"] <= 1

@@ -191,3 +191,66 @@ def test_grammar_error_rate_counts_rejected_ids():
     duration = next(i for i in range(tok.vocab_size) if tok.token_name(i).startswith("Duration"))
     bad = ids[:5] + [duration] + ids[5:]  # a Duration where a Pitch or Position must come
     assert grammar_error_rate(bad, tok.grammar()) == pytest.approx(1 / len(bad))
+
+
+# --- texture --------------------------------------------------------------------------------------
+
+
+def texture_piece():
+    """Known texture: 18 notes on 7 sixteenth-grid onsets over 5 bars.
+
+    beat 0: C E G + a C 0.01 beat later (same grid onset, same pitch: 1 duplicate); beat 1: one
+    note; beat 4: 9 notes (a stack); beat 8: one note; bar 3 empty; beats 16, 17, 18: one each.
+    """
+    onsets = [0, 0, 0, 0.01, 1] + [4] * 9 + [8, 16, 17, 18]
+    pitches = [60, 64, 67, 60, 62] + list(range(60, 69)) + [60, 60, 62, 64]
+    return make_notes(onsets, [0.5] * len(onsets), pitches)
+
+
+def test_texture_statistics_of_a_constructed_piece():
+    from musicgen.metrics import (
+        duplicate_note_rate,
+        notes_per_onset,
+        sparse_bar_rate,
+        stacked_onset_rate,
+    )
+
+    p = texture_piece()
+    assert len(p) == 18
+    assert notes_per_onset(p) == pytest.approx(18 / 7)
+    assert stacked_onset_rate(p) == pytest.approx(1 / 7)
+    assert stacked_onset_rate(p, min_notes=4) == pytest.approx(2 / 7)  # beat 0 has 4 notes
+    assert duplicate_note_rate(p) == pytest.approx(1 / 18)
+    assert note_density(p) == pytest.approx(18 / 5)
+    assert sparse_bar_rate(p) == pytest.approx(2 / 5)  # bar 2 (one note) and bar 3 (none)
+    # half a sixteenth rounds up onto the next onset: a separate onset, no duplicate
+    q = make_notes([0, 0.125], [1, 1], [60, 60])
+    assert notes_per_onset(q) == 1.0 and duplicate_note_rate(q) == 0.0
+    empty = make_notes([], [], [])
+    assert all(math.isnan(f(empty)) for f in (notes_per_onset, stacked_onset_rate,
+                                               duplicate_note_rate, sparse_bar_rate))
+
+
+def test_texture_statistics_from_a_midi_score():
+    """Two tracks doubling a pitch are duplicates; read through symusic at 480 ticks/beat."""
+    score = symusic.Score(480)
+    melody, piano = symusic.Track("melody", 0, False), symusic.Track("piano", 0, False)
+    for k in range(8):  # 2 bars of quarter notes, the piano doubling the melody on beats 0, 4
+        melody.notes.append(symusic.Note(k * 480, 480, 72 + k % 3, 90))
+    for tick in (0, 1920):
+        for pitch in (48, 55, 72):
+            piano.notes.append(symusic.Note(tick, 1920, pitch, 70))
+    score.tracks.extend([melody, piano])
+    s = music_statistics(notes_from_score(score))
+    assert s["notes_per_onset"] == pytest.approx(14 / 8)
+    assert s["duplicate_note_rate"] == pytest.approx(1 / 14)  # beat 0 doubles 72; beat 4: 73 vs 72
+    assert s["stacked_onset_rate"] == 0.0 and s["sparse_bar_rate"] == 0.0
+
+
+def test_texture_of_real_pop909_songs():
+    for n in (1, 2, 3, 4, 5):
+        s = music_statistics(song(n))
+        assert 1.0 <= s["notes_per_onset"] < 3.0
+        assert s["stacked_onset_rate"] < 0.01
+        assert s["duplicate_note_rate"] < 0.05
+        assert s["sparse_bar_rate"] < 0.2

@@ -21,11 +21,13 @@ def register(sub: argparse._SubParsersAction) -> None:
         "nll", help="per-position NLL on held-out songs (several checkpoints on one plot)",
         description="Feed whole held-out songs (up to --max-len tokens, default twice the "
         "training crop) and average the NLL per 128-token segment, within and beyond the "
-        "training length.")
+        "training length; also the NLL per note (total NLL / notes scored), comparable across "
+        "tokenizations.")
     nll.add_argument("--checkpoint", nargs="+", required=True, help="checkpoint file(s) or run "
                      "folder(s)")
     nll.add_argument("--data", required=True, help="folder written by `musicgen prepare`")
-    nll.add_argument("--split", default="validation")
+    nll.add_argument("--split", default="validation", help="train | validation | test | all "
+                     "(every song of the folder)")
     nll.add_argument("--max-len", type=int, help="tokens per song (default: 2 x crop_len)")
     nll.add_argument("--max-songs", type=int, help="use only the first N songs of the split")
     nll.add_argument("--batch-size", type=int, default=1)
@@ -52,9 +54,10 @@ def register(sub: argparse._SubParsersAction) -> None:
 
     music = tasks.add_parser(
         "music", help="descriptive statistics of a MIDI folder (vs a reference folder)",
-        description="Pitch-class entropy, scale consistency, note density, polyphony, groove "
-        "consistency, empty-bar rate; the grammar error rate too when a checkpoint or "
-        "tokenizer is given.")
+        description="Pitch-class entropy, scale consistency, note density (notes per bar), "
+        "polyphony, groove consistency, empty-bar rate, and texture: notes per onset, share of "
+        "onsets with >= 8 notes, share of duplicate (onset, pitch) notes, share of bars with "
+        "<= 2 notes; the grammar error rate too when a checkpoint or tokenizer is given.")
     music.add_argument("midi_dir")
     music.add_argument("--reference", help="folder of reference MIDI files")
     music.add_argument("--checkpoint", help="take the tokenizer from this checkpoint")
@@ -84,7 +87,7 @@ def run_nll(args: argparse.Namespace) -> int:
                        batch_size=args.batch_size, seed=args.seed, seeds=args.seeds)
     for label, m in res["models"].items():
         print(f"{label}: NLL within {m['crop_len']} = {_fmt(m['mean_within'])}, "
-              f"beyond = {_fmt(m['mean_beyond'])}")
+              f"beyond = {_fmt(m['mean_beyond'])}, per note = {_fmt(m['nll_per_note'])}")
     print(f"wrote {args.out}/nll.json, {args.out}/nll.png")
     return 0
 
@@ -100,9 +103,12 @@ def run_style(args: argparse.Namespace) -> int:
                          max_tokens=args.max_tokens, samples=args.samples,
                          temperature=args.temperature, top_p=args.top_p, seed=args.seed,
                          device=args.device, max_prompts=args.max_prompts)
-    for metric, segs in res["summary"].items():
-        print(f"{metric}: " + "  ".join(f"seg{i + 1} {_fmt(s['mean'])}" for i, s in
-                                        enumerate(segs)))
+    rows = (("summary", "sampled"), ("reference_summary", "true continuation"),
+            ("baseline_summary", "other song"))
+    for metric in res["summary"]:
+        for key, what in rows:
+            print(f"{metric} ({what}): " + "  ".join(
+                f"seg{i + 1} {_fmt(s['mean'])}" for i, s in enumerate(res[key][metric])))
     print(f"wrote {args.out}/style.json, {args.out}/style.png")
     return 0
 

@@ -114,6 +114,7 @@ class Job:
     fingerprint: str
     max_bytes: int
     limits: Limits = field(default_factory=Limits)
+    chords: str = ""  # POP909: the song's chord_midi.txt (its chords replace detected ones)
 
 
 @dataclass
@@ -152,7 +153,12 @@ def process_song(job: Job, tok: Tokenizer | None = None) -> Result:
     if not data:
         return Result(job.rel, "empty file")
     digest = hashlib.sha1(data).hexdigest()
-    cache = Path(job.cache_dir) / f"{job.fingerprint}-{digest}.npy"
+    try:
+        chord_text = Path(job.chords).read_bytes() if job.chords else b""
+    except OSError as exc:
+        return Result(job.rel, f"cannot read {job.chords} ({exc.strerror or type(exc).__name__})")
+    key = hashlib.sha1(data + b"\0" + chord_text).hexdigest() if job.chords else digest
+    cache = Path(job.cache_dir) / f"{job.fingerprint}-{key}.npy"
     if cache.is_file():
         try:
             arr = np.load(cache)
@@ -170,7 +176,7 @@ def process_song(job: Job, tok: Tokenizer | None = None) -> Result:
         return Result(job.rel, f"corrupt MIDI ({msg})")
     try:
         check_score(score, "score", job.limits)  # before the tokenizer allocates per bar
-        ids = tok.encode(score)
+        ids = _encode(tok, score, job.chords, chord_text)
     except MusicgenError as exc:
         return Result(job.rel, str(exc).removeprefix("score: "))
     except MemoryError:
@@ -195,6 +201,28 @@ def _accepted(job: Job, tok: Tokenizer, arr: np.ndarray, digest: str, cache: Pat
     except MusicgenError as exc:
         return Result(job.rel, str(exc).removeprefix("score: "))
     return Result(job.rel, "", digest, len(arr), bars, str(cache), reused)
+
+
+def _encode(tok: Tokenizer, score, chord_path: str, chord_text: bytes) -> list[int]:
+    """Ids of one song; a REMI tokenizer takes its chords from the annotation when there is one."""
+    from musicgen.tokenizers.chords import parse_chord_text
+    from musicgen.tokenizers.remi import RemiTokenizer
+
+    if not chord_path or not isinstance(tok, RemiTokenizer):
+        return tok.encode(score)
+    try:
+        text = chord_text.decode("utf-8")
+    except UnicodeDecodeError:
+        raise MusicgenError(f"{chord_path}: not a UTF-8 text file") from None
+    return tok.encode(score, chords=parse_chord_text(text, chord_path))
+
+
+def chord_file(path: Path, dataset: str) -> str:
+    """POP909's chord annotation next to a song, if there is one."""
+    from musicgen.tokenizers.chords import CHORD_FILE
+
+    found = path.parent / CHORD_FILE
+    return str(found) if dataset == "pop909" and found.is_file() else ""
 
 
 # ---------------------------------------------------------------------------------------------
@@ -365,7 +393,8 @@ def prepare(
     official = official_splits(root, dataset)
     max_bytes = int(max_size_mb * 2**20)
     jobs = [
-        Job(str(p), p.relative_to(root).as_posix(), str(cache_dir), fp, max_bytes, limits)
+        Job(str(p), p.relative_to(root).as_posix(), str(cache_dir), fp, max_bytes, limits,
+            chord_file(p, dataset))
         for p in files
     ]
     results = sorted(_run_jobs(jobs, tok, int(workers)), key=lambda r: r.rel)

@@ -20,6 +20,7 @@ from miditok.constants import SCORE_LOADING_EXCEPTION
 from musicgen.errors import MusicgenError
 from musicgen.limits import check_score
 from musicgen.tokenizers.base import PAD_ID, Tokenizer
+from musicgen.tokenizers.chords import ChordSpan, chord_grid_events, insert_chords
 from musicgen.tokenizers.remi_grammar import RemiGrammar, RemiTables
 
 # The paper's pop-piano vocabulary, expressed with miditok's options (nearest choices documented
@@ -167,7 +168,10 @@ class RemiTokenizer(Tokenizer):
         check_score(score, str(path))  # before miditok allocates per bar
         return score
 
-    def encode(self, src: str | Path | symusic.Score) -> list[int]:
+    def encode(
+        self, src: str | Path | symusic.Score, chords: list[ChordSpan] | None = None
+    ) -> list[int]:
+        """With `chords` (annotations), their Chord tokens replace miditok's detected ones."""
         where = "score" if isinstance(src, symusic.Score) else str(src)
         score = merge_piano(self.load_score(src))
         if len(score.tracks[0].notes) == 0:
@@ -178,9 +182,20 @@ class RemiTokenizer(Tokenizer):
             raise MusicgenError(f"{where}: cannot tokenize ({exc})") from None
         seq = seqs[0] if isinstance(seqs, list) else seqs
         ids = [self.bos_id, *seq.ids, self.eos_id]
+        if chords is not None:
+            ids = self._annotated_chords(ids, score, chords)
         if not np.any(self.tables.family[np.asarray(ids)] == RemiTables.PITCH):
             raise MusicgenError(f"{where}: no notes inside the piano range")
         return ids
+
+    def _annotated_chords(
+        self, ids: list[int], score: symusic.Score, chords: list[ChordSpan]
+    ) -> list[int]:
+        ppb = int(self._mt.config.max_num_pos_per_beat)
+        events, _ = chord_grid_events(
+            score, chords, self.tables, self._mt.config.chord_maps, ppb, 4 * ppb
+        )  # every bar is 4/4: 4 beats of `ppb` positions
+        return insert_chords(ids, events, self.tables, self.bar_id)
 
     def decode(self, ids: list[int] | np.ndarray) -> symusic.Score:
         arr = np.asarray(ids, dtype=np.int64).reshape(-1)

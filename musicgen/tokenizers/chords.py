@@ -1,0 +1,208 @@
+"""Chord tokens from annotations (POP909's `chord_midi.txt`) instead of miditok's onset detection.
+
+An annotation line is `start_seconds <tab> end_seconds <tab> label`, the label in Harte's syntax
+(`C:maj`, `A:min7`, `F#:maj7/5`, `Bb:sus4(b7)`, `N` = no chord). Each label is folded onto the
+tokenizer's chord qualities: the quality whose pitch set is the largest subset of the label's
+(so sixths, added tones and 7sus4 keep their triad, the bass of an inversion is dropped, the
+root stays). Seconds become ticks through the MIDI's tempo map, then positions on the
+tokenizer's grid with symusic's rounding (the one miditok's resampling applies to notes). A chord
+token is written where the chord changes: repeats of the same chord are merged, `N` ends the
+current chord and writes nothing. See docs/tokenization.md.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import symusic
+
+from musicgen.errors import MusicgenError
+from musicgen.tokenizers.remi_grammar import RemiTables
+
+CHORD_FILE = "chord_midi.txt"  # POP909's annotation, aligned to the MIDI (not to the audio)
+
+NOTE_NAMES = {"C": 0, "D": 2, "E": 4, "F": 5, "G": 7, "A": 9, "B": 11}
+# Harte shorthands as intervals above the root (semitones, mod 12)
+SHORTHANDS: dict[str, tuple[int, ...]] = {
+    "maj": (0, 4, 7), "min": (0, 3, 7), "dim": (0, 3, 6), "aug": (0, 4, 8),
+    "maj7": (0, 4, 7, 11), "min7": (0, 3, 7, 10), "7": (0, 4, 7, 10), "dim7": (0, 3, 6, 9),
+    "hdim7": (0, 3, 6, 10), "minmaj7": (0, 3, 7, 11), "maj6": (0, 4, 7, 9), "min6": (0, 3, 7, 9),
+    "9": (0, 4, 7, 10, 2), "maj9": (0, 4, 7, 11, 2), "min9": (0, 3, 7, 10, 2),
+    "sus2": (0, 2, 7), "sus4": (0, 5, 7), "5": (0, 7), "1": (0,),
+}  # fmt: skip
+DEGREES = {1: 0, 2: 2, 3: 4, 4: 5, 5: 7, 6: 9, 7: 11, 9: 2, 11: 5, 13: 9}
+NO_CHORD = ("N", "X")  # no chord, unknown chord: both write nothing and end the current chord
+_LABEL = re.compile(r"^([A-G])([#b]*)(?::([^(/]*))?(?:\(([^)]*)\))?(?:/(.+))?$")
+_DEGREE = re.compile(r"^(\*?)([#b]*)(\d+)$")
+
+
+@dataclass(frozen=True)
+class ChordSpan:
+    """One annotation line: a chord label sounding from `start` to `end` (seconds)."""
+
+    start: float
+    end: float
+    label: str
+
+
+def read_chord_file(path: str | Path) -> list[ChordSpan]:
+    """Parse a chord annotation file; a malformed line is a one-line `MusicgenError`."""
+    path = Path(path)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise MusicgenError(f"{path}: cannot read chord annotations ({exc})") from None
+    return parse_chord_text(text, str(path))
+
+
+def parse_chord_text(text: str, where: str = "chords") -> list[ChordSpan]:
+    spans = []
+    for n, line in enumerate(text.splitlines(), 1):
+        if not line.strip():
+            continue
+        parts = line.split()
+        try:
+            start, end = float(parts[0]), float(parts[1])
+            label = parts[2]
+        except (IndexError, ValueError):
+            raise MusicgenError(
+                f"{where}: line {n}: expected 'start end label', got '{line.strip()}'"
+            ) from None
+        if not (np.isfinite(start) and start >= 0 and end >= start):
+            raise MusicgenError(f"{where}: line {n}: bad time span {start:g}..{end:g} s")
+        try:
+            label_pitch_classes(label)
+        except MusicgenError as exc:
+            raise MusicgenError(f"{where}: line {n}: {exc}") from None
+        spans.append(ChordSpan(start, end, label))
+    return spans
+
+
+def label_pitch_classes(label: str) -> tuple[int, frozenset[int]] | None:
+    """(root pitch class, intervals above it) of a Harte label; None for `N` / `X`.
+
+    The bass after `/` is ignored (inversions fold to root position). Unknown syntax raises.
+    """
+    if label in NO_CHORD:
+        return None
+    m = _LABEL.match(label)
+    if m is None:
+        raise MusicgenError(f"chord label '{label}': not in Harte's syntax (e.g. C:maj)")
+    letter, accidentals, shorthand, extra, _bass = m.groups()
+    root = (NOTE_NAMES[letter] + accidentals.count("#") - accidentals.count("b")) % 12
+    shorthand = "maj" if shorthand is None else shorthand
+    if shorthand not in SHORTHANDS and not (shorthand == "" and extra):
+        raise MusicgenError(f"chord label '{label}': unknown quality '{shorthand}'")
+    intervals = set(SHORTHANDS.get(shorthand, (0,)))
+    for degree in (extra or "").split(","):
+        if degree.strip():
+            omit, semitones = _degree(degree.strip(), label)
+            (intervals.discard if omit else intervals.add)(semitones)
+    return root, frozenset(intervals)
+
+
+def _degree(text: str, label: str) -> tuple[bool, int]:
+    m = _DEGREE.match(text)
+    if m is None or int(m.group(3)) not in DEGREES:
+        raise MusicgenError(f"chord label '{label}': unknown degree '{text}'")
+    omit, acc, number = m.groups()
+    return bool(omit), (DEGREES[int(number)] + acc.count("#") - acc.count("b")) % 12
+
+
+def fold_quality(intervals: frozenset[int], chord_maps: dict[str, Sequence[int]]) -> str | None:
+    """The quality whose pitch-class set is the largest subset of `intervals` (first on ties)."""
+    best, size = None, 0
+    for quality, pitch_map in chord_maps.items():
+        pcs = {int(p) % 12 for p in pitch_map}
+        if pcs <= intervals and len(pcs) > size:
+            best, size = quality, len(pcs)
+    return best
+
+
+def seconds_to_ticks(score: symusic.Score, seconds: np.ndarray) -> np.ndarray:
+    """Times in seconds -> ticks of `score` (float), through its tempo map (120 bpm if none)."""
+    tpq = score.ticks_per_quarter
+    tempos = sorted(((int(t.time), int(t.mspq)) for t in score.tempos), key=lambda x: x[0])
+    if not tempos or tempos[0][0] > 0:
+        tempos.insert(0, (0, tempos[0][1] if tempos else 500_000))
+    ticks = np.array([t for t, _ in tempos], dtype=np.float64)
+    sec_per_tick = np.array([m for _, m in tempos], dtype=np.float64) / 1e6 / tpq
+    starts = np.concatenate([[0.0], np.cumsum(np.diff(ticks) * sec_per_tick[:-1])])  # seconds
+    seconds = np.asarray(seconds, dtype=np.float64)
+    seg = np.clip(np.searchsorted(starts, seconds, side="right") - 1, 0, len(starts) - 1)
+    return ticks[seg] + (seconds - starts[seg]) / sec_per_tick[seg]
+
+
+def chord_grid_events(
+    score: symusic.Score, spans: Sequence[ChordSpan], tables: RemiTables,
+    chord_maps: dict[str, Sequence[int]], positions_per_beat: int, positions_per_bar: int,
+) -> tuple[list[tuple[int, int, int]], int]:
+    """[(bar, position, chord id)] at every chord change, and the number of labels dropped.
+
+    A label is dropped when no quality of the tokenizer fits it. Two changes on one grid
+    position keep the later one (the chord that holds from there on).
+    """
+    if not spans:
+        return [], 0
+    ticks = seconds_to_ticks(score, np.array([s.start for s in spans]))
+    grid = np.floor(ticks * positions_per_beat / score.ticks_per_quarter + 0.5).astype(np.int64)
+    at: dict[int, int | None] = {}
+    dropped = 0
+    for span, g in zip(spans, grid, strict=True):
+        pcs = label_pitch_classes(span.label)
+        chord = None
+        if pcs is not None:
+            quality = fold_quality(pcs[1], chord_maps)
+            chord = tables.chord_to_id.get((pcs[0], quality)) if quality else None
+            dropped += chord is None
+        at[int(g)] = chord  # dict order: by time, the later span wins a shared position
+    events, current = [], None
+    for g in sorted(at):
+        if at[g] is not None and at[g] != current:
+            events.append((g // positions_per_bar, g % positions_per_bar, at[g]))
+        current = at[g]
+    return events, dropped
+
+
+def insert_chords(ids: Sequence[int], events: list[tuple[int, int, int]], tables: RemiTables,
+                  bar_id: int) -> list[int]:
+    """A REMI id sequence with its Chord tokens replaced by `events` (sorted (bar, pos, id)).
+
+    Each chord goes right after its position's Position (and Tempo) tokens, before the notes; a
+    position with no token yet gets a `Position` of its own. Chords after the last bar are left
+    out (the music has ended).
+    """
+    fam = tables.family
+    ids = [int(t) for t in ids if fam[t] != RemiTables.CHORD]  # miditok's detected chords go
+    pos_id = {int(tables.position[i]): int(i) for i in np.flatnonzero(fam == RemiTables.POSITION)}
+    out: list[int] = []
+    pending = list(reversed(events))  # pop() gives the earliest
+    bar, pos = -1, -1
+
+    def flush_before(b: int, p: int) -> None:  # chords of the current bar before (b, p)
+        while pending and pending[-1][0] == bar and (pending[-1][0], pending[-1][1]) < (b, p):
+            _, q, chord = pending.pop()
+            out.extend([pos_id[q], chord])
+
+    for i, t in enumerate(ids):
+        f = fam[t]
+        if t == bar_id or f == RemiTables.SPECIAL:
+            flush_before(bar + 1, -1)
+            while pending and pending[-1][0] <= bar:  # bars already passed (none in practice)
+                pending.pop()
+            if t == bar_id:
+                bar, pos = bar + 1, -1
+        elif f == RemiTables.POSITION:
+            flush_before(bar, int(tables.position[t]))
+            pos = int(tables.position[t])
+        out.append(t)
+        nxt = ids[i + 1] if i + 1 < len(ids) else None
+        in_header = f in (RemiTables.POSITION, RemiTables.TEMPO)
+        if in_header and (nxt is None or fam[nxt] != RemiTables.TEMPO):
+            if pending and pending[-1][:2] == (bar, pos):
+                out.append(pending.pop()[2])
+    return out
