@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 import torch
 import torch.nn.functional as F
+from paths import DATA
 
 from musicgen.checkpoint import save_checkpoint
 from musicgen.cli import main
@@ -39,7 +40,6 @@ from musicgen.plots import (
 )
 from musicgen.tokenizers import build_tokenizer
 
-DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
 POP909 = DATA / "pop909"
 
 

@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 import symusic
 import torch
+from paths import DATA
 
 from musicgen.checkpoint import save_checkpoint
 from musicgen.cli import main
@@ -17,7 +18,6 @@ from musicgen.config import Config, ModelConfig
 from musicgen.model import build_model
 from musicgen.tokenizers import build_tokenizer
 
-DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
 SONG = DATA / "pop909" / "001" / "001.mid"
 DRUMS = DATA / "groove_drums" / "drummer1" / "eval_session" / "1_funk-groove1_138_beat_4-4.mid"
 

@@ -9,6 +9,7 @@ import matplotlib.image as mpimg
 import numpy as np
 import pytest
 import symusic
+from paths import DATA
 
 from musicgen.cli import main
 from musicgen.render import (
@@ -20,7 +21,6 @@ from musicgen.render import (
     render_midi,
 )
 
-DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
 SONG = DATA / "pop909" / "001" / "001.mid"  # three tracks: MELODY, BRIDGE, PIANO
 
 
