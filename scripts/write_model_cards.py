@@ -44,7 +44,7 @@ LIMITS = {
 
 
 def card(name: str, ev: Path) -> str:
-    ckpt = ROOT / "checkpoints" / name / "model.pt"
+    ckpt = ROOT / "checkpoints" / name  # the model folder
     loaded = load_checkpoint(ckpt)
     cfg, m = loaded.config, loaded.config.model
     info = json.loads((ev / f"{name}.export.json").read_text())
@@ -58,8 +58,10 @@ def card(name: str, ev: Path) -> str:
         f"model: a Performer of {m.n_layers} layers, d_model {m.d_model}, {m.n_heads} heads, FFN "
         f"{m.d_ff}, {m.feature_map.upper()} features ({m.n_features}), positional encoding "
         f"**{pe}**{spe}; {params:.1f} M parameters; {loaded.tokenizer.name} tokens "
-        f"(vocabulary {loaded.tokenizer.vocab_size}). Weights in half precision "
-        f"({info['megabytes']} MB), loaded with `torch.load(weights_only=True)`.", "",
+        f"(vocabulary {loaded.tokenizer.vocab_size}). Weights in half precision in "
+        "`model.safetensors` (converted bit for bit from the training export by "
+        "`scripts/convert_checkpoint.py`), with `config.json` and `tokenizer.json` beside it: "
+        f"`musicgen.load(\"checkpoints/{name}\")` or `--checkpoint checkpoints/{name}`.", "",
         "## Data and licence", "", f"Trained on {DATA[loaded.tokenizer.name]}", "",
         "## Training", "",
         f"`{cfg.name}` (configs/{'pop909' if cfg.tokenizer == 'remi' else 'groove'}/small.yaml"
