@@ -159,7 +159,8 @@ def read_model_folder(folder: Path) -> dict:
         meta = json.loads((folder / "config.json").read_text())
         tokenizer = json.loads((folder / "tokenizer.json").read_text())
     except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-        raise MusicgenError(f"{folder}: config.json or tokenizer.json is not JSON ({exc})") from None
+        raise MusicgenError(f"{folder}: config.json or tokenizer.json is not JSON ({exc})") \
+            from None
     if not isinstance(meta, dict) or meta.get("format") != FOLDER_FORMAT:
         raise MusicgenError(f"{folder}: not a musicgen model folder (format tag missing)")
     try:

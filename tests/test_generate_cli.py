@@ -13,9 +13,9 @@ from paths import DATA
 
 from musicgen.checkpoint import save_checkpoint
 from musicgen.cli import main
-from musicgen.commands.generate import prompt_ids
 from musicgen.config import Config, ModelConfig
 from musicgen.model import build_model
+from musicgen.prompt import prompt_from_file
 from musicgen.tokenizers import build_tokenizer
 
 SONG = DATA / "pop909" / "001" / "001.mid"
@@ -108,7 +108,7 @@ def test_continue_keeps_the_prompt_at_its_tempo(ckpts, tmp_path, capsys):
                        "--bars", 2, "--out", tmp_path, "--num", 2, "--max-tokens", 40,
                        "--seed", 3, "--save-tokens")
     assert rc == 0
-    prompt = prompt_ids(tok, DRUMS, 0, 2)
+    prompt = prompt_from_file(tok, DRUMS, 0, 2).ids
     song = tok.encode(DRUMS)
     assert prompt == song[: int(tok.bar_starts(np.asarray(song))[2])]
     qpm = symusic.Score(str(DRUMS)).tempos[0].qpm
@@ -134,9 +134,10 @@ def test_continue_keeps_the_prompt_at_its_tempo(ckpts, tmp_path, capsys):
 
 def test_continue_remi_prompt_bars_is_a_valid_prefix(ckpts, tmp_path, capsys):
     tok = build_tokenizer("remi")
-    prompt = prompt_ids(tok, SONG, 4, 6)
+    prompt = prompt_from_file(tok, SONG, 4, 6).ids
     assert prompt[0] == tok.bos_id and prompt[1] == tok.bar_id
-    assert len(tok.bar_starts(np.asarray(prompt))) == 2
+    # two prompt bars, then the Bar that opens bar 3: the model can only write from there on
+    assert len(tok.bar_starts(np.asarray(prompt))) == 3 and prompt[-1] == tok.bar_id
     rc, stdout, _ = run_cli(capsys, "continue", "--checkpoint", ckpts["remi"], "--prompt", SONG,
                             "--prompt-bars", "4:6", "--out", tmp_path, "--num", 1,
                             "--max-tokens", 24, "--render")
