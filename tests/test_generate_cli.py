@@ -11,10 +11,7 @@ import symusic
 import torch
 from paths import DATA
 
-from musicgen.checkpoint import save_checkpoint
 from musicgen.cli import main
-from musicgen.config import Config, ModelConfig
-from musicgen.model import build_model
 from musicgen.prompt import prompt_from_file
 from musicgen.tokenizers import build_tokenizer
 
@@ -22,23 +19,9 @@ SONG = DATA / "pop909" / "001" / "001.mid"
 DRUMS = DATA / "groove_drums" / "drummer1" / "eval_session" / "1_funk-groove1_138_beat_4-4.mid"
 
 
-def make_checkpoint(folder: Path, name: str, pe: str = "sine_spe") -> Path:
-    tok = build_tokenizer(name)
-    model_cfg = ModelConfig(
-        vocab_size=tok.vocab_size, n_layers=2, d_model=32, n_heads=2, d_ff=64, dropout=0.0,
-        n_features=16, num_realizations=8, num_sines=2, kernel_size=8, pe=pe,
-    )
-    torch.manual_seed(0)
-    model = build_model(model_cfg).eval()
-    path = folder / f"tiny_{name}.pt"
-    save_checkpoint(path, model, Config(name="tiny", tokenizer=name, model=model_cfg), tok)
-    return path
-
-
 @pytest.fixture(scope="module")
-def ckpts(tmp_path_factory) -> dict[str, Path]:
-    folder = tmp_path_factory.mktemp("ckpt")
-    return {name: make_checkpoint(folder, name) for name in ("remi", "groove")}
+def ckpts(tiny_checkpoints) -> dict[str, Path]:
+    return tiny_checkpoints
 
 
 def run_cli(capsys, *argv) -> tuple[int, str, str]:
