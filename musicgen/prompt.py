@@ -7,14 +7,14 @@ Contract (issue #12): a prompt of N bars is fed as BOS, the ids of those bars, a
 carry time to the bar line after them (REMI: the next `Bar` token; groove: nothing, its TimeShifts
 already stop on bar lines), so the model can only write from bar N+1 on. The written score holds
 the prompt's notes exactly as the tokenizer reads them (its resolution) and the continuation's
-notes from bar N+1 on. Overlap rules, for notes of one track and one pitch (a MIDI file cannot
-hold two such notes sounding at once: its note-offs would be paired with the wrong note-ons):
+notes from bar N+1 on. Overlap rules, for notes of one track and one pitch:
 - a continuation note that starts while a prompt note still sounds is dropped, so the model can
-  never cut or merge a prompt note;
-- two overlapping notes of the prompt (REMI merges POP909's three piano tracks into one, so they
-  occur) or of the continuation: the earlier ends where the later starts, as a MIDI player would
-  play them; of two at the same onset the longer is kept. `Prompt.notes` already follows this
-  rule, so it is exactly what a written file reads back as.
+  never cut, lengthen or merge a prompt note;
+- within the prompt, two such notes can overlap (REMI merges POP909's three piano tracks into
+  one). A MIDI file holds them as note-on/note-off events of one key, which every reader pairs
+  first-in first-out: the earlier onset takes the earlier end. `Prompt.notes` is already in that
+  form (same onsets, same ends, same notes; only nested notes swap their ends), so it is exactly
+  what the written file reads back as.
 """
 
 from __future__ import annotations
@@ -105,7 +105,7 @@ def prompt_from_ids(tokenizer: Tokenizer, ids: list[int], start: int, end: int,
         grammar.advance(tok)
     whole = tokenizer.decode(tail + grammar.completion())
     cut = (end - start) * bar_ticks(whole.ticks_per_quarter, beats_per_bar(tokenizer))
-    notes = one_note_per_key(only_notes(whole, lambda n: n.time < cut))
+    notes = midi_pairing(only_notes(whole, lambda n: n.time < cut))
     return Prompt(ids=body + _lead_in(tokenizer), bars=end - start, notes=notes, offset=first)
 
 
@@ -165,20 +165,21 @@ def only_notes(score: symusic.Score, keep) -> symusic.Score:
     return out
 
 
-def one_note_per_key(score: symusic.Score) -> symusic.Score:
-    """Apply the second overlap rule (module docstring) to every track, in place."""
+def midi_pairing(score: symusic.Score) -> symusic.Score:
+    """Pair the onsets and ends of each track's same-pitch notes first-in first-out, as a MIDI
+    file does (second rule in the module docstring); in place."""
     for track in score.tracks:
-        notes = sorted(track.notes, key=lambda n: (n.pitch, n.time, -n.duration))
-        kept: list = []
-        for n in notes:
-            prev = kept[-1] if kept and kept[-1].pitch == n.pitch else None
-            if prev is not None and prev.time == n.time:
-                continue  # same key, same onset: the longer one (first in this order) stays
-            if prev is not None and prev.time + prev.duration > n.time:
-                kept[-1] = symusic.Note(prev.time, n.time - prev.time, prev.pitch, prev.velocity)
-            kept.append(n)
+        keys: dict[int, list] = {}
+        for n in track.notes:
+            keys.setdefault(n.pitch, []).append(n)
+        paired = []
+        for pitch, notes in keys.items():
+            onsets = sorted(notes, key=lambda n: (n.time, -n.velocity))
+            ends = sorted(n.time + n.duration for n in notes)
+            for n, end in zip(onsets, ends, strict=True):
+                paired.append(symusic.Note(n.time, max(end - n.time, 1), pitch, n.velocity))
         track.notes.clear()
-        for n in sorted(kept, key=lambda n: (n.time, n.pitch)):
+        for n in sorted(paired, key=lambda n: (n.time, n.pitch)):
             track.notes.append(n)
     return score
 
@@ -206,7 +207,7 @@ def merge(prompt: Prompt, generated: symusic.Score) -> symusic.Score:
             track.notes.append(n)
     for track in sources.values():  # a prompt track the generated score has no notes for
         out.tracks.append(track.copy())
-    return one_note_per_key(out)  # prompt notes already follow it; continuation notes now do
+    return out
 
 
 def continuation_only(prompt: Prompt, merged: symusic.Score) -> symusic.Score:

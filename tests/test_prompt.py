@@ -13,7 +13,7 @@ from musicgen.evaluate import make_prompt
 from musicgen.prompt import (
     Prompt,
     merge,
-    one_note_per_key,
+    midi_pairing,
     only_notes,
     prompt_from_file,
     tempo_at_bar,
@@ -43,7 +43,7 @@ def test_every_bundled_two_bar_prompt_comes_back_note_for_note(models, kind, son
         back = symusic.Score(str(written))
         ref = tok.decode(tok.encode(song))  # the whole song at the tokenizer's resolution
         cut = 2 * 4 * ref.ticks_per_quarter
-        expected = one_note_per_key(only_notes(ref, lambda n, c=cut: n.time < c))
+        expected = midi_pairing(only_notes(ref, lambda n, c=cut: n.time < c))
         assert note_set(back, lambda n, c=cut: n.time < c) == note_set(expected), song.name
         later += sum(n.time >= cut for t in back.tracks for n in t.notes)
     assert later > 0  # the continuations wrote notes, all from bar 3 on
@@ -69,16 +69,26 @@ def _score(notes: list[tuple[int, int, int]], tpq: int = 4) -> symusic.Score:
 
 def test_overlap_rules():
     # 1 bar of 4/4 at 4 ticks per quarter: the continuation starts at tick 16
-    prompt_notes = one_note_per_key(_score([(0, 8, 60), (4, 2, 60), (12, 10, 64), (12, 2, 64)]))
-    assert note_set(prompt_notes) == [(0, 4, 60, 80), (4, 2, 60, 80), (12, 10, 64, 80)]
+    prompt_notes = midi_pairing(_score([(0, 8, 60), (4, 2, 60), (12, 10, 64), (14, 1, 62)]))
+    # nested same-pitch notes keep their onsets and ends; the earlier onset takes the earlier end
+    assert note_set(prompt_notes) == [(0, 6, 60, 80), (4, 4, 60, 80), (12, 10, 64, 80),
+                                      (14, 1, 62, 80)]
     prompt = Prompt(ids=[1], bars=1, notes=prompt_notes)
-    generated = _score([(2, 3, 67), (16, 4, 64), (22, 4, 64), (16, 8, 67), (18, 2, 67)])
+    generated = _score([(2, 3, 67), (16, 4, 64), (22, 4, 64), (16, 8, 67)])
     merged = merge(prompt, generated)
     assert note_set(merged) == [
-        (0, 4, 60, 80), (4, 2, 60, 80), (12, 10, 64, 80),  # the prompt, untouched
-        (16, 2, 67, 80), (18, 2, 67, 80),  # continuation: the earlier 67 ends at the later one
+        (0, 6, 60, 80), (4, 4, 60, 80), (12, 10, 64, 80), (14, 1, 62, 80),  # the prompt
+        (16, 8, 67, 80),  # the continuation from bar 2 on (67 at tick 2 is in the prompt's bar)
         (22, 4, 64, 80),  # 64 at 16 dropped: it starts while the prompt's 64 sounds (to 22)
     ]
+
+
+def test_prompt_notes_are_what_a_written_file_reads_back(models, tmp_path):
+    tok = models["remi"].tokenizer
+    for song in POP:
+        notes = prompt_from_file(tok, song, 0, 4).notes
+        notes.dump_midi(str(tmp_path / "p.mid"))
+        assert note_set(symusic.Score(str(tmp_path / "p.mid"))) == note_set(notes), song.name
 
 
 def test_tempo_is_read_on_the_tokenizers_four_four_grid(tmp_path):
