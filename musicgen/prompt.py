@@ -19,7 +19,7 @@ notes from bar N+1 on. Overlap rules, for notes of one track and one pitch:
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
@@ -38,6 +38,7 @@ class Prompt:
     notes: symusic.Score  # the prompt's notes at the tokenizer's resolution (bar 0 = prompt bar 0)
     tempo: float | None = None  # qpm where the prompt begins (None: the tokenizer's default)
     offset: int = 0  # index in the song's ids where the prompt's first bar begins
+    lead_in: list[int] = field(default_factory=list)  # the last ids of `ids`, opening bar N+1
 
     @property
     def end_tick(self) -> int:
@@ -106,7 +107,8 @@ def prompt_from_ids(tokenizer: Tokenizer, ids: list[int], start: int, end: int,
     whole = tokenizer.decode(tail + grammar.completion())
     cut = (end - start) * bar_ticks(whole.ticks_per_quarter, beats_per_bar(tokenizer))
     notes = midi_pairing(only_notes(whole, lambda n: n.time < cut))
-    return Prompt(ids=body + _lead_in(tokenizer), bars=end - start, notes=notes, offset=first)
+    lead = _lead_in(tokenizer)
+    return Prompt(ids=body + lead, bars=end - start, notes=notes, offset=first, lead_in=lead)
 
 
 def prompt_from_file(tokenizer: Tokenizer, path: str | Path, start: int = 0,

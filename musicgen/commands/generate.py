@@ -135,9 +135,10 @@ def save_all(args, model: Model, batches: Iterator[tuple[int, list[Generated]]],
             midi = model.music(res, seed, prompt, only).save(base.with_name(base.name + ".mid"))
             written.append(midi)
             if args.save_tokens:
-                ids = [tok.bos_id, *res.continuation] if only else res.ids
+                lead = prompt.lead_in if prompt is not None else []
+                ids = [tok.bos_id, *lead, *res.continuation] if only else res.ids
                 record = {"tokenizer": tok.name, "ids": ids,
-                          "prompt_len": 1 if only else res.prompt_len,
+                          "prompt_len": 1 + len(lead) if only else res.prompt_len,
                           "checkpoint": str(args.checkpoint), "seed": seed, "index": i,
                           "stop": res.stop, "grammar_errors": res.errors}
                 atomic_write_text(base.with_name(base.name + ".json"), json.dumps(record) + "\n")
