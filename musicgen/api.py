@@ -189,6 +189,29 @@ class Model:
                 "nll_per_note": total / max(int(notes), 1)}
 
 
+def checkpoint_stem(path: str | Path) -> str:
+    """Output names start with the model's name: runs/pop/best.pt -> pop_best, x/model.pt -> x,
+    a model folder -> its name."""
+    path = Path(path)
+    if path.is_dir():
+        return path.name
+    if path.stem == "model":
+        return path.parent.name or "model"
+    if path.stem in ("last", "best") and path.parent.name:
+        return f"{path.parent.name}_{path.stem}"
+    return path.stem
+
+
+def free_path(folder: Path, stem: str, suffixes: tuple[str, ...], overwrite: bool) -> Path:
+    """`folder/stem` (without suffix), or `stem-1`, `stem-2`, ... if any of its files exist."""
+    n = 0
+    while True:
+        base = folder / (stem if n == 0 else f"{stem}-{n}")
+        if overwrite or not any(base.with_name(base.name + s).exists() for s in suffixes):
+            return base
+        n += 1
+
+
 def draw_seed(seed: int | None) -> int:
     return int(seed) if seed is not None else secrets.randbelow(2**31)
 

@@ -88,7 +88,9 @@ def save_checkpoint(
 
 def read_payload(path: str | Path) -> dict:
     """The raw checkpoint dict, with one-line errors for every way a file can be wrong."""
-    path = Path(path)
+    from musicgen.resources import resolve_checkpoint
+
+    path = resolve_checkpoint(path)  # a shipped model may be named: pop909_sine_spe_gated
     if not path.exists():
         raise MusicgenError(f"{path}: checkpoint not found")
     if path.is_dir() and (path / "config.json").is_file():

@@ -95,18 +95,16 @@ def to_ids(path: Path, items: list, tokenizer: Tokenizer) -> list[int]:
 def load_tokenizer_from(args: argparse.Namespace) -> Tokenizer:
     if args.checkpoint:
         from musicgen.checkpoint import read_payload
-        from musicgen.resources import resolve_checkpoint
         from musicgen.tokenizers import load_tokenizer
 
-        return load_tokenizer(read_payload(resolve_checkpoint(args.checkpoint))["tokenizer"])
+        return load_tokenizer(read_payload(args.checkpoint)["tokenizer"])
     from musicgen.tokenizers import load_tokenizer
 
     return load_tokenizer(args.tokenizer)
 
 
 def run(args: argparse.Namespace) -> int:
-    from musicgen.api import write_midi
-    from musicgen.commands.generate import free_path
+    from musicgen.api import free_path, write_midi
 
     path = Path(args.tokens)
     name, items = read_tokens(path)

@@ -13,7 +13,7 @@ import json
 from collections.abc import Iterator
 from pathlib import Path
 
-from musicgen.api import BAR_TOKEN_CAP, Model, draw_seed, load
+from musicgen.api import BAR_TOKEN_CAP, Model, checkpoint_stem, draw_seed, free_path, load
 from musicgen.errors import MusicgenError
 from musicgen.io import atomic_write_text
 from musicgen.prompt import Prompt
@@ -93,29 +93,6 @@ def check_common(args: argparse.Namespace) -> None:
 def sampling_options(args: argparse.Namespace, model: Model) -> SamplingOptions:
     """The paper's defaults for this tokenizer, with every option given on the command line."""
     return model.options(args.temperature, args.top_k, args.top_p, grammar=not args.no_grammar)
-
-
-def checkpoint_stem(path: str | Path) -> str:
-    """Output names start with the model's name: runs/pop/best.pt -> pop_best, x/model.pt -> x,
-    a model folder -> its name."""
-    path = Path(path)
-    if path.is_dir():
-        return path.name
-    if path.stem == "model":
-        return path.parent.name or "model"
-    if path.stem in ("last", "best") and path.parent.name:
-        return f"{path.parent.name}_{path.stem}"
-    return path.stem
-
-
-def free_path(folder: Path, stem: str, suffixes: tuple[str, ...], overwrite: bool) -> Path:
-    """`folder/stem` (without suffix), or `stem-1`, `stem-2`, ... if any of its files exist."""
-    n = 0
-    while True:
-        base = folder / (stem if n == 0 else f"{stem}-{n}")
-        if overwrite or not any(base.with_name(base.name + s).exists() for s in suffixes):
-            return base
-        n += 1
 
 
 def save_all(args, model: Model, batches: Iterator[tuple[int, list[Generated]]], stem: str,
