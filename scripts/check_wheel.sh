@@ -6,6 +6,7 @@
 # through a .pth line instead of downloading them again; `pip check` still verifies that the
 # wheel's declared dependencies are met. Usage: scripts/check_wheel.sh [.venv]
 set -euo pipefail
+export OMP_NUM_THREADS="${OMP_NUM_THREADS:-1}"  # tiny models: a second thread only costs
 ROOT="$(cd "$(dirname "$0")/.." && pwd)"
 VENV="$(cd "${1:-$ROOT/.venv}" && pwd)"
 WORK="$(mktemp -d)"
@@ -13,7 +14,9 @@ trap 'rm -rf "$WORK"' EXIT
 
 cd "$ROOT"
 rm -rf build
-"$VENV/bin/pip" wheel . --no-deps --no-build-isolation -q -w "$WORK/dist" 2>/dev/null
+isolation=--no-build-isolation  # reuse the venv's setuptools when it has one (no download)
+"$VENV/bin/python" -c "import setuptools" 2>/dev/null || isolation=
+"$VENV/bin/pip" wheel . --no-deps $isolation -q -w "$WORK/dist" 2>/dev/null
 rm -rf build ./*.egg-info
 WHEEL="$(ls "$WORK"/dist/musicgen-*.whl)"
 echo "built $(basename "$WHEEL") ($(du -m "$WHEEL" | cut -f1) MB)"
@@ -29,11 +32,13 @@ echo "$DEPS" > "$OWN/_musicgen_deps.pth"
 cd "$WORK"
 BIN="$WORK/venv/bin"
 "$BIN/python" - <<'PY'
+import sys
+
 import musicgen
 from musicgen.config import load_config
 from musicgen.resources import shipped_dir
 
-assert "/venv/" in musicgen.__file__, musicgen.__file__  # the wheel, not the checkout
+assert musicgen.__file__.startswith(sys.prefix), musicgen.__file__  # the wheel, not a checkout
 assert "_shipped" in str(shipped_dir("checkpoints")), shipped_dir("checkpoints")
 assert load_config("pop909/small").model.pe == "sine_spe"
 m = musicgen.load("pop909_sine_spe_gated")  # a shipped model by name
@@ -41,6 +46,7 @@ piece = m.generate(bars=1, seed=1)
 assert piece.score.note_num() > 0 and piece.piano_roll().shape[0] == 128
 print("wheel: presets by name, shipped models and the API work")
 PY
-"$BIN/musicgen" demo --out "$WORK/demo" --bars 1 --max-tokens 32 --device cpu > "$WORK/demo.log"
+"$BIN/musicgen" demo --out "$WORK/demo" --bars 1 --max-tokens 32 --device cpu > "$WORK/demo.log" 2>&1 \
+  || { cat "$WORK/demo.log"; exit 1; }
 ls "$WORK/demo"/*.wav > /dev/null
 echo "wheel: musicgen demo wrote $(ls "$WORK/demo" | wc -l) files ($(ls "$WORK/demo"/*.wav | wc -l) WAV)"
