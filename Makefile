@@ -52,7 +52,7 @@ lint: $(STAMP)
 
 # Build the wheel, install it into a fresh venv and run presets, the API and the demo from it.
 wheel-check: $(STAMP)
-	OMP_NUM_THREADS=1 scripts/check_wheel.sh $(VENV)
+	OMP_NUM_THREADS=1 bash scripts/check_wheel.sh $(VENV)
 
 clean:
 	rm -rf $(VENV) out .pytest_cache build dist

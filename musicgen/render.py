@@ -17,6 +17,7 @@ import os
 import shutil
 import subprocess
 import sys
+import tempfile
 import wave
 from pathlib import Path
 
@@ -155,11 +156,11 @@ def synthesize(
     fmt = out.suffix.lower().lstrip(".")
     if fmt not in ("wav", "ogg"):
         raise MusicgenError(f"{out}: audio must be .wav or .ogg")
-    if not isinstance(src, (str, Path)):  # a Score: write it next to `out` first
-        midi = out.with_suffix(".mid")
-        with atomic_path(midi) as tmp:
-            src.dump_midi(str(tmp))
-        src = midi
+    if not isinstance(src, (str, Path)):  # a Score: synthesize a temporary MIDI file of it
+        with tempfile.TemporaryDirectory() as tmp:
+            midi = Path(tmp) / f"{out.stem}.mid"
+            src.dump_midi(str(midi))
+            return synthesize(midi, out, fluidsynth, soundfont, gain)
     midi = Path(src)
     binary, system_sf2 = find_fluidsynth(fluidsynth), find_soundfont(soundfont)
     if fmt == "wav" and binary is not None and system_sf2 is not None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import re
 import shutil
 
@@ -115,6 +116,8 @@ def test_api_results(tiny_checkpoints, tmp_path):
     notes = piece.to_score().to("quarter")
     for n in notes.tracks[0].notes:
         assert roll[n.pitch, int(round(n.time * 4))] > 0
+    wav = piece.save_audio(tmp_path / "a" / "x.wav")
+    assert wav.read_bytes()[:4] == b"RIFF" and sorted(os.listdir(tmp_path / "a")) == ["x.wav"]
     cont = m.continue_midi(SONG, bars=2, seed=1, max_tokens=16)
     assert cont.prompt_len > 1 and cont.stop in ("end", "max_tokens")
     scored = m.score(SONG)

@@ -115,6 +115,8 @@ def test_cli_render_png_and_errors(tmp_path, capsys):
     midi = short_midi(tmp_path / "short.mid")
     assert main(["render", str(midi), "--png", "--out", str(tmp_path / "o")]) == 0
     assert png_size(tmp_path / "o" / "short.png") == (1200, 400)
+    assert main(["render", str(midi), "--ogg", "--out", str(tmp_path / "a")]) == 0
+    assert [p.name for p in (tmp_path / "a").iterdir()] == ["short.ogg"]
     bad = tmp_path / "bad.mid"
     bad.write_bytes(b"MThd garbage")
     assert main(["render", str(bad), "--png"]) == 1
