@@ -39,11 +39,12 @@ class Prompt:
     tempo: float | None = None  # qpm where the prompt begins (None: the tokenizer's default)
     offset: int = 0  # index in the song's ids where the prompt's first bar begins
     lead_in: list[int] = field(default_factory=list)  # the last ids of `ids`, opening bar N+1
+    beats: int = 4  # quarters per bar of the tokenizer's grid
 
     @property
     def end_tick(self) -> int:
         """Where the continuation starts, in ticks of `notes`."""
-        return self.bars * bar_ticks(self.notes.ticks_per_quarter)
+        return self.bars * bar_ticks(self.notes.ticks_per_quarter, self.beats)
 
 
 def beats_per_bar(tokenizer: Tokenizer) -> int:
@@ -105,10 +106,12 @@ def prompt_from_ids(tokenizer: Tokenizer, ids: list[int], start: int, end: int,
     for tok in tail:
         grammar.advance(tok)
     whole = tokenizer.decode(tail + grammar.completion())
-    cut = (end - start) * bar_ticks(whole.ticks_per_quarter, beats_per_bar(tokenizer))
+    beats = beats_per_bar(tokenizer)
+    cut = (end - start) * bar_ticks(whole.ticks_per_quarter, beats)
     notes = midi_pairing(only_notes(whole, lambda n: n.time < cut))
     lead = _lead_in(tokenizer)
-    return Prompt(ids=body + lead, bars=end - start, notes=notes, offset=first, lead_in=lead)
+    return Prompt(ids=body + lead, bars=end - start, notes=notes, offset=first, lead_in=lead,
+                  beats=beats)
 
 
 def prompt_from_file(tokenizer: Tokenizer, path: str | Path, start: int = 0,
@@ -117,7 +120,8 @@ def prompt_from_file(tokenizer: Tokenizer, path: str | Path, start: int = 0,
     path = Path(path)
     check_midi_path(path)
     prompt = prompt_from_ids(tokenizer, tokenizer.encode(path), start, end, where=str(path))
-    prompt.tempo = tempo_at_bar(path, start, beats_per_bar(tokenizer))
+    prompt.tempo = tempo_at_bar(path, start, beats_per_bar(tokenizer),
+                                from_first_note=tokenizer.name == "groove")
     return prompt
 
 
@@ -142,13 +146,20 @@ def music_prompt(tokenizer: Tokenizer, ids: list[int], bars: int) -> Prompt | No
     return None
 
 
-def tempo_at_bar(path: str | Path, bar: int, beats: int = 4) -> float | None:
+def tempo_at_bar(path: str | Path, bar: int, beats: int = 4,
+                 from_first_note: bool = False) -> float | None:
     """The tempo (qpm) in effect where bar `bar` begins on the tokenizer's grid: `beats` quarters
-    per bar from tick 0, whatever time signatures the file declares (the tokenizers ignore them)."""
+    per bar, whatever time signatures the file declares (the tokenizers ignore them), counted from
+    tick 0 (REMI) or, with `from_first_note` (groove), from the bar of the first note."""
     score = symusic.Score(str(path))
     if len(score.tempos) == 0:
         return None
-    tick = bar * bar_ticks(score.ticks_per_quarter, beats)
+    length = bar_ticks(score.ticks_per_quarter, beats)
+    origin = 0
+    if from_first_note:
+        onsets = [t.notes[0].time for t in score.tracks if len(t.notes)]
+        origin = min(onsets) // length * length if onsets else 0
+    tick = origin + bar * length
     qpm = score.tempos[0].qpm
     for t in score.tempos:
         if t.time <= tick:

@@ -106,6 +106,12 @@ def test_tempo_is_read_on_the_tokenizers_four_four_grid(tmp_path):
     assert tempo_at_bar(path, 1) == pytest.approx(100.0)  # tick 1920: before both changes
     # tick 3840; on the file's 3/4 grid bar 2 would begin at 2880, where 140 qpm starts
     assert tempo_at_bar(path, 2) == pytest.approx(90.0, abs=0.01)
+    # groove counts bars from the bar of the first note: with the note moved into bar 1, the
+    # tokenizer's bar 1 begins at tick 3840
+    score.tracks[0].notes[0] = symusic.Note(2000, 480, 60, 80)
+    score.dump_midi(str(path))
+    assert tempo_at_bar(path, 1, from_first_note=True) == pytest.approx(90.0, abs=0.01)
+    assert tempo_at_bar(path, 1) == pytest.approx(100.0)
 
 
 def test_continue_and_evaluate_style_feed_the_same_prompt(models):
