@@ -7,6 +7,9 @@ BIN=.venv/bin
 export OMP_NUM_THREADS=${OMP_NUM_THREADS:-2}
 for name in pop909_sine_spe_gated pop909_ape groove_sine_spe_gated; do
   $BIN/python scripts/export_checkpoint.py runs/$name checkpoints/$name > out/eval/$name.export.json
+  # ship a model folder (model.safetensors + config.json + tokenizer.json), weights bit-identical
+  $BIN/python scripts/convert_checkpoint.py checkpoints/$name/model.pt checkpoints/$name
+  rm checkpoints/$name/model.pt
 done
 # per-position NLL on held-out songs up to 4x the 512-token training crop (extrapolation)
 $BIN/musicgen evaluate nll --checkpoint checkpoints/pop909_sine_spe_gated \
