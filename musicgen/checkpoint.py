@@ -5,10 +5,16 @@ plain, uncompiled, unwrapped module; optionally in half precision for shipping, 
 parameters and gates kept in float32) and the training state (optimiser, gradient scaler, step,
 best validation loss). Everything is plain tensors, numbers, strings, lists
 and dicts, so `torch.load(weights_only=True)` reads it without executing pickled code.
+
+Shipped models use a model folder instead, readable without torch pickles: `model.safetensors`
+(the weights), `config.json` (format tag, version, resolved config, training summary),
+`tokenizer.json` and a `README.md` model card. `.pt` files stay the training format (resume).
+Every loader here accepts a `.pt` file, a run folder or a model folder.
 """
 
 from __future__ import annotations
 
+import json
 import zipfile
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -20,11 +26,13 @@ from torch import nn
 from musicgen import __version__
 from musicgen.config import Config, config_from_dict, to_dict
 from musicgen.errors import MusicgenError
-from musicgen.io import atomic_path
+from musicgen.io import atomic_path, atomic_write_text
 from musicgen.tokenizers import Tokenizer, load_tokenizer
 
 FORMAT = "musicgen-checkpoint/1"
 REQUIRED = {"version": str, "config": dict, "tokenizer": dict, "model": dict}  # key -> type
+FOLDER_FORMAT = "musicgen-model/1"
+FOLDER_FILES = ("model.safetensors", "config.json", "tokenizer.json")
 
 
 @dataclass
@@ -106,9 +114,13 @@ def save_checkpoint(
 
 def read_payload(path: str | Path) -> dict:
     """The raw checkpoint dict, with one-line errors for every way a file can be wrong."""
-    path = Path(path)
+    from musicgen.resources import resolve_checkpoint
+
+    path = resolve_checkpoint(path)  # a shipped model may be named: pop909_sine_spe_gated
     if not path.exists():
         raise MusicgenError(f"{path}: checkpoint not found")
+    if path.is_dir() and (path / "config.json").is_file():
+        return read_model_folder(path)
     if path.is_dir():
         for name in ("best.pt", "last.pt", "model.pt"):
             if (path / name).is_file():
@@ -130,8 +142,71 @@ def read_payload(path: str | Path) -> dict:
     return payload
 
 
+def save_model_folder(
+    folder: str | Path, weights: dict[str, torch.Tensor], config: dict, tokenizer: dict,
+    train_state: dict | None = None, card: str | None = None,
+) -> Path:
+    """Write a model folder from plain parts (a checkpoint payload's); weights are stored as
+    they are (a half-precision payload stays half). Each file is written atomically."""
+    from safetensors.torch import save
+
+    folder = Path(folder)
+    folder.mkdir(parents=True, exist_ok=True)
+    tensors = {k: v.detach().cpu().contiguous() for k, v in weights.items()}
+    data = save(tensors, metadata={"format": FOLDER_FORMAT})
+    with atomic_path(folder / "model.safetensors") as tmp:
+        tmp.write_bytes(data)
+    meta = {"format": FOLDER_FORMAT, "version": __version__, "config": config,
+            "train_state": train_state or {}}
+    atomic_write_text(folder / "config.json", json.dumps(meta, indent=1) + "\n")
+    atomic_write_text(folder / "tokenizer.json", json.dumps(tokenizer, indent=1) + "\n")
+    if card is not None:
+        atomic_write_text(folder / "README.md", card)
+    return folder
+
+
+def convert_to_folder(src: str | Path, folder: str | Path) -> Path:
+    """A `.pt` checkpoint -> a model folder with bit-identical weights (checked after writing)."""
+    payload = read_payload(src)
+    folder = save_model_folder(folder, payload["model"], payload["config"], payload["tokenizer"],
+                               payload.get("train_state") or {})
+    back = read_model_folder(folder)["model"]
+    same = back.keys() == payload["model"].keys() and all(
+        back[k].dtype == v.dtype and torch.equal(back[k], v) for k, v in payload["model"].items())
+    if not same:
+        raise MusicgenError(f"{folder}: weights differ from {src} after conversion")
+    return folder
+
+
+def read_model_folder(folder: Path) -> dict:
+    """A model folder as the same payload dict a `.pt` checkpoint gives."""
+    from safetensors import SafetensorError
+    from safetensors.torch import load_file
+
+    missing = [n for n in FOLDER_FILES if not (folder / n).is_file()]
+    if missing:
+        raise MusicgenError(f"{folder}: model folder lacks {', '.join(missing)}")
+    try:
+        meta = json.loads((folder / "config.json").read_text())
+        tokenizer = json.loads((folder / "tokenizer.json").read_text())
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        raise MusicgenError(f"{folder}: config.json or tokenizer.json is not JSON ({exc})") \
+            from None
+    if not isinstance(meta, dict) or meta.get("format") != FOLDER_FORMAT:
+        raise MusicgenError(f"{folder}: not a musicgen model folder (format tag missing)")
+    try:
+        weights = load_file(str(folder / "model.safetensors"))
+    except (SafetensorError, OSError, ValueError) as exc:
+        reason = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        raise MusicgenError(f"{folder}/model.safetensors: not readable ({reason[:120]})") from None
+    return {"format": meta["format"], "version": meta.get("version", ""), "path": str(folder),
+            "config": meta["config"], "tokenizer": tokenizer, "model": weights,
+            "train_state": meta.get("train_state") or {}}
+
+
 def load_checkpoint(path: str | Path, device: str | torch.device = "cpu") -> Loaded:
-    """Rebuild model (in eval mode, on `device`) and tokenizer from the checkpoint alone."""
+    """Rebuild model (in eval mode, on `device`) and tokenizer from a `.pt` checkpoint, a run
+    folder or a model folder alone."""
     from musicgen.model import build_model
 
     payload = read_payload(path)

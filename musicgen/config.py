@@ -226,10 +226,13 @@ def load_yaml(path: str | Path) -> dict:
 
 
 def load_config(path: str | Path | None, overrides: list[str] | None = None) -> Config:
-    """Read a preset (which may name a `base:` preset it extends) and apply overrides."""
+    """Read a preset file or name (which may name a `base:` preset it extends) and apply
+    overrides."""
+    from musicgen.resources import resolve_config
+
     data: dict = {}
     if path is not None:
-        data = _load_with_base(Path(path))
+        data = _load_with_base(resolve_config(path))  # a file, or a preset name: pop909/small
     data = apply_overrides(data, overrides or [])
     return validate(from_dict(Config, data))
 

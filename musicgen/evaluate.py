@@ -30,6 +30,7 @@ from musicgen.metrics import (
     style_similarity_per_track,
     summarize,
 )
+from musicgen.prompt import merge, music_prompt
 
 SEGMENT = 128  # tokens per point of the per-position curves (the paper's figure)
 N_STYLE_SEGMENTS = 4
@@ -269,30 +270,19 @@ def split_by_time(notes: Notes, start: float, n: int = N_STYLE_SEGMENTS) -> list
 
 
 def make_prompt(tokenizer, ids: list[int], bars: int) -> list[int] | None:
-    """The first `bars` bars that hold music (leading empty bars skipped when the result is still
-    a valid prefix for the grammar), starting with BOS; None if the song is too short."""
-    arr = np.asarray(ids, dtype=np.int64)
-    starts = tokenizer.bar_starts(arr)
-    notes = notes_from_score(tokenizer.decode(ids))
-    first = int(notes.onset.min() // BAR_BEATS) if len(notes) else 0
-    candidates = []
-    if 0 < first and first + bars < len(starts):
-        candidates.append([tokenizer.bos_id, *ids[starts[first]: starts[first + bars]]])
-    if bars < len(starts):
-        candidates.append(list(ids[: starts[bars]]))
-    for prompt in candidates:
-        g = tokenizer.grammar()
-        if all(g.advance(int(t)) for t in prompt) and not g.finished():
-            return prompt
-    return None
+    """The ids `evaluate style` feeds: the first `bars` bars that hold music, built by
+    `musicgen.prompt` like every prompt; None if the song is too short."""
+    prompt = music_prompt(tokenizer, ids, bars)
+    return prompt.ids if prompt is not None else None
 
 
 def true_continuation(tokenizer, ids: list[int], prompt: list[int], max_tokens: int) -> list[int]:
     """The prompt followed by what really followed it in the source, within the same budget:
     the reference a sampled continuation is compared with."""
     body = list(prompt[1:])
-    for e in tokenizer.bar_starts(np.asarray(ids, dtype=np.int64)):
-        if e >= len(body) and list(ids[e - len(body): e]) == body:
+    for s in tokenizer.bar_starts(np.asarray(ids, dtype=np.int64)):
+        e = int(s) + len(body)
+        if list(ids[s:e]) == body:
             return list(prompt) + list(ids[e: e + max(max_tokens - len(prompt), 0)])
     return list(prompt)
 
@@ -335,7 +325,8 @@ def evaluate_style(
         except MusicgenError as exc:
             skipped.append({"path": str(path), "reason": str(exc)})
             continue
-        prompt = make_prompt(tok, ids, bars)
+        built = music_prompt(tok, ids, bars)
+        prompt = built.ids if built is not None else None
         if prompt is None:
             skipped.append({"path": str(path), "reason": f"fewer than {bars + 1} bars"})
             continue
@@ -352,7 +343,7 @@ def evaluate_style(
                            generator=gen)
         entry = {"path": str(path), "prompt_tokens": len(prompt), "samples": []}
         for k, res in enumerate(results):
-            score = tok.decode(res.ids)
+            score = merge(built, tok.decode(res.ids))  # the prompt's notes kept as they are
             write_score(score, _sample_path(out, path, k))
             segs = split_by_time(notes_from_score(score), bars * BAR_BEATS)
             per_seg = []

@@ -1,20 +1,30 @@
-"""Turn a MIDI file into things to look at and listen to: a piano-roll PNG and a WAV.
+"""Turn a MIDI file into things to look at and listen to: a piano-roll PNG, a WAV, an OGG.
 
-The WAV goes through the FluidSynth program with a General MIDI soundfont. Both are optional
-system packages; without them the PNG is still written and one line says how to get them.
-`render_midi` is what `generate --render` and the demo call.
+Audio needs no system package. The first choice is the FluidSynth program with a General MIDI
+soundfont when both are installed (`apt-get install fluidsynth fluid-soundfont-gm`); otherwise the
+pip-installed `midirenderer` synthesizer (MIT) plays the file with the GM soundfont that the
+`pretty_midi` package ships, TimGM6mb.sf2 (Tim Brechbill, GPL-2.0: redistribution allowed, and it
+arrives with pip, so this repository carries no soundfont). `--soundfont` / $MUSICGEN_SOUNDFONT
+pick another. OGG (Ogg Opus) always comes from `midirenderer`. `render_midi` is what
+`generate --render` and the demo call.
 """
 
 from __future__ import annotations
 
+import importlib.util
+import io
 import os
 import shutil
 import subprocess
 import sys
+import tempfile
+import wave
 from pathlib import Path
 
+import numpy as np
+
 from musicgen.errors import MusicgenError
-from musicgen.io import atomic_path
+from musicgen.io import atomic_path, atomic_write_bytes
 from musicgen.metrics import BAR_BEATS, Notes, load_notes
 
 SOUNDFONTS = [
@@ -23,10 +33,13 @@ SOUNDFONTS = [
     "/usr/share/soundfonts/FluidR3_GM.sf2",
     "/usr/share/soundfonts/default.sf2",
 ]
-INSTALL_HINT = "apt-get install fluidsynth fluid-soundfont-gm"
+PIP_SOUNDFONT = ("pretty_midi", "TimGM6mb.sf2")  # (package, file inside it)
+INSTALL_HINT = ("pip install midirenderer pretty_midi "
+                "(or: apt-get install fluidsynth fluid-soundfont-gm)")
 PIANO_ROLL_SIZE = (12.0, 4.0)  # inches
 PIANO_ROLL_DPI = 100  # so a piano roll is 1200 x 400 pixels
 SAMPLE_RATE = 44100
+OGG_BITRATE = "64000"  # bits/s of the Opus stream: a few hundred kB a minute
 
 
 def find_fluidsynth(binary: str | None = None) -> str | None:
@@ -36,7 +49,8 @@ def find_fluidsynth(binary: str | None = None) -> str | None:
 
 
 def find_soundfont(soundfont: str | Path | None = None) -> Path | None:
-    """A General MIDI soundfont: `soundfont`, else $MUSICGEN_SOUNDFONT, else the Debian paths."""
+    """A system General MIDI soundfont: `soundfont`, else $MUSICGEN_SOUNDFONT, else the Debian
+    paths (FluidSynth's choices)."""
     explicit = soundfont or os.environ.get("MUSICGEN_SOUNDFONT")
     candidates = [explicit] if explicit else SOUNDFONTS
     for c in candidates:
@@ -54,6 +68,23 @@ def bar_lines(end: float) -> list[float]:
     bars = int(end // BAR_BEATS) + 1
     stride = -(-bars // MAX_BAR_LINES)
     return [b * BAR_BEATS for b in range(0, bars, stride)]
+
+
+def pip_soundfont() -> Path | None:
+    """TimGM6mb.sf2 inside the installed pretty_midi package (found without importing it)."""
+    spec = importlib.util.find_spec(PIP_SOUNDFONT[0])
+    if spec is None or not spec.submodule_search_locations:
+        return None
+    path = Path(list(spec.submodule_search_locations)[0]) / PIP_SOUNDFONT[1]
+    return path if path.is_file() else None
+
+
+def _soundfont_for_pip_synth(soundfont: str | Path | None) -> Path | None:
+    if soundfont is not None:
+        if not Path(soundfont).is_file():
+            raise MusicgenError(f"{soundfont}: soundfont not found")
+        return Path(soundfont)
+    return find_soundfont() or pip_soundfont()
 
 
 def piano_roll(notes: Notes, path: str | Path, title: str = "") -> Path:
@@ -104,34 +135,80 @@ def piano_roll(notes: Notes, path: str | Path, title: str = "") -> Path:
     return path
 
 
-def synthesize_wav(
-    midi: str | Path, wav: str | Path, fluidsynth: str | None = None,
-    soundfont: str | Path | None = None, gain: float = 0.6,
+def _fluidsynth_wav(binary: str, sf2: Path, midi: Path, tmp: Path, gain: float) -> None:
+    cmd = [binary, "-ni", "-q", "-g", str(gain), "-r", str(SAMPLE_RATE), "-T", "wav",
+           "-F", str(tmp), str(sf2), str(midi)]
+    proc = subprocess.run(cmd, capture_output=True, text=True)
+    if proc.returncode != 0 or tmp.stat().st_size == 0:
+        msg = (proc.stderr or proc.stdout).strip().splitlines()
+        raise MusicgenError(f"{midi}: fluidsynth failed ({msg[-1] if msg else 'no output'})")
+
+
+def _pip_synth(midi: Path, sf2: Path, fmt: str) -> bytes:
+    """WAV or Ogg Opus bytes from `midirenderer`; a file it cannot play is a MusicgenError."""
+    import midirenderer
+
+    font, data = sf2.read_bytes(), midi.read_bytes()
+    try:
+        if fmt == "ogg":
+            return midirenderer.render_opus_from(font, data, stereo=True, bitrate=OGG_BITRATE)
+        return midirenderer.render_wave_from(font, data)
+    except (RuntimeError, ValueError) as exc:
+        reason = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        raise MusicgenError(f"{midi}: cannot synthesize ({reason[:120]})") from None
+
+
+def synthesize(
+    src, out: str | Path, fluidsynth: str | None = None, soundfont: str | Path | None = None,
+    gain: float = 0.6,
 ) -> Path | None:
-    """Render `midi` to `wav` with FluidSynth; None (after one line on stderr) if unavailable."""
-    binary = find_fluidsynth(fluidsynth)
-    sf2 = find_soundfont(soundfont)
-    if binary is None or sf2 is None:
-        missing = "fluidsynth" if binary is None else "a General MIDI soundfont"
-        print(f"render: no WAV ({missing} not found); install with: {INSTALL_HINT}",
+    """Audio of a MIDI file (or a symusic Score) as `out` (.wav or .ogg); None, after one line on
+    stderr, when no synthesizer is installed. WAV: FluidSynth first, else `midirenderer`."""
+    out = Path(out)
+    fmt = out.suffix.lower().lstrip(".")
+    if fmt not in ("wav", "ogg"):
+        raise MusicgenError(f"{out}: audio must be .wav or .ogg")
+    if not isinstance(src, (str, Path)):  # a Score: synthesize a temporary MIDI file of it
+        with tempfile.TemporaryDirectory() as tmp:
+            midi = Path(tmp) / f"{out.stem}.mid"
+            src.dump_midi(str(midi))
+            return synthesize(midi, out, fluidsynth, soundfont, gain)
+    midi = Path(src)
+    binary, system_sf2 = find_fluidsynth(fluidsynth), find_soundfont(soundfont)
+    if fmt == "wav" and binary is not None and system_sf2 is not None:
+        with atomic_path(out, min_bytes=44) as tmp:  # 44: a WAV header
+            _fluidsynth_wav(binary, system_sf2, midi, tmp, gain)
+        return out
+    sf2 = _soundfont_for_pip_synth(soundfont)
+    if importlib.util.find_spec("midirenderer") is None or sf2 is None:
+        missing = "midirenderer" if sf2 is not None else "a General MIDI soundfont"
+        print(f"render: no {fmt.upper()} ({missing} not found); install with: {INSTALL_HINT}",
               file=sys.stderr)
         return None
-    wav = Path(wav)
-    with atomic_path(wav) as tmp:
-        cmd = [binary, "-ni", "-q", "-g", str(gain), "-r", str(SAMPLE_RATE), "-T", "wav",
-               "-F", str(tmp), str(sf2), str(midi)]
-        proc = subprocess.run(cmd, capture_output=True, text=True)
-        if proc.returncode != 0 or tmp.stat().st_size == 0:
-            msg = (proc.stderr or proc.stdout).strip().splitlines()
-            raise MusicgenError(f"{midi}: fluidsynth failed ({msg[-1] if msg else 'no output'})")
-    return wav
+    atomic_write_bytes(out, _pip_synth(midi, sf2, fmt))  # verified: exactly these bytes
+    return out
+
+
+def synthesize_wav(midi: str | Path, wav: str | Path, fluidsynth: str | None = None,
+                   soundfont: str | Path | None = None, gain: float = 0.6) -> Path | None:
+    return synthesize(midi, wav, fluidsynth, soundfont, gain)
+
+
+def read_wav(path: str | Path) -> tuple[np.ndarray, int]:
+    """([frames, channels] float32 in [-1, 1], sample rate) of a 16-bit PCM WAV."""
+    with wave.open(io.BytesIO(Path(path).read_bytes())) as w:
+        if w.getsampwidth() != 2:
+            raise MusicgenError(f"{path}: not 16-bit PCM")
+        frames = np.frombuffer(w.readframes(w.getnframes()), dtype="<i2")
+        return frames.reshape(-1, w.getnchannels()).astype(np.float32) / 32768, w.getframerate()
 
 
 def render_midi(
     path: str | Path, out_dir: str | Path, png: bool = True, wav: bool = False,
-    fluidsynth: str | None = None, soundfont: str | Path | None = None,
+    fluidsynth: str | None = None, soundfont: str | Path | None = None, ogg: bool = False,
 ) -> list[Path]:
-    """Write `<stem>.png` and/or `<stem>.wav` of one MIDI file into `out_dir`; returns the paths."""
+    """Write `<stem>.png`, `<stem>.wav` and/or `<stem>.ogg` of one MIDI file into `out_dir`;
+    returns the paths written."""
     path = Path(path)
     out_dir = Path(out_dir)
     notes = load_notes(path)  # validates the file first
@@ -139,7 +216,11 @@ def render_midi(
     if png:
         written.append(piano_roll(notes, out_dir / f"{path.stem}.png", title=path.name))
     if wav:
-        out = synthesize_wav(path, out_dir / f"{path.stem}.wav", fluidsynth, soundfont)
+        out = synthesize(path, out_dir / f"{path.stem}.wav", fluidsynth, soundfont)
+        if out is not None:
+            written.append(out)
+    if ogg:
+        out = synthesize(path, out_dir / f"{path.stem}.ogg", fluidsynth, soundfont)
         if out is not None:
             written.append(out)
     return written

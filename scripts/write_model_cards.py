@@ -47,7 +47,9 @@ def precision_note(ckpt: Path) -> str:
     """How the file stores its SPE parameters: float32 since the export policy, float16 before."""
     import torch
 
-    stored = torch.load(ckpt, map_location="cpu", weights_only=True)["model"]
+    from musicgen.checkpoint import read_payload
+
+    stored = read_payload(ckpt)["model"]  # a .pt file or a model folder
     spe = [v for k, v in stored.items() if k.startswith("spe.")]
     if not spe:
         return ""
@@ -58,7 +60,7 @@ def precision_note(ckpt: Path) -> str:
 
 
 def card(name: str, ev: Path) -> str:
-    ckpt = ROOT / "checkpoints" / name / "model.pt"
+    ckpt = ROOT / "checkpoints" / name  # the model folder
     loaded = load_checkpoint(ckpt)
     cfg, m = loaded.config, loaded.config.model
     info = json.loads((ev / f"{name}.export.json").read_text())
@@ -72,9 +74,11 @@ def card(name: str, ev: Path) -> str:
         f"model: a Performer of {m.n_layers} layers, d_model {m.d_model}, {m.n_heads} heads, FFN "
         f"{m.d_ff}, {m.feature_map.upper()} features ({m.n_features}), positional encoding "
         f"**{pe}**{spe}; {params:.1f} M parameters; {loaded.tokenizer.name} tokens "
-        f"(vocabulary {loaded.tokenizer.vocab_size}). Weights in half precision "
-        f"({info['megabytes']} MB){precision_note(ckpt)}, loaded with "
-        "`torch.load(weights_only=True)`.", "",
+        f"(vocabulary {loaded.tokenizer.vocab_size}). Weights in half precision in "
+        f"`model.safetensors`{precision_note(ckpt)} (converted bit for bit from the training "
+        "export by `scripts/convert_checkpoint.py`), with `config.json` and `tokenizer.json` "
+        f"beside it: `musicgen.load(\"checkpoints/{name}\")` or `--checkpoint checkpoints/{name}`.",
+        "",
         "## Data and licence", "", f"Trained on {DATA[loaded.tokenizer.name]}", "",
         "## Training", "",
         f"`{cfg.name}` (configs/{'pop909' if cfg.tokenizer == 'remi' else 'groove'}/small.yaml"

@@ -6,6 +6,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
+from paths import DATA, UNIT_SONGS
 from torch.utils.data import DataLoader
 
 from musicgen.data.dataset import CropDataset, PreparedSplit, load_songs
@@ -13,7 +14,7 @@ from musicgen.data.prepare import prepare
 from musicgen.errors import MusicgenError
 
 ROOT = Path(__file__).resolve().parents[1]
-SONGS = sorted((ROOT / "tests" / "data" / "pop909").glob("*/*.mid"))
+SONGS = UNIT_SONGS
 
 
 @pytest.fixture(scope="module")
@@ -132,9 +133,7 @@ def test_bad_arguments_are_errors(train):
 
 def test_groove_crops_with_instrument_dropping_are_deterministic(tmp_path):
     pytest.importorskip("musicgen.tokenizers.groove")
-    files = sorted((ROOT.parent / "shared" / "data" / "groove_drums" / "drummer1").rglob("*.mid"))
-    if len(files) < 6:
-        pytest.skip("shared Groove MIDI data not available")
+    files = sorted((DATA / "groove_drums" / "drummer1").rglob("*.mid"))
     for f in files[:6]:
         shutil.copy(f, tmp_path / f.name)
     prepare("groove", tmp_path, tmp_path / "out", workers=1)  # --dataset groove: groove tokenizer

@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 import torch
 import torch.nn.functional as F
+from paths import DATA
 
 from musicgen.checkpoint import load_checkpoint, save_checkpoint
 from musicgen.cli import main
@@ -43,7 +44,6 @@ from musicgen.plots import (
 )
 from musicgen.tokenizers import build_tokenizer
 
-DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
 POP909 = DATA / "pop909"
 
 
@@ -461,7 +461,7 @@ def test_cli_evaluate_style_prints_the_other_song_baseline(run, tmp_path, capsys
     root, data, ckpts = run
     prompts = tmp_path / "prompts"
     prompts.mkdir()
-    for n in ("004", "006"):
+    for n in ("004", "010"):
         (prompts / f"{n}.mid").write_bytes((POP909 / n / f"{n}.mid").read_bytes())
     assert main(["evaluate", "style", "--checkpoint", str(ckpts["ape"]), "--prompts",
                  str(prompts), "--max-tokens", "160", "--samples", "1", "--out",

@@ -9,36 +9,19 @@ import numpy as np
 import pytest
 import symusic
 import torch
+from paths import DATA
 
-from musicgen.checkpoint import save_checkpoint
 from musicgen.cli import main
-from musicgen.commands.generate import prompt_ids
-from musicgen.config import Config, ModelConfig
-from musicgen.model import build_model
+from musicgen.prompt import prompt_from_file
 from musicgen.tokenizers import build_tokenizer
 
-DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
 SONG = DATA / "pop909" / "001" / "001.mid"
 DRUMS = DATA / "groove_drums" / "drummer1" / "eval_session" / "1_funk-groove1_138_beat_4-4.mid"
 
 
-def make_checkpoint(folder: Path, name: str, pe: str = "sine_spe") -> Path:
-    tok = build_tokenizer(name)
-    model_cfg = ModelConfig(
-        vocab_size=tok.vocab_size, n_layers=2, d_model=32, n_heads=2, d_ff=64, dropout=0.0,
-        n_features=16, num_realizations=8, num_sines=2, kernel_size=8, pe=pe,
-    )
-    torch.manual_seed(0)
-    model = build_model(model_cfg).eval()
-    path = folder / f"tiny_{name}.pt"
-    save_checkpoint(path, model, Config(name="tiny", tokenizer=name, model=model_cfg), tok)
-    return path
-
-
 @pytest.fixture(scope="module")
-def ckpts(tmp_path_factory) -> dict[str, Path]:
-    folder = tmp_path_factory.mktemp("ckpt")
-    return {name: make_checkpoint(folder, name) for name in ("remi", "groove")}
+def ckpts(tiny_checkpoints) -> dict[str, Path]:
+    return tiny_checkpoints
 
 
 def run_cli(capsys, *argv) -> tuple[int, str, str]:
@@ -108,7 +91,7 @@ def test_continue_keeps_the_prompt_at_its_tempo(ckpts, tmp_path, capsys):
                        "--bars", 2, "--out", tmp_path, "--num", 2, "--max-tokens", 40,
                        "--seed", 3, "--save-tokens")
     assert rc == 0
-    prompt = prompt_ids(tok, DRUMS, 0, 2)
+    prompt = prompt_from_file(tok, DRUMS, 0, 2).ids
     song = tok.encode(DRUMS)
     assert prompt == song[: int(tok.bar_starts(np.asarray(song))[2])]
     qpm = symusic.Score(str(DRUMS)).tempos[0].qpm
@@ -134,9 +117,10 @@ def test_continue_keeps_the_prompt_at_its_tempo(ckpts, tmp_path, capsys):
 
 def test_continue_remi_prompt_bars_is_a_valid_prefix(ckpts, tmp_path, capsys):
     tok = build_tokenizer("remi")
-    prompt = prompt_ids(tok, SONG, 4, 6)
+    prompt = prompt_from_file(tok, SONG, 4, 6).ids
     assert prompt[0] == tok.bos_id and prompt[1] == tok.bar_id
-    assert len(tok.bar_starts(np.asarray(prompt))) == 2
+    # two prompt bars, then the Bar that opens bar 3: the model can only write from there on
+    assert len(tok.bar_starts(np.asarray(prompt))) == 3 and prompt[-1] == tok.bar_id
     rc, stdout, _ = run_cli(capsys, "continue", "--checkpoint", ckpts["remi"], "--prompt", SONG,
                             "--prompt-bars", "4:6", "--out", tmp_path, "--num", 1,
                             "--max-tokens", 24, "--render")

@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import math
-from pathlib import Path
 
 import numpy as np
 import pytest
 import symusic
+from paths import DATA
 
 from musicgen.errors import MusicgenError
 from musicgen.metrics import (
@@ -29,7 +29,6 @@ from musicgen.metrics import (
     time_pitch_histogram,
 )
 
-DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
 POP909 = DATA / "pop909"
 
 

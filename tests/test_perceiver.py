@@ -8,6 +8,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
+from paths import UNIT_SONGS
 
 from musicgen.config import load_config
 from musicgen.data.dataset import IGNORE_INDEX, CropDataset, PreparedSplit
@@ -23,7 +24,7 @@ from musicgen.model import build_model
 from musicgen.model.perceiver import PAD_ID, PerceiverS
 
 ROOT = Path(__file__).resolve().parents[1]
-SONGS = sorted((ROOT / "tests" / "data" / "pop909").glob("*/*.mid"))
+SONGS = UNIT_SONGS
 TINY = ROOT / "configs" / "pop909" / "perceiver_tiny.yaml"
 M, N, V = 24, 8, 40  # window, queries, vocabulary of the hand-sized models
 

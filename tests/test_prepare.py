@@ -9,6 +9,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import symusic
+from paths import UNIT_SONGS
 
 from musicgen.cli import main
 from musicgen.data.prepare import find_midi, hash_split, prepare
@@ -17,8 +18,7 @@ from musicgen.tokenizers import load_tokenizer
 
 ROOT = Path(__file__).resolve().parents[1]
 BUNDLED = ROOT / "tests" / "data" / "pop909"
-SHARED = Path(__file__).resolve().parents[2] / "shared" / "data"
-SONGS = sorted(BUNDLED.glob("*/*.mid"))
+SONGS = UNIT_SONGS
 
 
 def copy_songs(dst: Path, songs=SONGS) -> list[str]:

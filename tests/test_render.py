@@ -1,4 +1,5 @@
-"""Piano roll and WAV rendering; rendering degrades cleanly without FluidSynth."""
+"""Piano roll and audio rendering: WAV/OGG from pip packages alone (not silent, the MIDI's
+length), FluidSynth when installed, one-line errors."""
 
 from __future__ import annotations
 
@@ -9,18 +10,21 @@ import matplotlib.image as mpimg
 import numpy as np
 import pytest
 import symusic
+from paths import DATA
 
 from musicgen.cli import main
+from musicgen.errors import MusicgenError
 from musicgen.render import (
-    INSTALL_HINT,
     PIANO_ROLL_DPI,
     PIANO_ROLL_SIZE,
     find_fluidsynth,
     find_soundfont,
+    pip_soundfont,
+    read_wav,
     render_midi,
+    synthesize,
 )
 
-DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
 SONG = DATA / "pop909" / "001" / "001.mid"  # three tracks: MELODY, BRIDGE, PIANO
 
 
@@ -60,23 +64,40 @@ def test_piano_roll_png_size_and_track_colours(tmp_path):
         assert rgb in present, f"track {i} colour {rgb} missing"
 
 
-def test_wav_missing_fluidsynth_degrades_cleanly(tmp_path, capsys):
+def check_audio(path: Path, midi: Path) -> None:
+    """Not silent, and as long as the MIDI file plays (within a quarter of a second)."""
+    samples, rate = read_wav(path)
+    seconds = symusic.Score(str(midi)).to("second").end()
+    assert abs(len(samples) / rate - seconds) < 0.25, (len(samples) / rate, seconds)
+    assert float(np.sqrt(np.mean(samples**2))) > 0.01  # RMS well above silence
+    assert np.abs(samples).max() < 1.0
+
+
+def test_wav_with_pip_packages_only(tmp_path, capsys):
+    """No fluidsynth program: the pip synthesizer and pretty_midi's GM soundfont make the WAV."""
     midi = short_midi(tmp_path / "short.mid")
-    written = render_midi(midi, tmp_path / "out", png=True, wav=True,
+    assert pip_soundfont() is not None and pip_soundfont().name == "TimGM6mb.sf2"
+    written = render_midi(midi, tmp_path / "out", png=True, wav=True, ogg=True,
                           fluidsynth=str(tmp_path / "no-such-fluidsynth"))
-    assert written == [tmp_path / "out" / "short.png"]
-    assert not (tmp_path / "out" / "short.wav").exists()
-    err = capsys.readouterr().err.strip().splitlines()
-    assert len(err) == 1 and INSTALL_HINT in err[0]
+    out = tmp_path / "out"
+    assert written == [out / "short.png", out / "short.wav", out / "short.ogg"]
+    check_audio(out / "short.wav", midi)
+    assert (out / "short.ogg").read_bytes()[:4] == b"OggS"
+    assert capsys.readouterr().err == ""
 
 
-def test_wav_missing_soundfont_degrades_cleanly(tmp_path, capsys):
+def test_audio_of_a_real_song_has_its_length(tmp_path):
+    written = synthesize(SONG, tmp_path / "001.wav", fluidsynth=str(tmp_path / "none"))
+    check_audio(written, SONG)
+
+
+def test_missing_soundfont_is_one_line_error(tmp_path):
     midi = short_midi(tmp_path / "short.mid")
-    written = render_midi(midi, tmp_path, png=False, wav=True,
-                          soundfont=tmp_path / "missing.sf2",
-                          fluidsynth=find_fluidsynth() or "/bin/true")
-    assert written == []
-    assert INSTALL_HINT in capsys.readouterr().err
+    with pytest.raises(MusicgenError, match="missing.sf2: soundfont not found"):
+        render_midi(midi, tmp_path, png=False, wav=True, soundfont=tmp_path / "missing.sf2",
+                    fluidsynth=str(tmp_path / "none"))
+    with pytest.raises(MusicgenError, match="audio must be .wav or .ogg"):
+        synthesize(midi, tmp_path / "x.flac")
 
 
 @pytest.mark.skipif(find_fluidsynth() is None or find_soundfont() is None,
@@ -94,6 +115,8 @@ def test_cli_render_png_and_errors(tmp_path, capsys):
     midi = short_midi(tmp_path / "short.mid")
     assert main(["render", str(midi), "--png", "--out", str(tmp_path / "o")]) == 0
     assert png_size(tmp_path / "o" / "short.png") == (1200, 400)
+    assert main(["render", str(midi), "--ogg", "--out", str(tmp_path / "a")]) == 0
+    assert [p.name for p in (tmp_path / "a").iterdir()] == ["short.ogg"]
     bad = tmp_path / "bad.mid"
     bad.write_bytes(b"MThd garbage")
     assert main(["render", str(bad), "--png"]) == 1

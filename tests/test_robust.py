@@ -25,8 +25,8 @@ import numpy as np
 import pytest
 import symusic
 import torch
+from conftest import make_checkpoint
 from hostile import GOOD, build_corpus, odd_corpus, scale
-from test_generate_cli import make_checkpoint
 
 from musicgen.checkpoint import read_payload, save_checkpoint
 from musicgen.cli import main

@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import math
-from pathlib import Path
 
 import numpy as np
 import pytest
 import symusic
 import torch
+from paths import DATA
 
 from musicgen.config import ModelConfig, PerceiverConfig
 from musicgen.errors import MusicgenError
@@ -26,8 +26,6 @@ from musicgen.sample import (
     top_p_filter,
 )
 from musicgen.tokenizers import build_tokenizer
-
-DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
 
 INF = float("inf")
 

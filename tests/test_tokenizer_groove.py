@@ -11,16 +11,16 @@ import mido
 import numpy as np
 import pytest
 import symusic
+from paths import DATA
 
 from musicgen.errors import MusicgenError
 from musicgen.tokenizers import build_tokenizer, load_tokenizer
 from musicgen.tokenizers.groove import GrooveTokenizer
 
 ROOT = Path(__file__).resolve().parents[1]
-SHARED = Path(__file__).resolve().parents[2] / "shared" / "data"
 TRIO = ROOT / "data" / "trio"
-POP = SHARED / "pop909" / "001" / "001.mid"
-DRUMS = SHARED / "groove_drums" / "drummer1" / "eval_session" / "1_funk-groove1_138_beat_4-4.mid"
+POP = DATA / "pop909" / "001" / "001.mid"
+DRUMS = DATA / "groove_drums" / "drummer1" / "eval_session" / "1_funk-groove1_138_beat_4-4.mid"
 SCALE = 480 // 12  # decoded tpq / 12 ticks per beat
 
 

@@ -6,6 +6,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import symusic
+from paths import SHARED, UNIT_SONGS
 
 from musicgen.errors import MusicgenError
 from musicgen.tokenizers import build_tokenizer, load_tokenizer
@@ -14,10 +15,8 @@ from musicgen.tokenizers.remi_grammar import RemiTables
 
 ROOT = Path(__file__).resolve().parents[1]
 BUNDLED = ROOT / "tests" / "data" / "pop909"
-SHARED = Path(__file__).resolve().parents[2] / "shared" / "data" / "pop909"
-SONGS = sorted(BUNDLED.glob("*/*.mid")) + [
-    p for p in (SHARED / f"{n}/{n}.mid" for n in ("010", "200", "401", "733", "850")) if p.is_file()
-]
+SONGS = UNIT_SONGS + [BUNDLED / f"{n}/{n}.mid" for n in ("010", "200", "401", "733", "850")]
+FULL = SHARED / "pop909"
 
 
 @pytest.fixture(scope="module")
@@ -227,20 +226,18 @@ def test_grammar_accepts_every_encoded_song_and_allowed_agrees(tok, encoded):
         assert not g.allowed().any()
 
 
+@pytest.mark.shared
 def test_grammar_accepts_many_real_songs(tok):
-    files = sorted(SHARED.glob("*/*.mid"))[::25]
-    if not files:
-        pytest.skip("shared POP909 data not available")
+    files = sorted(FULL.glob("*/*.mid"))[::25]
     for f in files:
         g = run_grammar(tok.grammar(), tok.encode(f))
         assert g.errors == 0 and g.finished(), f
 
 
 @pytest.mark.slow
+@pytest.mark.shared
 def test_grammar_accepts_all_of_pop909(tok):
-    files = sorted(SHARED.glob("*/*.mid"))
-    if len(files) < 850:
-        pytest.skip("shared POP909 data not available")
+    files = sorted(FULL.glob("*/*.mid"))
     for f in files:
         g = run_grammar(tok.grammar(), tok.encode(f))
         assert g.errors == 0 and g.finished(), f

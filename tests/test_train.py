@@ -127,8 +127,8 @@ def test_half_checkpoints_keep_spe_and_gates_in_float32(prepared, tmp_path, pe):
 
 def test_shipped_float16_checkpoints_still_load():
     """Files written before the float32 policy (every tensor float16) load as before."""
-    path = ROOT / "checkpoints" / "pop909_sine_spe_gated" / "model.pt"
-    stored = torch.load(path, weights_only=True)["model"]
+    path = ROOT / "checkpoints" / "pop909_sine_spe_gated"  # a model folder since issue 16
+    stored = read_payload(path)["model"]
     loaded = load_checkpoint(path)
     assert stored["spe.0.freq"].dtype == torch.float16
     assert loaded.model.spe[0].freq.dtype == torch.float32

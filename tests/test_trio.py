@@ -12,13 +12,13 @@ from pathlib import Path
 import numpy as np
 import pytest
 import symusic
+from paths import SHARED
 
 from musicgen.data.trio import build_trio, drum_pool, split_drum_styles
 from musicgen.data.trio_patterns import Chord, parse_chord
 from musicgen.errors import MusicgenError
 
 ROOT = Path(__file__).resolve().parents[1]
-SHARED = Path(__file__).resolve().parents[2] / "shared" / "data"
 POP909, GROOVE = SHARED / "pop909", SHARED / "groove_drums"
 TRIO = ROOT / "data" / "trio"
 SPLITS = ("train", "validation", "test")
@@ -43,6 +43,7 @@ def assert_split_disjoint(rows: list[dict]) -> None:
         assert not sets["validation"] & sets["test"], key
 
 
+@pytest.mark.shared
 def test_builder_is_deterministic(tmp_path):
     kw = {"n_songs": 9, "seed": 7, "min_bars": 16, "max_bars": 20, "progress": False}
     rows_a = build_trio(POP909, GROOVE, tmp_path / "a", **kw)
@@ -60,6 +61,7 @@ def files_of_seed(out: Path, seed: int) -> dict[str, bytes]:
     return files(out)
 
 
+@pytest.mark.shared
 def test_shipped_dataset_is_reproduced(tmp_path):
     build_trio(POP909, GROOVE, tmp_path, progress=False)  # the defaults shipped in data/trio
     shipped = {k: v for k, v in files(TRIO).items() if k != "README.md"}
@@ -95,6 +97,7 @@ def test_shipped_dataset_matches_its_metadata():
     assert len({r["pop909_id"] for r in rows}) == len(rows)  # each POP909 chart used once
 
 
+@pytest.mark.shared
 def test_drum_style_labels_split_whole():
     pool = drum_pool(GROOVE)
     split = split_drum_styles(pool, np.random.default_rng(0))
@@ -112,6 +115,7 @@ def test_chord_parsing():
     assert parse_chord("N") is None and parse_chord("X:maj") is None
 
 
+@pytest.mark.shared
 def test_builder_bad_input(tmp_path):
     with pytest.raises(MusicgenError, match="POP909 folder not found"):
         build_trio(tmp_path / "nope", GROOVE, tmp_path / "out", n_songs=3, progress=False)

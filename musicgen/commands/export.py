@@ -26,7 +26,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     )
     p.add_argument("tokens", help="a .json or text file of ids / token names")
     src = p.add_mutually_exclusive_group(required=True)
-    src.add_argument("--checkpoint", help="take the tokenizer from this checkpoint")
+    src.add_argument("--checkpoint",
+                     help="take the tokenizer from this checkpoint or model folder")
     src.add_argument("--tokenizer", help="a tokenizer.json (or a prepared dataset folder)")
     p.add_argument("-o", "--out", required=True, help="the MIDI file to write")
     p.add_argument("--overwrite", action="store_true", help="replace OUT if it exists")
@@ -103,7 +104,7 @@ def load_tokenizer_from(args: argparse.Namespace) -> Tokenizer:
 
 
 def run(args: argparse.Namespace) -> int:
-    from musicgen.commands.generate import free_path, write_midi
+    from musicgen.api import free_path, write_midi
 
     path = Path(args.tokens)
     name, items = read_tokens(path)
@@ -120,6 +121,6 @@ def run(args: argparse.Namespace) -> int:
     target = base.with_name(base.name + (out.suffix or ".mid"))
     if target != out:
         print(f"note: {out} exists; writing {target.name} instead (--overwrite replaces it)")
-    write_midi(tokenizer, ids, target, tempo=None)
+    write_midi(tokenizer.decode(ids), target)
     print(f"wrote {target} ({len(ids)} ids)")
     return 0

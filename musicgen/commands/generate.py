@@ -2,28 +2,22 @@
 
 Both read everything from the checkpoint (model, tokenizer, config), sample with the paper's
 settings for that tokenizer unless told otherwise, and write `<name>.mid` files into `--out`
-without ever overwriting an existing file silently.
+without ever overwriting an existing file silently. The work is done by `musicgen.api` (and the
+prompt by `musicgen.prompt`); this module parses options, names files and prints.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
-import secrets
 from collections.abc import Iterator
 from pathlib import Path
 
-import numpy as np
-import symusic
-import torch
-
-from musicgen.device import pick_device
+from musicgen.api import BAR_TOKEN_CAP, Model, checkpoint_stem, draw_seed, free_path, load
 from musicgen.errors import MusicgenError, check_range, check_seed
-from musicgen.io import atomic_write_text, ensure_dir, write_score
-from musicgen.sample import Generated, SamplingOptions, default_options, generate, invalid_rate
-from musicgen.tokenizers.base import Tokenizer
-
-BAR_TOKEN_CAP = 512  # with --bars, at most this many sampled ids per requested bar
+from musicgen.io import atomic_write_text, ensure_dir
+from musicgen.prompt import Prompt
+from musicgen.sample import Generated, SamplingOptions, invalid_rate
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -61,7 +55,8 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def _add_common(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--checkpoint", required=True, help="a checkpoint file (or its run folder)")
+    p.add_argument("--checkpoint", required=True,
+                   help="a model folder, a .pt checkpoint, a run folder or a shipped model's name")
     p.add_argument("--out", required=True, help="output folder (created)")
     p.add_argument("--num", type=int, default=4, help="pieces to write (default 4)")
     p.add_argument("--temperature", type=float, default=None, help=">= 0 (0 = greedy)")
@@ -97,132 +92,78 @@ def check_common(args: argparse.Namespace) -> None:
     ).validate()
 
 
-def sampling_options(args: argparse.Namespace, tokenizer: Tokenizer) -> SamplingOptions:
+def sampling_options(args: argparse.Namespace, model: Model) -> SamplingOptions:
     """The paper's defaults for this tokenizer, with every option given on the command line."""
-    opts = default_options(tokenizer.name)
-    if args.temperature is not None:
-        opts.temperature = args.temperature
-    if args.top_k is not None:
-        opts.top_k = args.top_k
-    if args.top_p is not None:
-        opts.top_p = args.top_p
-    opts.grammar = not args.no_grammar
-    return opts.validate()
+    return model.options(args.temperature, args.top_k, args.top_p, grammar=not args.no_grammar)
 
 
-def load(args: argparse.Namespace):
-    from musicgen.checkpoint import load_checkpoint
-
-    device = pick_device(args.device)
-    loaded = load_checkpoint(args.checkpoint, device)
-    return loaded, device
-
-
-def checkpoint_stem(path: str | Path) -> str:
-    """Output names start with the model's name: runs/pop/best.pt -> pop_best, x/model.pt -> x."""
-    path = Path(path)
-    if path.is_dir():
-        return path.name
-    if path.stem == "model":
-        return path.parent.name or "model"
-    if path.stem in ("last", "best") and path.parent.name:
-        return f"{path.parent.name}_{path.stem}"
-    return path.stem
-
-
-def free_path(folder: Path, stem: str, suffixes: tuple[str, ...], overwrite: bool) -> Path:
-    """`folder/stem` (without suffix), or `stem-1`, `stem-2`, ... if any of its files exist."""
-    n = 0
-    while True:
-        base = folder / (stem if n == 0 else f"{stem}-{n}")
-        if overwrite or not any(base.with_name(base.name + s).exists() for s in suffixes):
-            return base
-        n += 1
-
-
-def write_midi(tokenizer: Tokenizer, ids: list[int], path: Path, tempo: float | None) -> None:
-    """Decode and write atomically; `tempo` (qpm) replaces whatever the ids set at time 0."""
-    score = tokenizer.decode(ids)
-    if tempo is not None:
-        later = [t for t in score.tempos if t.time > 0]
-        score.tempos.clear()
-        score.tempos.append(symusic.Tempo(0, float(tempo)))
-        for t in later:
-            score.tempos.append(t)
-    write_score(score, path)  # verified: a full disk is an error, never an empty file
-
-
-def sample_all(args, loaded, device, prompt: list[int], max_new: int, bars: int | None,
-               seed: int) -> Iterator[tuple[int, list[Generated]]]:
-    """`args.num` continuations of `prompt` from one seed, yielded a batch at a time (with the
-    index of its first piece) so that each batch is written before the next one starts."""
-    opts = sampling_options(args, loaded.tokenizer)
-    cfg = loaded.config.model
-    if cfg.head == "lm" and cfg.pe == "ape_learned" and len(prompt) + max_new > cfg.max_len:
-        max_new = max(cfg.max_len - len(prompt), 1)
-        print(f"note: learned positions stop at {cfg.max_len}: sampling {max_new} ids at most")
-    torch.manual_seed(seed)  # the model's positional noise (init_state)
-    gen = torch.Generator(device=device).manual_seed(seed)
-    for start in range(0, args.num, args.batch_size):
-        n = min(args.batch_size, args.num - start)
-        yield start, generate(loaded.model, loaded.tokenizer, [list(prompt)] * n, opts,
-                              max_new_tokens=max_new, bars=bars, generator=gen, progress=True)
-
-
-def save_all(args, loaded, batches: Iterator[tuple[int, list[Generated]]], stem: str, seed: int,
-             tempo: float | None = None, continuation_only: bool = False) -> list[Path]:
-    """Write `<stem>_<seed>_<i>.mid` (+ `.json`) for every piece, batch by batch."""
+def save_all(args, model: Model, batches: Iterator[tuple[int, list[Generated]]], stem: str,
+             seed: int, prompt: Prompt | None = None) -> list[Path]:
+    """Write `<stem>_<seed>_<i>.mid` (+ `.json`) for every piece, batch by batch; returns every
+    file written (MIDI, tokens, renders)."""
     out_dir = ensure_dir(args.out)
-    tok = loaded.tokenizer
+    tok = model.tokenizer
+    only = bool(getattr(args, "continuation_only", False))
     suffixes = (".mid", ".json") if args.save_tokens else (".mid",)
     written, everything = [], []
     for first, results in batches:
         everything += results
         for i, res in enumerate(results, start=first):
             base = free_path(out_dir, f"{stem}_{seed}_{i}", suffixes, args.overwrite)
-            ids = [tok.bos_id, *res.continuation] if continuation_only else res.ids
-            midi = base.with_name(base.name + ".mid")
-            write_midi(tok, ids, midi, tempo)
+            midi = model.music(res, seed, prompt, only).save(base.with_name(base.name + ".mid"))
             written.append(midi)
             if args.save_tokens:
+                lead = prompt.lead_in if prompt is not None else []
+                ids = [tok.bos_id, *lead, *res.continuation] if only else res.ids
                 record = {"tokenizer": tok.name, "ids": ids,
-                          "prompt_len": 1 if continuation_only else res.prompt_len,
+                          "prompt_len": 1 + len(lead) if only else res.prompt_len,
                           "checkpoint": str(args.checkpoint), "seed": seed, "index": i,
                           "stop": res.stop, "grammar_errors": res.errors}
                 atomic_write_text(base.with_name(base.name + ".json"), json.dumps(record) + "\n")
+                written.append(base.with_name(base.name + ".json"))
             print(f"wrote {midi} ({res.sampled} ids sampled, stop: {res.stop})")
             if args.render:
-                _render(midi, out_dir)
+                written += _render(midi, out_dir)
     if args.no_grammar:
         print(f"invalid token rate (grammar off): {invalid_rate(everything):.4f}")
     return written
 
 
-def _render(midi: Path, out_dir: Path) -> None:
-    try:
-        from musicgen.render import render_midi
-    except ModuleNotFoundError:
-        print("note: musicgen.render is not available; --render skipped")
-        return
-    for path in render_midi(midi, out_dir, png=True, wav=True):
+def _render(midi: Path, out_dir: Path) -> list[Path]:
+    from musicgen.render import render_midi
+
+    paths = render_midi(midi, out_dir, png=True, wav=True)
+    for path in paths:
         print(f"wrote {path}")
+    return paths
+
+
+def _load(args: argparse.Namespace) -> Model:
+    return load(args.checkpoint, args.device)
 
 
 # ---------------------------------------------------------------------------------------------
 # the two commands
 
 
-def run_generate(args: argparse.Namespace) -> int:
+def generate_files(args: argparse.Namespace) -> list[Path]:
+    """`musicgen generate` as a function: the files it wrote (the demo calls this)."""
     check_common(args)
-    loaded, device = load(args)
-    seed = args.seed if args.seed is not None else secrets.randbelow(2**31)
+    model = _load(args)
+    seed = draw_seed(args.seed)
     if args.bars is not None:
         max_new = BAR_TOKEN_CAP * args.bars
     else:
         max_new = args.max_tokens if args.max_tokens is not None else 2048
     print(f"seed {seed}")
-    batches = sample_all(args, loaded, device, [loaded.tokenizer.bos_id], max_new, args.bars, seed)
-    save_all(args, loaded, batches, checkpoint_stem(args.checkpoint), seed)
+    batches = model.sample([model.tokenizer.bos_id], args.num, max_new, seed,
+                           sampling_options(args, model), args.bars, args.batch_size,
+                           progress=True)
+    return save_all(args, model, batches, checkpoint_stem(model.source), seed)
+
+
+def run_generate(args: argparse.Namespace) -> int:
+    generate_files(args)
     return 0
 
 
@@ -242,75 +183,23 @@ def parse_bar_range(args: argparse.Namespace) -> tuple[int, int]:
     return start, end
 
 
-def prompt_ids(tokenizer: Tokenizer, path: Path, start: int, end: int) -> list[int]:
-    """BOS + the ids of bars start..end-1, cut at the tokenizer's bar starts.
-
-    Ids that the grammar rejects at the cut (e.g. a note ended whose start lies before it) are
-    dropped, so the prompt is always a valid prefix.
-    """
-    if not path.exists():
-        raise MusicgenError(f"{path}: prompt file not found")
-    if path.is_dir():
-        raise MusicgenError(f"{path}: is a directory, not a MIDI file")
-    if path.stat().st_size == 0:
-        raise MusicgenError(f"{path}: empty file (not a MIDI file)")
-    ids = np.asarray(tokenizer.encode(path), dtype=np.int64)
-    starts = tokenizer.bar_starts(ids)
-    if len(starts) < end:
-        raise MusicgenError(
-            f"{path}: has {len(starts)} bars, fewer than the {end} that bars {start}:{end} need"
-        )
-    stop = int(starts[end]) if end < len(starts) else len(ids) - 1  # before EOS
-    grammar = tokenizer.grammar()
-    grammar.advance(tokenizer.bos_id)
-    kept = [tokenizer.bos_id]
-    for tok in ids[int(starts[start]) : stop].tolist():
-        if tok in (tokenizer.bos_id, tokenizer.eos_id):
-            continue
-        if grammar.allowed()[tok]:
-            grammar.advance(tok)
-            kept.append(tok)
-    if len(kept) == 1:
-        raise MusicgenError(f"{path}: bars {start}:{end} hold no tokens")
-    return kept
-
-
-def tempo_at_bar(path: Path, bar: int) -> float | None:
-    """The tempo (qpm) in effect where bar `bar` of the file begins (time signatures followed)."""
-    score = symusic.Score(str(path))
-    if len(score.tempos) == 0:
-        return None
-    tpq, tick, left = score.ticks_per_quarter, 0, bar
-    sigs = sorted((ts.time, ts.numerator, ts.denominator) for ts in score.time_signatures)
-    sigs = sigs or [(0, 4, 4)]
-    for k, (_, num, den) in enumerate(sigs):
-        bar_len = max(tpq * 4 * num // den, 1)
-        nxt = sigs[k + 1][0] if k + 1 < len(sigs) else None
-        while left > 0 and (nxt is None or tick + bar_len <= nxt):
-            tick += bar_len
-            left -= 1
-        if left == 0:
-            break
-    qpm = score.tempos[0].qpm
-    for t in score.tempos:
-        if t.time <= tick:
-            qpm = t.qpm
-    return float(qpm)
-
-
-def run_continue(args: argparse.Namespace) -> int:
+def continue_files(args: argparse.Namespace) -> list[Path]:
+    """`musicgen continue` as a function: the files it wrote (the demo calls this)."""
     check_common(args)
     start, end = parse_bar_range(args)
     prompt_path = Path(args.prompt)
     if not prompt_path.exists():
         raise MusicgenError(f"{prompt_path}: prompt file not found")
-    loaded, device = load(args)
-    tok = loaded.tokenizer
-    prompt = prompt_ids(tok, prompt_path, start, end)
-    tempo = tempo_at_bar(prompt_path, start)
-    seed = args.seed if args.seed is not None else secrets.randbelow(2**31)
-    print(f"seed {seed}; prompt: bars {start}:{end} of {prompt_path.name} ({len(prompt)} ids)")
-    batches = sample_all(args, loaded, device, prompt, args.max_tokens, None, seed)
-    stem = f"{checkpoint_stem(args.checkpoint)}_{prompt_path.stem}"
-    save_all(args, loaded, batches, stem, seed, tempo, args.continuation_only)
+    model = _load(args)
+    prompt = model.prompt(prompt_path, end - start, start)
+    seed = draw_seed(args.seed)
+    print(f"seed {seed}; prompt: bars {start}:{end} of {prompt_path.name} ({len(prompt.ids)} ids)")
+    batches = model.sample(prompt.ids, args.num, args.max_tokens, seed,
+                           sampling_options(args, model), None, args.batch_size, progress=True)
+    stem = f"{checkpoint_stem(model.source)}_{prompt_path.stem}"
+    return save_all(args, model, batches, stem, seed, prompt)
+
+
+def run_continue(args: argparse.Namespace) -> int:
+    continue_files(args)
     return 0

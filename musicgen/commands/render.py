@@ -1,4 +1,4 @@
-"""`musicgen render`: a MIDI file -> piano-roll PNG and (with FluidSynth) WAV."""
+"""`musicgen render`: a MIDI file -> piano-roll PNG, WAV and (asked for) a short OGG."""
 
 from __future__ import annotations
 
@@ -10,26 +10,29 @@ def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser(
         "render",
         help="draw a piano roll and synthesize audio for MIDI files",
-        description="Write SONG.png (piano roll, one colour per track, bar lines) and, when the "
-        "fluidsynth program and a General MIDI soundfont are installed, SONG.wav. With neither "
-        "--png nor --wav both are made.",
+        description="Write SONG.png (piano roll, one colour per track, bar lines) and SONG.wav "
+        "(FluidSynth when installed, else the pip-installed midirenderer with pretty_midi's "
+        "General MIDI soundfont); --ogg also writes SONG.ogg (Ogg Opus). With none of --png, "
+        "--wav, --ogg, the PNG and the WAV are made.",
     )
     p.add_argument("midi", nargs="+", help="MIDI file(s)")
     p.add_argument("--png", action="store_true", help="piano-roll image")
-    p.add_argument("--wav", action="store_true", help="audio through FluidSynth")
+    p.add_argument("--wav", action="store_true", help="audio, 16-bit PCM WAV")
+    p.add_argument("--ogg", action="store_true", help="audio, Ogg Opus (64 kbit/s)")
     p.add_argument("--out", help="output folder (default: next to each MIDI file)")
-    p.add_argument("--soundfont", help="a .sf2 file (default: FluidR3_GM from fluid-soundfont-gm)")
+    p.add_argument("--soundfont", help="a .sf2 file (default: FluidR3_GM when installed, "
+                   "else TimGM6mb from pretty_midi)")
     p.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:
     from musicgen.render import render_midi
 
-    png, wav = args.png, args.wav
-    if not png and not wav:
+    png, wav, ogg = args.png, args.wav, args.ogg
+    if not (png or wav or ogg):
         png = wav = True
     for midi in args.midi:
         out = Path(args.out) if args.out else Path(midi).parent
-        for path in render_midi(midi, out, png=png, wav=wav, soundfont=args.soundfont):
+        for path in render_midi(midi, out, png=png, wav=wav, soundfont=args.soundfont, ogg=ogg):
             print(f"wrote {path}")
     return 0

@@ -39,7 +39,9 @@ MIDI_SUFFIXES = (".mid", ".midi")
 def default_tokenizer(dataset: str) -> str:
     if dataset == "groove":
         return "groove"
-    config = Path(__file__).resolve().parents[2] / "configs" / "tokenizer" / "remi.yaml"
+    from musicgen.resources import shipped_dir
+
+    config = shipped_dir("configs") / "tokenizer" / "remi.yaml"
     return str(config) if config.is_file() else "remi"
 
 

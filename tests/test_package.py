@@ -1,0 +1,149 @@
+"""What a newcomer uses: model folders (safetensors), the shipped models, presets by name, the
+Python API and the README's example."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import re
+import shutil
+
+import numpy as np
+import pytest
+import symusic
+import torch
+from paths import DATA, ROOT
+
+import musicgen
+from musicgen.checkpoint import convert_to_folder, load_checkpoint, read_payload
+from musicgen.cli import main
+from musicgen.config import load_config
+from musicgen.errors import MusicgenError
+from musicgen.resources import preset_names, resolve_config
+
+SONG = DATA / "pop909" / "005" / "005.mid"
+# sha256 (first 16 hex digits) of the weights of the three shipped checkpoints as trained and
+# exported (checkpoints/<name>/model.pt before their conversion to model folders)
+SHIPPED_DIGESTS = {
+    "pop909_sine_spe_gated": "d4c0d9414c063157",
+    "pop909_ape": "fa85ed4cf83491fa",
+    "groove_sine_spe_gated": "4aabcde2aa5afa5e",
+}
+
+
+def digest(weights: dict[str, torch.Tensor]) -> str:
+    h = hashlib.sha256()
+    for k in sorted(weights):
+        t = weights[k].contiguous()
+        h.update(k.encode())
+        h.update(str(t.dtype).encode())
+        h.update(t.view(torch.uint8).numpy().tobytes() if t.numel() else b"")
+    return h.hexdigest()[:16]
+
+
+@pytest.mark.parametrize("name", sorted(SHIPPED_DIGESTS))
+def test_shipped_model_folders_hold_the_trained_weights(name):
+    folder = ROOT / "checkpoints" / name
+    assert sorted(p.name for p in folder.iterdir()) == [
+        "README.md", "config.json", "model.safetensors", "tokenizer.json"]
+    payload = read_payload(folder)
+    assert digest(payload["model"]) == SHIPPED_DIGESTS[name]
+    assert json.loads((folder / "config.json").read_text())["format"] == "musicgen-model/1"
+
+
+def test_pt_to_folder_is_bit_identical_and_loads_the_same(tiny_checkpoints, tmp_path):
+    pt = tiny_checkpoints["remi"]
+    folder = convert_to_folder(pt, tmp_path / "tiny_remi")
+    a, b = read_payload(pt), read_payload(folder)
+    assert a["model"].keys() == b["model"].keys()
+    assert all(torch.equal(a["model"][k], b["model"][k]) for k in a["model"])
+    as_json = lambda d: json.loads(json.dumps(d))  # noqa: E731 - JSON keeps tuples as lists
+    assert as_json(a["config"]) == b["config"] and as_json(a["tokenizer"]) == b["tokenizer"]
+    la_, lb_ = load_checkpoint(pt), load_checkpoint(folder)
+    assert la_.tokenizer.to_dict() == lb_.tokenizer.to_dict() and la_.config == lb_.config
+    ma, mb = la_.model, lb_.model
+    ids = torch.tensor([[1, 4, 5, 6, 7]])
+    torch.manual_seed(0)
+    la = ma(ids)
+    torch.manual_seed(0)
+    assert torch.equal(la, mb(ids))
+
+
+def test_every_command_accepts_a_model_folder(tiny_checkpoints, tmp_path, capsys):
+    folder = convert_to_folder(tiny_checkpoints["remi"], tmp_path / "tiny_remi")
+    out = tmp_path / "out"
+    assert main(["generate", "--checkpoint", str(folder), "--out", str(out), "--num", "1",
+                 "--max-tokens", "24", "--seed", "1", "--save-tokens"]) == 0
+    assert (out / "tiny_remi_1_0.mid").is_file()
+    assert main(["continue", "--checkpoint", str(folder), "--prompt", str(SONG), "--out",
+                 str(out), "--num", "1", "--max-tokens", "16", "--seed", "1"]) == 0
+    assert main(["export", str(out / "tiny_remi_1_0.json"), "--checkpoint", str(folder),
+                 "-o", str(out / "again.mid")]) == 0
+    capsys.readouterr()
+
+
+def test_broken_model_folders_are_one_line_errors(tiny_checkpoints, tmp_path, capsys):
+    folder = convert_to_folder(tiny_checkpoints["remi"], tmp_path / "m")
+    (folder / "model.safetensors").write_bytes(b"not safetensors")
+    with pytest.raises(MusicgenError, match="model.safetensors: not readable"):
+        load_checkpoint(folder)
+    (folder / "tokenizer.json").unlink()
+    assert main(["generate", "--checkpoint", str(folder), "--out", str(tmp_path / "o")]) == 1
+    err = capsys.readouterr().err
+    assert "model folder lacks tokenizer.json" in err and err.count("\n") == 1
+
+
+def test_presets_by_name():
+    assert resolve_config("pop909/small") == ROOT / "configs" / "pop909" / "small.yaml"
+    assert load_config("pop909/small") == load_config(ROOT / "configs" / "pop909" / "small.yaml")
+    assert load_config("groove/tiny.yaml").tokenizer == "groove"
+    assert "pop909/sine_spe_gated" in preset_names()
+    with pytest.raises(MusicgenError, match=r"pop909/nope: config file not found.*pop909/small"):
+        load_config("pop909/nope")
+
+
+def test_api_results(tiny_checkpoints, tmp_path):
+    m = musicgen.load(tiny_checkpoints["remi"])
+    piece = m.generate(bars=2, seed=3)
+    again = m.generate(bars=2, seed=3)
+    assert piece.ids == again.ids and piece.seed == 3  # a seed gives the same piece
+    path = piece.save(tmp_path / "x.mid")
+    back = symusic.Score(str(path))
+    assert back.note_num() == piece.to_score().note_num() == piece.score.note_num()
+    roll = piece.piano_roll()
+    assert roll.shape[0] == 128 and roll.dtype == np.uint8
+    notes = piece.to_score().to("quarter")
+    for n in notes.tracks[0].notes:
+        assert roll[n.pitch, int(round(n.time * 4))] > 0
+    wav = piece.save_audio(tmp_path / "a" / "x.wav")
+    assert wav.read_bytes()[:4] == b"RIFF" and sorted(os.listdir(tmp_path / "a")) == ["x.wav"]
+    cont = m.continue_midi(SONG, bars=2, seed=1, max_tokens=16)
+    assert cont.prompt_len > 1 and cont.stop in ("end", "max_tokens")
+    scored = m.score(SONG)
+    assert scored["tokens"] == len(m.tokenizer.encode(SONG)) - 1
+    assert scored["nll_per_token"] > 0 and scored["nll_per_note"] > scored["nll_per_token"]
+    with pytest.raises(MusicgenError, match="nope: checkpoint not found"):
+        musicgen.load(tmp_path / "nope")
+
+
+def readme_example() -> str:
+    text = (ROOT / "README.md").read_text()
+    section = text[text.index("## Python"):]
+    return re.search(r"```python\n(.*?)```", section, re.S).group(1)
+
+
+def test_readme_python_example_runs(tmp_path, monkeypatch, capsys):
+    code = readme_example()
+    assert len(code.strip().splitlines()) == 5
+    shutil.copy(SONG, tmp_path / "song.mid")
+    monkeypatch.chdir(tmp_path)
+    ns: dict = {}
+    exec(compile(code, "README.md", "exec"), ns)  # the README's own example
+    assert symusic.Score("new.mid").note_num() > 0
+    prompt = ns["m"].prompt("song.mid", bars=2)  # continued.mid starts with these notes
+    head = [(n.time, n.duration, n.pitch) for t in symusic.Score("continued.mid").tracks
+            for n in t.notes if n.time < prompt.end_tick]
+    assert sorted(head) == sorted((n.time, n.duration, n.pitch) for t in prompt.notes.tracks
+                                  for n in t.notes)
+    assert float(capsys.readouterr().out.strip().splitlines()[-1]) > 0
