@@ -113,7 +113,7 @@ def load_checkpoint(path: str | Path, device: str | torch.device = "cpu") -> Loa
             f"{path}: model vocabulary ({config.model.vocab_size}) does not match its tokenizer "
             f"({tokenizer.vocab_size})"
         )
-    model = build_model(config.model)
+    model = build_model(config.model, tokenizer)
     weights = {k: v.float() if v.is_floating_point() else v for k, v in payload["model"].items()}
     try:
         model.load_state_dict(weights)

@@ -166,7 +166,7 @@ def train(cfg: Config, out_dir: str | Path, resume: bool = False) -> TrainResult
     tok = check_data(cfg, train_split)
     torch.manual_seed(cfg.train.seed)
     random.seed(cfg.train.seed)
-    model = build_model(cfg.model).to(device)
+    model = build_model(cfg.model, tok).to(device)
     opt_cls = torch.optim.AdamW if cfg.optim.weight_decay > 0 else torch.optim.Adam
     optim = opt_cls(model.parameters(), lr=cfg.optim.lr, betas=tuple(cfg.optim.betas),
                     weight_decay=cfg.optim.weight_decay)

@@ -77,6 +77,9 @@ def run_nll(args: argparse.Namespace) -> int:
     for label, m in res["models"].items():
         print(f"{label}: NLL within {m['crop_len']} = {_fmt(m['mean_within'])}, "
               f"beyond = {_fmt(m['mean_beyond'])}")
+        fm = m["forbidden_mass"]
+        print(f"{label}: forbidden mass {_fmt(fm['overall'])}, after a note "
+              f"{_fmt(fm['after_note'])}")
     print(f"wrote {args.out}/nll.json, {args.out}/nll.png")
     return 0
 
