@@ -17,7 +17,8 @@ from musicgen.model.transformer import Performer, PerformerState
 
 REDRAW_POLICIES = ("never", "every", "prob")
 
-__all__ = ["FEATURE_MAPS", "MUSICAL_SPE", "POSITIONAL_ENCODINGS", "Performer", "PerformerState", "build_model"]
+__all__ = ["FEATURE_MAPS", "MUSICAL_SPE", "POSITIONAL_ENCODINGS", "Performer", "PerformerState",
+           "build_model"]
 
 
 def _check(cfg) -> None:
@@ -42,7 +43,8 @@ def _check(cfg) -> None:
 def _check_musical(cfg) -> None:
     m = cfg.musical
     if m.spe not in MUSICAL_SPE:
-        raise MusicgenError(f"model.musical.spe: unknown '{m.spe}'; valid: {', '.join(MUSICAL_SPE)}")
+        valid = ", ".join(MUSICAL_SPE)
+        raise MusicgenError(f"model.musical.spe: unknown '{m.spe}'; valid: {valid}")
     if m.phrase_bars <= 0:
         raise MusicgenError(f"model.musical.phrase_bars: must be > 0, got {m.phrase_bars}")
     if (m.embed or m.spe != "none") and cfg.head != "lm":
