@@ -313,3 +313,27 @@ def test_forbidden_mass_uniform_and_perfect_models(remi):
     assert masks[dur, forbidden_pos].all()
     perfect = forbidden_mass(_Fixed(remi.vocab_size, song), remi, [song], 1000, "cpu")
     assert perfect["overall"] < 1e-30 and perfect["positions"] == len(song) - 1
+
+
+def test_train_generate_and_evaluate_end_to_end(prepared, tmp_path):
+    """configs/pop909/tiny.yaml with both musical inputs: train, reload, generate, evaluate."""
+    from musicgen.config import load_config
+    from musicgen.evaluate import evaluate_nll
+    from musicgen.sample import default_options, generate
+    from musicgen.train import train
+
+    cfg = load_config(ROOT / "configs" / "pop909" / "tiny.yaml",
+                      ["model.musical.embed=true", "model.musical.spe=sine_spe",
+                       "train.max_steps=4", "train.val_every=4"])
+    cfg.data.path = str(prepared)
+    result = train(cfg, tmp_path / "run")
+    loaded = load_checkpoint(result.last)
+    assert loaded.config.model.musical.spe == "sine_spe" and loaded.model.musical is not None
+    tok = loaded.tokenizer
+    torch.manual_seed(0)
+    out = generate(loaded.model, tok, [[tok.bos_id]] * 2, default_options(tok.name), 80)
+    assert all(o.errors == 0 and len(o.ids) > 40 for o in out)
+    res = evaluate_nll([result.last], prepared, tmp_path / "eval", max_songs=1, max_len=128)
+    fm = next(iter(res["models"].values()))["forbidden_mass"]
+    assert 0.0 < fm["after_note"] < 1.0 and 0.0 < fm["overall"] < 1.0
+    assert fm["positions"] == 128 and fm["after_note_positions"] > 5

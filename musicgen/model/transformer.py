@@ -5,6 +5,8 @@ One interface for every positional encoding:
   init_state(batch_size, device, seed=None) -> PerformerState   (fixes the noise for the sequence)
   step(ids[B], state) -> (logits[B, V], state)         (any position, far past the training length)
   on_train_step(step, generator=None)                  (FAVOR+ redraw policy; not in eval)
+With model.musical on, `musical.py` adds the bar/position embeddings and musical-time SPE codes,
+from onsets it derives from the ids (parallel) or carries in `state.time` (step).
 """
 
 from __future__ import annotations
