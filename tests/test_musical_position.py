@@ -337,3 +337,17 @@ def test_train_generate_and_evaluate_end_to_end(prepared, tmp_path):
     fm = next(iter(res["models"].values()))["forbidden_mass"]
     assert 0.0 < fm["after_note"] < 1.0 and 0.0 < fm["overall"] < 1.0
     assert fm["positions"] == 128 and fm["after_note_positions"] > 5
+
+
+def test_presets_switch_embed_on_for_pop909_lm_only():
+    """The measured default (docs/model.md): POP909 LM presets embed; the rest stays off."""
+    from musicgen.config import load_config
+
+    def musical(name: str) -> MusicalConfig:
+        return load_config(ROOT / "configs" / name).model.musical
+
+    for name in ("pop909/small.yaml", "pop909/tiny.yaml", "pop909/ape.yaml"):
+        assert musical(name) == MusicalConfig(embed=True, phrase_bars=4, spe="none")
+    for name in ("pop909/perceiver_tiny.yaml", "pop909/perceiver_s.yaml", "groove/small.yaml",
+                 "maestro/perceiver_s.yaml", "pop909/musical_compare.yaml"):
+        assert musical(name) == MusicalConfig()
