@@ -185,7 +185,8 @@ def evaluate_nll(
     max_len: int | None = None, max_songs: int | None = None, device: str = "auto",
     segment: int = SEGMENT, batch_size: int = 1, seed: int = 0,
 ) -> dict:
-    """Per-position NLL of each checkpoint on the same held-out songs; nll.json + nll.png.
+    """Per-position NLL (and forbidden mass) of each checkpoint on the same held-out songs;
+    nll.json + nll.png.
 
     `seed` fixes the SPE noise draws (one per forward pass), so a rerun gives the same numbers.
     """

@@ -19,7 +19,8 @@ def register(sub: argparse._SubParsersAction) -> None:
         "nll", help="per-position NLL on held-out songs (several checkpoints on one plot)",
         description="Feed whole held-out songs (up to --max-len tokens, default twice the "
         "training crop) and average the NLL per 128-token segment, within and beyond the "
-        "training length.")
+        "training length; also the mean probability put on grammar-forbidden tokens (overall "
+        "and right after a note).")
     nll.add_argument("--checkpoint", nargs="+", required=True, help="checkpoint file(s) or run "
                      "folder(s)")
     nll.add_argument("--data", required=True, help="folder written by `musicgen prepare`")
