@@ -183,10 +183,10 @@ def _kernel_at(spe, t: torch.Tensor) -> torch.Tensor:
     lags = (t[:, None] - t[None, :]).flatten()
     with torch.no_grad():
         k = spe.kernel(lags)  # (N * N, H, D)
-    return k.reshape(len(t), len(t), spe_h(spe), -1).permute(3, 2, 0, 1)  # (D, H, N, N)
+    return k.reshape(len(t), len(t), _heads(spe), -1).permute(3, 2, 0, 1)  # (D, H, N, N)
 
 
-def spe_h(spe) -> int:
+def _heads(spe) -> int:
     return spe.sine.h if isinstance(spe, MusicalSineSPE) else spe.h
 
 
