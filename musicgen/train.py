@@ -231,7 +231,7 @@ def train(cfg: Config, out_dir: str | Path, resume: bool = False) -> TrainResult
     train_split = PreparedSplit(cfg.data.path, "train")
     tok = check_data(cfg, train_split)
     torch.manual_seed(cfg.train.seed)  # the same initial weights on every rank
-    model = build_model(cfg.model).to(device)
+    model = build_model(cfg.model, tok).to(device)
     opt_cls = torch.optim.AdamW if cfg.optim.weight_decay > 0 else torch.optim.Adam
     optim = opt_cls(model.parameters(), lr=cfg.optim.lr, betas=tuple(cfg.optim.betas),
                     weight_decay=cfg.optim.weight_decay)
