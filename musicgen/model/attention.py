@@ -57,11 +57,14 @@ def causal_linear_attention(
         e = s[..., -1]  # (B, H, nc): the shift at each chunk's end
         e_prev = torch.cat([s[:, :, :1, 0], e[:, :, :-1]], 2)  # (B, H, nc), <= every s in chunk
         mask = torch.ones(c, c, dtype=torch.bool, device=q.device).tril()
-        a = a * (s[..., None, :] - s[..., :, None]).masked_fill(~mask, -math.inf).exp()
+        a = a.mul_((s[..., None, :] - s[..., :, None]).masked_fill(~mask, -math.inf).exp_())
         kv = (k * (s - e[..., None]).exp()[..., None]).transpose(-1, -2) @ vv
         carried = _carried_sums(kv, e)
         q = q * (e_prev[..., None] - s).exp()[..., None]  # carried sums are in exp(-e_prev) units
-    out = a @ vv + q @ carried  # (B, H, nc, C, Dv + 1)
+    flat = b * h * nc  # out = a @ vv + q @ carried (B, H, nc, C, Dv + 1), one fused product
+    out = torch.baddbmm(q.reshape(flat, c, m) @ carried.reshape(flat, m, dv + 1),
+                        a.reshape(flat, c, c), vv.reshape(flat, c, dv + 1))
+    out = out.view(b, h, nc, c, dv + 1)
     out = out[..., :dv] / (out[..., dv:] + eps)
     return out.reshape(b, h, nc * c, dv)[:, :, :n]
 

@@ -55,20 +55,32 @@ class FavorFeatures(nn.Module):
     def redraw(self, generator: torch.Generator | None = None) -> None:
         self.proj.copy_(orthogonal_gaussian(self.n_features, self.in_dim, generator).to(self.proj))
 
+    def _parts(self, x: Tensor) -> tuple[Tensor, Tensor]:
+        """x (..., in) -> (W x (..., m), |x|^2 / 2 (..., 1)) of the pre-scaled x."""
+        x = x.float()
+        wx = x @ (self.proj.float() * self.scale).T
+        return wx, (0.5 * self.scale**2) * (x * x).sum(-1, keepdim=True)
+
     def _exponent(self, x: Tensor) -> Tensor:
-        x = x.float() * self.scale
-        return x @ self.proj.float().T - 0.5 * (x * x).sum(-1, keepdim=True)  # (..., m)
+        wx, half_sq = self._parts(x)
+        return wx - half_sq  # (..., m)
+
+    def _exp(self, wx: Tensor, bias: Tensor) -> Tensor:
+        """exp(wx - bias) / sqrt(m) in two passes, in place on the fresh product wx."""
+        return wx.sub_(bias + 0.5 * math.log(self.n_features)).exp_()
 
     def query(self, x: Tensor) -> Tensor:
-        """x (B, H, N, in) -> (B, H, N, m); stabilised per position (cancels in the ratio)."""
-        u = self._exponent(x)
-        return torch.exp(u - u.amax(-1, keepdim=True).detach()) / math.sqrt(self.n_features)
+        """x (B, H, N, in) -> (B, H, N, m); stabilised per position (cancels in the ratio), so
+        the |x|^2 term, constant over features, drops out as well."""
+        wx, _ = self._parts(x)
+        return self._exp(wx, wx.detach().amax(-1, keepdim=True))
 
     def key_causal(self, x: Tensor) -> tuple[Tensor, Tensor]:
         """x (B, H, N, in) -> (phi (B, H, N, m), s (B, H, N)); s_j = max over positions <= j, m."""
-        u = self._exponent(x)
-        s = u.detach().amax(-1).cummax(-1).values  # (B, H, N), non-decreasing
-        return torch.exp(u - s[..., None]) / math.sqrt(self.n_features), s
+        wx, half_sq = self._parts(x)
+        top = wx.detach().amax(-1, keepdim=True) - half_sq.detach()  # (B, H, N, 1)
+        s = top[..., 0].cummax(-1).values  # (B, H, N), non-decreasing
+        return self._exp(wx, half_sq + s[..., None]), s
 
     def key(self, x: Tensor, shift: Tensor | None = None) -> tuple[Tensor, Tensor]:
         """x (B, H, N, in) -> (phi (B, H, N, m), shift (B, H)); shift = max(old, max over N, m).
