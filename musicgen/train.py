@@ -98,6 +98,14 @@ class StepSampler(Sampler[int]):
         return (self.max - self.start) * self.per_step
 
 
+def make_optimizer(cfg: Config, model: torch.nn.Module, device: torch.device):
+    """Adam(W) per cfg.optim; the fused kernel on CPU and CUDA (one pass per parameter: on CPU
+    about 15x faster than the per-parameter loop, see docs/profile.md)."""
+    opt_cls = torch.optim.AdamW if cfg.optim.weight_decay > 0 else torch.optim.Adam
+    return opt_cls(model.parameters(), lr=cfg.optim.lr, betas=tuple(cfg.optim.betas),
+                   weight_decay=cfg.optim.weight_decay, fused=device.type in ("cpu", "cuda"))
+
+
 def rng_state() -> dict:
     state = {"torch": torch.get_rng_state(), "python": list(random.getstate()[1])}
     if torch.cuda.is_available():
@@ -167,9 +175,7 @@ def train(cfg: Config, out_dir: str | Path, resume: bool = False) -> TrainResult
     torch.manual_seed(cfg.train.seed)
     random.seed(cfg.train.seed)
     model = build_model(cfg.model).to(device)
-    opt_cls = torch.optim.AdamW if cfg.optim.weight_decay > 0 else torch.optim.Adam
-    optim = opt_cls(model.parameters(), lr=cfg.optim.lr, betas=tuple(cfg.optim.betas),
-                    weight_decay=cfg.optim.weight_decay)
+    optim = make_optimizer(cfg, model, device)
     if payload is not None:
         if payload["tokenizer"] != tok.to_dict():
             raise MusicgenError(f"{out / 'last.pt'}: checkpoint tokenizer differs from the data's")

@@ -58,7 +58,12 @@ def one(size: str, pe: str, steps: int, threads: int) -> dict:
     batch = 1 if size == "default" else cfg.train.batch_size
     peak_gflops = matmul_peak_gflops()
     model = build_model(cfg.model)
-    opt = torch.optim.Adam(model.parameters(), lr=1e-4)
+    try:  # the optimizer training uses, in the tree measured
+        from musicgen.train import make_optimizer
+
+        opt = make_optimizer(cfg, model, torch.device("cpu"))
+    except ImportError:
+        opt = torch.optim.Adam(model.parameters(), lr=1e-4)
     base = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     x = torch.randint(3, 345, (batch, cfg.data.crop_len + 1))
     times = []
@@ -135,9 +140,11 @@ def write(args, rows: list[dict], seconds: float, load0: float, load1: float) ->
     lines = [
         "## training", "",
         f"{cmd} on {machine()}{base}; {seconds / 60:.1f} min, {args.threads} threads in each "
-        "measured process. One training step = forward + backward + clipping + Adam on random "
-        "tokens at the preset's crop length; step = median of the timed steps after one warm-up, "
-        "then the median over the repeats (new and base alternate, each in a fresh process); "
+        "measured process. One training step = forward + backward + clipping + the trainer's "
+        "optimizer (`musicgen.train.make_optimizer` where the tree has it, else plain Adam) on "
+        "random tokens at the preset's crop length; step = median of the timed steps after one "
+        "warm-up, then the median over the repeats (new and base alternate, each in a fresh "
+        "process); "
         "tokens/s = batch x crop / step. MFU = model FLOPs (6 x weights x tokens for every Linear "
         "and the head, plus 3x the forward FLOPs of the feature maps, the chunked attention and "
         "SPE, from `benchlib.forward_flops`) / step / the fp32 2048 x 2048 matmul rate measured "

@@ -64,8 +64,8 @@ def causal_linear_attention(
     flat = b * h * nc  # out = a @ vv + q @ carried (B, H, nc, C, Dv + 1), one fused product
     out = torch.baddbmm(q.reshape(flat, c, m) @ carried.reshape(flat, m, dv + 1),
                         a.reshape(flat, c, c), vv.reshape(flat, c, dv + 1))
-    out = out.view(b, h, nc, c, dv + 1)
-    out = out[..., :dv] / (out[..., dv:] + eps)
+    num, den = out.view(b, h, nc, c, dv + 1).split([dv, 1], -1)  # backward: one cat
+    out = num / (den + eps)
     return out.reshape(b, h, nc * c, dv)[:, :, :n]
 
 
@@ -76,12 +76,11 @@ def _carried_sums(kv: Tensor, e: Tensor) -> Tensor:
     over the N / C chunk summaries (every factor <= 1, nothing can overflow or depend on later
     chunks), the same rescaling the recurrent form does per position.
     """
-    decay = (e[:, :, :-1] - e[:, :, 1:]).exp()[..., None, None]  # (B, H, nc - 1, 1, 1)
-    outs = [kv.new_zeros(kv[:, :, 0].shape)]
-    if kv.shape[2] > 1:
-        outs.append(kv[:, :, 0])
-    for i in range(1, kv.shape[2] - 1):
-        outs.append(outs[-1] * decay[:, :, i - 1] + kv[:, :, i])
+    decay = (e[:, :, :-1] - e[:, :, 1:]).exp()[..., None, None].unbind(2)  # nc - 1 x (B, H, 1, 1)
+    chunks = kv.unbind(2)  # views; backward stacks their gradients once (no per-chunk zero fill)
+    outs = [torch.zeros_like(chunks[0])]
+    for i in range(len(chunks) - 1):
+        outs.append(chunks[i] if i == 0 else outs[-1] * decay[i - 1] + chunks[i])
     return torch.stack(outs, 2)
 
 
