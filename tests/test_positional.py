@@ -154,9 +154,17 @@ def test_learned_table_refuses_positions_past_max_len():
         pe(torch.tensor([16]))
 
 
-def test_sine_tables_equal_the_direct_contraction_with_gradients():
-    """The shared (N, H, D, R) tables give the paper's sum_d q_d Qbar_d[m], and the same gradients
-    for the frequencies as contracting (q * Omega) with lambda Z directly."""
+@pytest.mark.parametrize("tables", [True, False])
+@pytest.mark.parametrize("block", [16, 10_000])
+def test_sine_tables_and_blocked_contraction_equal_the_direct_one_with_gradients(
+        monkeypatch, tables, block):
+    """Both contraction paths (shared (N, H, D, R) tables; per layer, in position blocks under
+    checkpointing) give the paper's sum_d q_d Qbar_d[m] and the frequencies' gradients of
+    contracting (q * Omega) with lambda Z directly."""
+    import musicgen.model.positional as positional
+
+    monkeypatch.setattr(positional, "TABLE_MIN_BATCH", 1 if tables else 100)
+    monkeypatch.setattr(positional, "SINE_BLOCK", block)
     torch.manual_seed(0)
     spe = SineSPE(2, 4, 8, 3)
     pos = torch.arange(50)
@@ -171,11 +179,16 @@ def test_sine_tables_equal_the_direct_contraction_with_gradients():
     direct.square().sum().backward()
     assert torch.allclose(out, direct, atol=1e-5)
     assert torch.allclose(g_table, spe.freq.grad, atol=1e-4, rtol=1e-4)
-    assert codes.table("q") is codes.table("q")  # built once, shared by the layers
+    assert ("q" in codes._tables) == tables  # built once, shared by the layers
 
 
-def test_sine_codes_for_positions_per_batch_row_equal_codes_per_row():
+
+@pytest.mark.parametrize("min_batch", [1, 100])
+def test_sine_codes_for_positions_per_batch_row_equal_codes_per_row(monkeypatch, min_batch):
     """Positions given as (B, N) (e.g. musical time per song) give each row its own codes."""
+    import musicgen.model.positional as positional
+
+    monkeypatch.setattr(positional, "TABLE_MIN_BATCH", min_batch)
     torch.manual_seed(0)
     spe = SineSPE(2, 4, 8, 3)
     pos = torch.tensor([[0, 1, 2, 5, 9], [3, 3, 4, 10, 11]])

@@ -16,6 +16,7 @@ import math
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
+from torch.utils.checkpoint import checkpoint
 
 NOISE_BLOCK = 256  # convSPE white noise is drawn lazily in blocks of this many positions
 
@@ -126,10 +127,39 @@ class SPECodes:
         return out / math.sqrt(self.r)
 
 
+SINE_BLOCK = 512  # positions per block of the per-layer sine contraction (bounds its temporary)
+TABLE_MIN_BATCH = 3  # sineSPE: shared tables from this batch size on, per-layer contraction below
+
+
 class SineCodes(SPECodes):
+    """Tables at batch >= TABLE_MIN_BATCH; below, per layer `(q ⊙ Omega)` (B, N, H, D, 2K) then
+    lambda Z: 2K / B times the table's bytes per layer, which wins when the table read (and its
+    gradient written) in every layer costs more than the 2K-fold FLOPs (batch 1: measured at the
+    default width, see docs/profile.md)."""
+
     def _build(self, part) -> Tensor:
         omega, lz = part  # omega (..., N, H, D, 2K), lz (H, D, 2K, R)
         return torch.einsum("...hdj,hdjr->...hdr", omega, lz).contiguous()
+
+    def _contract(self, x: Tensor, side: str) -> Tensor:
+        if x.shape[0] >= TABLE_MIN_BATCH or side in self._tables:
+            return super()._contract(x, side)
+        omega, lz = self.parts[side]
+        # position blocks keep the (B, block, H, D, 2K) temporary small; in training each block
+        # is recomputed in backward instead of stored, so the peak stays one block's worth
+        outs = []
+        for s in range(0, x.shape[1], SINE_BLOCK):
+            xb, ob = x[:, s : s + SINE_BLOCK], omega[..., s : s + SINE_BLOCK, :, :, :]
+            if torch.is_grad_enabled():
+                outs.append(checkpoint(_sine_contract, xb, ob, lz, use_reentrant=False))
+            else:
+                outs.append(_sine_contract(xb, ob, lz))
+        return outs[0] if len(outs) == 1 else torch.cat(outs, 1)  # (B, N, H, R)
+
+
+def _sine_contract(x: Tensor, omega: Tensor, lz: Tensor) -> Tensor:
+    a = x.unsqueeze(-1) * omega  # (B, N, H, D, 2K)
+    return torch.einsum("bnhdj,hdjr->bnhr", a, lz)
 
 
 class ConvCodes(SPECodes):
