@@ -9,6 +9,7 @@ import math
 import os
 import platform
 import re
+import shutil
 import statistics
 import subprocess
 import sys
@@ -94,6 +95,7 @@ def code_trees(baseline: str | None) -> Iterator[list[tuple[str, Path]]]:
         yield trees + [("base", tmp)]
     finally:
         subprocess.run(git + ["worktree", "remove", "--force", str(tmp)], capture_output=True)
+        shutil.rmtree(tmp.parent, ignore_errors=True)
 
 
 def describe(rev: str) -> str:
