@@ -154,9 +154,9 @@ def write(args, rows: list[dict], seconds: float, load0: float, load1: float) ->
         f"{os.cpu_count()}-CPU machine: compare rows of one run, not runs of different days.", "",
         "| preset | layers x d_model | params | crop x batch | positional encoding | tokens/s | "
         "MFU | step (s) | peak (MiB) | vs APE time |"
-        + (" base tokens/s | base MFU | speed-up |" if args.baseline else ""),
-        "|---|---|---:|---|---|---:|---:|---:|---:|---:|" + ("---:|---:|---:|" if args.baseline
-                                                             else "")]
+        + (" base tokens/s | base MFU | speed-up | MFU ratio |" if args.baseline else ""),
+        "|---|---|---:|---|---|---:|---:|---:|---:|---:|" + ("---:|---:|---:|---:|"
+                                                             if args.baseline else "")]
     ape = {r["size"]: r["new"]["step_s"] for r in rows if r["pe"] == "ape" and "new" in r}
     for r in rows:
         new = r.get("new")
@@ -168,12 +168,15 @@ def write(args, rows: list[dict], seconds: float, load0: float, load1: float) ->
                 f"{new['mfu']:.0%} | {new['step_s']:.2f} | {new['peak_mib']:.0f} | {vs} |")
         if args.baseline:
             b = r.get("base")
-            line += (f" {b['tok_s']:.0f} | {b['mfu']:.0%} | x{new['tok_s'] / b['tok_s']:.2f} |"
-                     if b else " failed | — | — |")
+            line += (f" {b['tok_s']:.0f} | {b['mfu']:.0%} | x{new['tok_s'] / b['tok_s']:.2f} | "
+                     f"x{new['mfu'] / b['mfu']:.2f} |" if b else " failed | — | — | — |")
         lines.append(line)
     peaks = [r["new"]["peak_gflops"] for r in rows if "new" in r]
     lines += ["", f"Matmul peak measured by the workers: median {median(peaks):.0f} GFLOP/s "
-              f"(range {min(peaks):.0f}-{max(peaks):.0f})."]
+              f"(range {min(peaks):.0f}-{max(peaks):.0f}). Speed-up = new tokens/s / base "
+              "tokens/s; MFU ratio = the same with each worker's step normalised by the matmul "
+              "rate it measured just before (less sensitive to load that changes between "
+              "workers)."]
     write_section(args.write, "## training", "\n".join(lines) + "\n")
 
 
