@@ -134,8 +134,8 @@ TABLE_MIN_BATCH = 3  # sineSPE: shared tables from this batch size on, per-layer
 class SineCodes(SPECodes):
     """Tables at batch >= TABLE_MIN_BATCH; below, per layer `(q ⊙ Omega)` (B, N, H, D, 2K) then
     lambda Z: 2K / B times the table's bytes per layer, which wins when the table read (and its
-    gradient written) in every layer costs more than the 2K-fold FLOPs (batch 1: measured at the
-    default width, see docs/profile.md)."""
+    gradient written) in every layer costs more than the 2K-fold FLOPs (at batch 1 the tables
+    also took 1.7x the memory, see docs/model.md)."""
 
     def _build(self, part) -> Tensor:
         omega, lz = part  # omega (..., N, H, D, 2K), lz (H, D, 2K, R)
