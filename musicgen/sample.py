@@ -137,6 +137,7 @@ class Generated:
     errors: int = 0  # sampled ids the grammar rejected (only possible with masking off)
     stop: str = ""  # end | max_tokens | bars
     bar_base: int = field(default=0, repr=False)
+    bars: object = field(default=None, repr=False)  # the tokenizer's BarCounter over `ids`
 
     @property
     def continuation(self) -> list[int]:
@@ -195,9 +196,12 @@ def generate(
     grammars = [_check_prompt(tokenizer, list(p), "prompt") if options.grammar
                 else _replay(tokenizer, list(p)) for p in prompts]
     outs = [Generated(ids=[int(t) for t in p], prompt_len=len(p)) for p in prompts]
-    if bars is not None:
+    if bars is not None:  # bar starts are counted as ids arrive: constant work per token
         for out in outs:
-            out.bar_base = len(tokenizer.bar_starts(np.asarray(out.ids, dtype=np.int64)))
+            out.bars = tokenizer.bar_counter()
+            for tok in out.ids:
+                out.bars.push(tok)
+            out.bar_base = len(out.bars.starts)
     prompt_errors = [g.errors for g in grammars]
     active = [True] * batch
     eos, pad = tokenizer.eos_id, tokenizer.pad_id
@@ -238,10 +242,12 @@ def generate(
             grammars[i].advance(tok)
             out.ids.append(tok)
             out.sampled += 1
+            if out.bars is not None:
+                out.bars.push(tok)
             out.errors = grammars[i].errors - prompt_errors[i]
             if grammars[i].finished() or tok == eos:
                 finish(i, "end")
-            elif bars is not None and _cut_at_bar(tokenizer, out, bars):
+            elif bars is not None and _cut_at_bar(out, bars):
                 grammars[i] = _replay(tokenizer, out.ids)
                 out.errors = grammars[i].errors - prompt_errors[i]
                 finish(i, "bars")
@@ -256,9 +262,9 @@ def generate(
     return outs
 
 
-def _cut_at_bar(tokenizer: Tokenizer, out: Generated, bars: int) -> bool:
+def _cut_at_bar(out: Generated, bars: int) -> bool:
     """If a bar past the allowed `bars` new bars has begun, drop its ids and return True."""
-    starts = tokenizer.bar_starts(np.asarray(out.ids, dtype=np.int64))
+    starts = out.bars.starts
     limit = out.bar_base + bars
     if len(starts) <= limit:
         return False

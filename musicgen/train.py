@@ -109,6 +109,15 @@ def step_seed(seed: int, rank: int, step: int) -> int:
     return int(np.random.SeedSequence([seed, rank, step, 7]).generate_state(1, np.uint64)[0] >> 1)
 
 
+def make_optimizer(cfg: Config, model: torch.nn.Module, device: torch.device):
+    """Adam(W) per cfg.optim; the fused kernel on CPU and CUDA (one pass per parameter: on CPU
+    about 15x faster than the per-parameter loop, see docs/profile.md)."""
+    opt_cls = torch.optim.AdamW if cfg.optim.weight_decay > 0 else torch.optim.Adam
+    return opt_cls(model.parameters(), lr=cfg.optim.lr, betas=tuple(cfg.optim.betas),
+                   weight_decay=cfg.optim.weight_decay, fused=device.type in ("cpu", "cuda"))
+
+
+
 def agree(flags: list[bool], dd: Dist, device: torch.device) -> list[bool]:
     """Each flag true on every rank when it is true on any (one all-reduce): ranks leave the loop
     at the same step (one leaving alone would leave the others waiting in an all-reduce)."""
@@ -232,9 +241,7 @@ def train(cfg: Config, out_dir: str | Path, resume: bool = False) -> TrainResult
     tok = check_data(cfg, train_split)
     torch.manual_seed(cfg.train.seed)  # the same initial weights on every rank
     model = build_model(cfg.model, tok).to(device)
-    opt_cls = torch.optim.AdamW if cfg.optim.weight_decay > 0 else torch.optim.Adam
-    optim = opt_cls(model.parameters(), lr=cfg.optim.lr, betas=tuple(cfg.optim.betas),
-                    weight_decay=cfg.optim.weight_decay)
+    optim = make_optimizer(cfg, model, device)
     if payload is not None:
         if payload["tokenizer"] != tok.to_dict():
             raise MusicgenError(f"{out / 'last.pt'}: checkpoint tokenizer differs from the data's")

@@ -1,9 +1,13 @@
-"""Forward + backward time and peak memory of the Performer per positional encoding and length;
-write the "model" section of docs/benchmarks.md (its own section only; other sections are kept).
+"""Forward + backward time, model FLOP utilisation and peak memory of the Performer per positional
+encoding and length, optionally side by side with a baseline commit; write the "model" section of
+docs/benchmarks.md (its own section only; other sections are kept).
 
 Every (variant, length) runs in its own subprocess so that its peak resident memory (ru_maxrss,
 minus the size after building the model) belongs to it alone; lengths are the outer loop, so
-the variants of one length run side by side under the same machine load.
+the variants of one length run side by side under the same machine load. With `--baseline REV`
+each measurement also runs on a temporary `git worktree` of REV, alternating `--repeats` times.
+
+    python scripts/bench_model.py --baseline HEAD~3 --lengths 1024,2048,8192 --threads 2
 """
 
 from __future__ import annotations
@@ -17,10 +21,19 @@ import sys
 import time
 from pathlib import Path
 
-from benchlib import rss_mib, run_worker, write_section
+from benchlib import (
+    code_trees,
+    describe,
+    interleaved,
+    matmul_peak_gflops,
+    median,
+    rss_mib,
+    run_worker,
+    train_flops,
+    write_section,
+)
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
 
 SECTION = "## model"
 VARIANTS = {
@@ -34,7 +47,7 @@ VARIANTS = {
 }
 
 
-def worker(variant: str, length: int, layers: int, reps: int) -> dict:
+def worker(variant: str, length: int, layers: int, reps: int, threads: int) -> dict:
     """Build the model, run fwd+bwd `reps` + 1 times at batch 1; report the best time."""
     import torch
     import torch.nn.functional as F
@@ -42,7 +55,9 @@ def worker(variant: str, length: int, layers: int, reps: int) -> dict:
     from musicgen.config import ModelConfig
     from musicgen.model import build_model
 
+    torch.set_num_threads(threads)
     torch.manual_seed(0)
+    peak_gflops = matmul_peak_gflops()
     opts = dict(VARIANTS[variant])
     softmax = opts.pop("softmax", False)
     cfg = ModelConfig(vocab_size=340, n_layers=layers, dropout=0.0, **opts)
@@ -60,7 +75,8 @@ def worker(variant: str, length: int, layers: int, reps: int) -> dict:
         times.append(time.perf_counter() - t0)
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     return {"variant": variant, "length": length, "time_s": min(times[1:] or times),
-            "peak_mib": peak - base}
+            "peak_mib": peak - base, "flops": train_flops(cfg, 1, length),
+            "peak_gflops": peak_gflops}
 
 
 def _softmax_forward(attn, F):
@@ -77,12 +93,18 @@ def _softmax_forward(attn, F):
     return forward
 
 
-def _fmt(x: float | None, spec: str) -> str:
-    return "—" if x is None else format(x, spec)
+def summarise(res: dict[str, list[dict]]) -> dict:
+    """Medians over the repeats of each tree (time, memory, MFU against that worker's peak)."""
+    return {label: {"time_s": median([r["time_s"] for r in runs]),
+                    "peak_mib": median([r["peak_mib"] for r in runs]),
+                    "mfu": median([r["flops"] / r["time_s"] / (r["peak_gflops"] * 1e9)
+                                   for r in runs])}
+            for label, runs in res.items() if runs}
 
 
-def report(rows: list[dict], lengths: list[int], layers: int, header: str) -> str:
-    res = {(r["variant"], r["length"]): r for r in rows if "time_s" in r}
+def report(rows: dict, lengths: list[int], header: str, baseline: bool) -> str:
+    """rows[(variant, length)] = {"new": {...}, "base": {...}}."""
+    res = {k: r["new"] for k, r in rows.items() if "new" in r}
     names = [v for v in VARIANTS if any((v, n) in res for n in lengths)]
     t = {k: r["time_s"] for k, r in res.items()}
     mem = {k: r["peak_mib"] for k, r in res.items()}
@@ -90,21 +112,38 @@ def report(rows: list[dict], lengths: list[int], layers: int, header: str) -> st
     lines.append("| variant | " + " | ".join(f"{n}" for n in lengths) + " |")
     lines.append("|---|" + "---:|" * len(lengths))
     for v in names:
-        cells = [f"{_fmt(t.get((v, n)), '.2f')} s / {_fmt(mem.get((v, n)), '.0f')} MiB"
-                 if (v, n) in res else "failed" for n in lengths]
+        cells = [f"{t[(v, n)]:.2f} s / {mem[(v, n)]:.0f} MiB / {res[(v, n)]['mfu']:.0%}"
+                 if (v, n) in res else "—" for n in lengths]
         lines.append(f"| {v} | " + " | ".join(cells) + " |")
-    lines += ["", "Ratios the issue targets:", ""]
+    if baseline:
+        lines += ["", "Speed-up over the base (base time / new time, same run, interleaved):", "",
+                  "| variant | " + " | ".join(f"{n}" for n in lengths) + " |",
+                  "|---|" + "---:|" * len(lengths)]
+        for v in names:
+            cells = []
+            for n in lengths:
+                r = rows.get((v, n), {})
+                ok = "new" in r and "base" in r
+                cells.append(f"x{r['base']['time_s'] / r['new']['time_s']:.2f}" if ok else "—")
+            lines.append(f"| {v} | " + " | ".join(cells) + " |")
+    lines += ["", "Ratios the issue targets (new code):", ""]
     for v in names:
         if (v, 8192) in t and (v, 1024) in t:
             r = t[(v, 8192)] / t[(v, 1024)]
-            lines.append(f"- {v}: time(8192) / time(1024) = {r:.1f} (target <= 9)")
-    for v, lim in (("sineSPE", 1.3), ("convSPE", 1.5), ("sineSPE gated", 1.3),
-                   ("convSPE gated", 1.5)):
+            lines.append(f"- {v}: time(8192) / time(1024) = {r:.1f} (target <= 8.5)")
+    for v, lim in (("sineSPE", 1.15), ("convSPE", 1.3), ("sineSPE gated", 1.15),
+                   ("convSPE gated", 1.3)):
         if (v, 2048) in t and ("APE", 2048) in t:
             rt = t[(v, 2048)] / t[("APE", 2048)]
             rm = mem[(v, 2048)] / max(mem[("APE", 2048)], 1e-9)
             lines.append(f"- {v} vs APE at 2048: time x{rt:.2f} (target <= {lim}), "
                          f"memory x{rm:.2f} (target <= 1.3)")
+    lines += _reference_ratios(t, lengths)
+    return "\n".join(lines) + "\n"
+
+
+def _reference_ratios(t: dict, lengths: list[int]) -> list[str]:
+    lines = []
     ft = "APE fast-transformers"
     both = [n for n in lengths if (ft, n) in t and ("APE", n) in t]
     if both:
@@ -121,7 +160,7 @@ def report(rows: list[dict], lengths: list[int], layers: int, header: str) -> st
         from_ = next((n for i, n in enumerate(pairs) if all(faster[i:])), None)
         lines.append(f"- linear beats softmax from length {from_} on" if from_ else
                      "- linear did not beat softmax at the longest measured length")
-    return "\n".join(lines) + "\n"
+    return lines
 
 
 def main() -> None:
@@ -132,12 +171,17 @@ def main() -> None:
     ap.add_argument("--doc", default=str(ROOT / "docs" / "benchmarks.md"))
     ap.add_argument("--worker", nargs=2, metavar=("VARIANT", "LENGTH"), help=argparse.SUPPRESS)
     ap.add_argument("--reps", type=int, default=2)
+    ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--baseline", help="git revision to run side by side with this tree")
+    ap.add_argument("--repeats", type=int, default=1, help="alternations per measurement")
     args = ap.parse_args()
     if args.worker:
         reps = args.reps if int(args.worker[1]) <= 2048 else 1
-        print(json.dumps(worker(args.worker[0], int(args.worker[1]), args.layers, reps)))
+        print(json.dumps(worker(args.worker[0], int(args.worker[1]), args.layers, reps,
+                                args.threads)))
         return
-
+    sys.path.insert(0, str(ROOT))
+    import torch
 
     from musicgen.model.attention import fast_transformers_available
 
@@ -145,34 +189,38 @@ def main() -> None:
     variants = [v for v in args.variants.split(",") if v]
     if not fast_transformers_available():
         variants = [v for v in variants if "fast" not in v]
-    rows, start = [], time.time()
-    load = os.getloadavg()[0]
-    for n in lengths:
-        for v in variants:
-            cmd = [sys.executable, __file__, "--worker", v, str(n), "--layers", str(args.layers),
-                   "--reps", str(args.reps)]
-            r = run_worker(cmd, f"{v} @ {n}")
-            rows.append(r or {"variant": v, "length": n})
-            if r is None:
-                continue
-            print(f"{v:>22} {n:>5}: {r['time_s']:7.2f} s {r['peak_mib']:8.0f} MiB", flush=True)
-    import torch
-
+    rows, start, load = {}, time.time(), os.getloadavg()[0]
+    with code_trees(args.baseline) as trees:
+        for n in lengths:
+            for v in variants:
+                cmd = [sys.executable, __file__, "--worker", v, str(n), "--layers",
+                       str(args.layers), "--reps", str(args.reps), "--threads", str(args.threads)]
+                res = interleaved(trees, args.repeats, lambda label, tree, cmd=cmd, w=f"{v} @ {n}":
+                                  run_worker(cmd, f"{w} {label}", tree))
+                rows[(v, n)] = summarise(res)
+                print(f"{v:>22} {n:>5}: {json.dumps(rows[(v, n)])}", flush=True)
+    base = f", side by side with `{describe(args.baseline)}` (base)" if args.baseline else ""
     header = (
-        f"Forward + backward of one batch (batch 1, random tokens, vocabulary 340) through the "
-        f"default model width (d_model 512, 8 heads, FFN 2048, FAVOR+ 128 features, R = 64, K = 5, "
-        f"P = 128, chunk 64) but only **{args.layers} layers, not 24**, on this CPU machine "
-        f"({platform.processor() or platform.machine()}, {os.cpu_count()} logical CPUs, torch "
-        f"{torch.__version__}, float32), written by `scripts/bench_model.py` in "
-        f"{(time.time() - start) / 60:.1f} min. Each cell is `best time / peak extra resident "
-        f"memory` (ru_maxrss of a fresh process minus its size after building the model); best of "
-        f"{args.reps} runs after one warm-up up to 2048 tokens, a single run above. The CPUs were "
-        f"shared with other jobs (load average {load:.1f} at the start), so times are upper bounds "
-        f"and noisy. Softmax = `F.scaled_dot_product_attention(is_causal=True)` with the same "
-        f"projections."
+        f"`scripts/bench_model.py --lengths {args.lengths} --layers {args.layers} --threads "
+        f"{args.threads} --repeats {args.repeats}"
+        + (f" --baseline {args.baseline}`" if args.baseline else "`") +
+        f"{base}: forward + backward of one batch (batch 1, random tokens, vocabulary 340) "
+        f"through the default model width (d_model 512, 8 heads, FFN 2048, FAVOR+ 128 features, "
+        f"R = 64, K = 5, P = 128, chunk 64) but only **{args.layers} layers, not 24**, on this "
+        f"CPU machine ({platform.processor() or platform.machine()}, {os.cpu_count()} logical "
+        f"CPUs, torch {torch.__version__}, float32, {args.threads} threads), "
+        f"{(time.time() - start) / 60:.1f} min. Each cell is `time / peak extra resident memory "
+        f"/ MFU`: time = best of {args.reps} runs after one warm-up up to 2048 tokens (a single "
+        f"run above), then the median over the repeats (new and base alternate, each in a fresh "
+        f"process); memory = ru_maxrss of that process minus its size after building the model; "
+        f"MFU = 3 x forward FLOPs (`benchlib.forward_flops`) / time / the 2048 x 2048 matmul rate "
+        f"measured by the same process. The CPUs were shared with other jobs (load average "
+        f"{load:.1f} at the start), so times are upper bounds and noisy; ratios within one run "
+        f"are what to compare. Softmax = `F.scaled_dot_product_attention(is_causal=True)` with "
+        f"the same projections."
     )
     doc_path = Path(args.doc)
-    write_section(doc_path, SECTION, report(rows, lengths, args.layers, header))
+    write_section(doc_path, SECTION, report(rows, lengths, header, bool(args.baseline)))
     print(f"wrote the model section of {doc_path}")
 
 

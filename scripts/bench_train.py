@@ -1,13 +1,15 @@
-"""Training throughput and peak memory per preset size and positional encoding.
+"""Training throughput, model FLOP utilisation and peak memory per preset and positional encoding,
+optionally side by side with a baseline commit.
 
-For `tiny`, `small` and the paper's 24-layer default, and for each positional encoding, one fresh
-process builds the model from the preset, runs warm-up + timed training steps (forward, backward,
-clipping, Adam) on random tokens at the preset's crop length and batch size (the default model at
-batch 1: one CPU step of batch 4 takes minutes), and reports trained tokens/s (best step) and peak
-resident memory above the process's size after building the model. Writes the "training" section
-of docs/benchmarks.md.
+For `tiny`, `small` and the paper's 24-layer default, and for each positional encoding, a fresh
+process builds the model from the preset, measures the fp32 matmul peak (2048 x 2048) with the same
+threads, then runs one warm-up and `--steps` timed training steps (forward, backward, clipping,
+Adam) on random tokens at the preset's crop length and batch size (the default model at batch 1:
+one CPU step of batch 4 takes minutes). With `--baseline REV` the same worker also runs on a
+temporary `git worktree` of REV, the two alternating `--repeats` times, so that a speed-up is a
+ratio measured under the same load. Writes the "training" section of docs/benchmarks.md.
 
-    python scripts/bench_train.py [--steps 3] [--threads 2] [--sizes tiny small default]
+    python scripts/bench_train.py --baseline HEAD~3 --sizes small default --repeats 3 --threads 2
 """
 
 from __future__ import annotations
@@ -16,34 +18,56 @@ import argparse
 import json
 import os
 import resource
-import subprocess
 import sys
 import time
 from pathlib import Path
 
 import torch  # noqa: F401  (loaded so that machine() reports its version)
-from benchlib import machine, write_section
+from benchlib import (
+    code_trees,
+    describe,
+    interleaved,
+    machine,
+    matmul_peak_gflops,
+    median,
+    run_worker,
+    train_flops,
+    write_section,
+)
 
 ROOT = Path(__file__).resolve().parents[1]
 PRESETS = {"tiny": "configs/pop909/tiny.yaml", "small": "configs/pop909/small.yaml",
            "default": "configs/pop909/ape.yaml"}
-PES = [("ape", False), ("sine_spe", False), ("sine_spe", True), ("conv_spe", False),
-       ("conv_spe", True)]
+PES = ["ape", "sine_spe", "sine_spe+gate", "conv_spe", "conv_spe+gate"]
 
 
-def one(size: str, pe: str, gated: bool, steps: int, threads: int) -> dict:
+def one(size: str, pe: str, steps: int, threads: int) -> dict:
+    """One measurement in this process, with the `musicgen` found on PYTHONPATH (new or base)."""
     import torch.nn.functional as F
 
+    import musicgen
     from musicgen.config import load_config
     from musicgen.model import build_model
     from musicgen.tokenizers import build_tokenizer
 
     torch.set_num_threads(threads)
-    cfg = load_config(ROOT / PRESETS[size], [f"model.pe={pe}", f"model.gated={str(gated).lower()}",
-                                             "model.vocab_size=345"])
+    torch.manual_seed(0)
+    code = Path(musicgen.__file__).resolve().parents[1]
+    kind, gated = pe.split("+")[0], pe.endswith("+gate")
+    overrides = [f"model.pe={kind}", f"model.gated={str(gated).lower()}", "model.vocab_size=345"]
+    cfg = load_config(code / PRESETS[size], overrides)
     batch = 1 if size == "default" else cfg.train.batch_size
-    model = build_model(cfg.model, build_tokenizer(ROOT / "configs/tokenizer/remi.yaml"))
-    opt = torch.optim.Adam(model.parameters(), lr=1e-4)
+    peak_gflops = matmul_peak_gflops()
+    try:  # trees since issue 12 build the model with its tokenizer (musical position tables)
+        model = build_model(cfg.model, build_tokenizer(ROOT / "configs/tokenizer/remi.yaml"))
+    except TypeError:
+        model = build_model(cfg.model)
+    try:  # the optimizer training uses, in the tree measured
+        from musicgen.train import make_optimizer
+
+        opt = make_optimizer(cfg, model, torch.device("cpu"))
+    except ImportError:
+        opt = torch.optim.Adam(model.parameters(), lr=1e-4)
     base = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     x = torch.randint(3, 345, (batch, cfg.data.crop_len + 1))
     times = []
@@ -57,61 +81,106 @@ def one(size: str, pe: str, gated: bool, steps: int, threads: int) -> dict:
         opt.zero_grad(set_to_none=True)
         times.append(time.perf_counter() - t)
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-    best = min(times[1:])
-    return {"size": size, "pe": pe + ("+gate" if gated else ""), "batch": batch,
-            "crop": cfg.data.crop_len, "layers": cfg.model.n_layers, "d_model": cfg.model.d_model,
+    step = median(times[1:])
+    return {"size": size, "pe": pe, "batch": batch, "crop": cfg.data.crop_len,
+            "layers": cfg.model.n_layers, "d_model": cfg.model.d_model,
             "params_m": sum(p.numel() for p in model.parameters()) / 1e6,
-            "tok_s": batch * cfg.data.crop_len / best, "step_s": best,
+            "flops": train_flops(cfg.model, batch, cfg.data.crop_len), "step_s": step,
+            "tok_s": batch * cfg.data.crop_len / step, "peak_gflops": peak_gflops,
             "peak_mib": (peak - base) / 1024}
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser()
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--steps", type=int, default=3)
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--sizes", nargs="+", default=["tiny", "small", "default"])
-    ap.add_argument("--one", nargs=3, metavar=("SIZE", "PE", "GATED"), help=argparse.SUPPRESS)
+    ap.add_argument("--pes", nargs="+", default=PES, choices=PES)
+    ap.add_argument("--baseline", help="git revision to run side by side with this tree")
+    ap.add_argument("--repeats", type=int, default=1, help="alternations per measurement")
+    ap.add_argument("--one", nargs=2, metavar=("SIZE", "PE"), help=argparse.SUPPRESS)
     ap.add_argument("--write", default=str(ROOT / "docs" / "benchmarks.md"))
     args = ap.parse_args()
     if args.one:
-        size, pe, gated = args.one
-        print(json.dumps(one(size, pe, gated == "1", args.steps, args.threads)))
+        print(json.dumps(one(*args.one, args.steps, args.threads)))
         return
     t0, load0 = time.time(), os.getloadavg()[0]
     rows = []
-    for size in args.sizes:
-        for pe, gated in PES:
-            cmd = [sys.executable, __file__, "--one", size, pe, "1" if gated else "0",
-                   "--steps", str(args.steps), "--threads", str(args.threads)]
-            out = subprocess.run(cmd, capture_output=True, text=True, check=True)
-            rows.append(json.loads(out.stdout.strip().splitlines()[-1]))
-            print(rows[-1], flush=True)
-    write(args, rows, time.time() - t0, load0, os.getloadavg()[0])
+    with code_trees(args.baseline) as trees:
+        for size in args.sizes:
+            for pe in args.pes:
+                cmd = [sys.executable, __file__, "--one", size, pe, "--steps", str(args.steps),
+                       "--threads", str(args.threads)]
+                what = f"{size} {pe}"
+                res = interleaved(trees, args.repeats, lambda label, tree, cmd=cmd, what=what:
+                                  run_worker(cmd, f"{what} {label}", tree))
+                rows.append(summarise(res))
+                print(json.dumps(rows[-1]), flush=True)
+    write(args, [r for r in rows if r], time.time() - t0, load0, os.getloadavg()[0])
+
+
+def summarise(res: dict[str, list[dict]]) -> dict:
+    """Medians over the repeats of each tree; MFU = FLOPs / step / that worker's matmul peak."""
+    out: dict = {}
+    for label, runs in res.items():
+        if not runs:
+            continue
+        out.update({k: runs[0][k] for k in ("size", "pe", "batch", "crop", "layers", "d_model",
+                                            "params_m", "flops")})
+        out[label] = {"step_s": median([r["step_s"] for r in runs]),
+                      "tok_s": median([r["tok_s"] for r in runs]),
+                      "mfu": median([r["flops"] / r["step_s"] / (r["peak_gflops"] * 1e9)
+                                     for r in runs]),
+                      "peak_gflops": median([r["peak_gflops"] for r in runs]),
+                      "peak_mib": median([r["peak_mib"] for r in runs]), "n": len(runs)}
+    return out
 
 
 def write(args, rows: list[dict], seconds: float, load0: float, load1: float) -> None:
-
+    base = f" side by side with `{describe(args.baseline)}` (base)" if args.baseline else ""
+    cmd = (f"`scripts/bench_train.py --sizes {' '.join(args.sizes)} --steps {args.steps} "
+           f"--threads {args.threads} --repeats {args.repeats}"
+           + (f" --baseline {args.baseline}`" if args.baseline else "`"))
     lines = [
         "## training", "",
-        f"`scripts/bench_train.py --steps {args.steps} --threads {args.threads}` on "
-        f"{machine()} ({args.threads} threads in each measured process); "
-        f"{seconds / 60:.1f} min. "
-        "One training step = forward + backward + clipping + Adam on random tokens at the "
-        "preset's crop length; tokens/s = batch x crop / best of the timed steps (after one "
-        "warm-up); peak = resident memory above the process's size once the model is built "
-        "(ru_maxrss). The `default` rows are the paper's 24-layer model at batch 1 (the preset's "
-        "batch 4 is proportionally slower). Load average "
-        f"{load0:.1f} at the start and {load1:.1f} at the end on this 2-CPU machine: "
-        "compare rows of one run with each other, not with other machines.", "",
-        "| preset | layers x d_model | params | crop x batch | positional encoding | "
-        "tokens/s | step (s) | peak (MiB) | vs APE time |",
-        "|---|---|---:|---|---|---:|---:|---:|---:|"]
-    ape = {r["size"]: r["step_s"] for r in rows if r["pe"] == "ape"}
+        f"{cmd} on {machine()}{base}; {seconds / 60:.1f} min, {args.threads} threads in each "
+        "measured process. One training step = forward + backward + clipping + the trainer's "
+        "optimizer (`musicgen.train.make_optimizer` where the tree has it, else plain Adam) on "
+        "random tokens at the preset's crop length; step = median of the timed steps after one "
+        "warm-up, then the median over the repeats (new and base alternate, each in a fresh "
+        "process); "
+        "tokens/s = batch x crop / step. MFU = model FLOPs (6 x weights x tokens for every Linear "
+        "and the head, plus 3x the forward FLOPs of the feature maps, the chunked attention and "
+        "SPE, from `benchlib.forward_flops`) / step / the fp32 2048 x 2048 matmul rate measured "
+        "in the same process just before. Peak = resident memory above the process's size once "
+        "the model is built (ru_maxrss). The `default` rows are the paper's 24-layer model at "
+        f"batch 1. Load average {load0:.1f} at the start and {load1:.1f} at the end on this "
+        f"{os.cpu_count()}-CPU machine: compare rows of one run, not runs of different days.", "",
+        "| preset | layers x d_model | params | crop x batch | positional encoding | tokens/s | "
+        "MFU | step (s) | peak (MiB) | vs APE time |"
+        + (" base tokens/s | base MFU | speed-up | MFU ratio |" if args.baseline else ""),
+        "|---|---|---:|---|---|---:|---:|---:|---:|---:|" + ("---:|---:|---:|---:|"
+                                                             if args.baseline else "")]
+    ape = {r["size"]: r["new"]["step_s"] for r in rows if r["pe"] == "ape" and "new" in r}
     for r in rows:
-        lines.append(
-            f"| {r['size']} | {r['layers']} x {r['d_model']} | {r['params_m']:.2f} M | "
-            f"{r['crop']} x {r['batch']} | {r['pe']} | {r['tok_s']:.0f} | {r['step_s']:.2f} | "
-            f"{r['peak_mib']:.0f} | {r['step_s'] / ape[r['size']]:.2f} |")
+        new = r.get("new")
+        if new is None:
+            continue
+        vs = f"{new['step_s'] / ape[r['size']]:.2f}" if r["size"] in ape else "—"
+        line = (f"| {r['size']} | {r['layers']} x {r['d_model']} | {r['params_m']:.2f} M | "
+                f"{r['crop']} x {r['batch']} | {r['pe']} | {new['tok_s']:.0f} | "
+                f"{new['mfu']:.0%} | {new['step_s']:.2f} | {new['peak_mib']:.0f} | {vs} |")
+        if args.baseline:
+            b = r.get("base")
+            line += (f" {b['tok_s']:.0f} | {b['mfu']:.0%} | x{new['tok_s'] / b['tok_s']:.2f} | "
+                     f"x{new['mfu'] / b['mfu']:.2f} |" if b else " failed | — | — | — |")
+        lines.append(line)
+    peaks = [r["new"]["peak_gflops"] for r in rows if "new" in r]
+    lines += ["", f"Matmul peak measured by the workers: median {median(peaks):.0f} GFLOP/s "
+              f"(range {min(peaks):.0f}-{max(peaks):.0f}). Speed-up = new tokens/s / base "
+              "tokens/s; MFU ratio = the same with each worker's step normalised by the matmul "
+              "rate it measured just before (less sensitive to load that changes between "
+              "workers)."]
     write_section(args.write, "## training", "\n".join(lines) + "\n")
 
 

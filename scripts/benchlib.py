@@ -1,16 +1,24 @@
-"""Helpers shared by the `bench_*.py` scripts: the machine line and the benchmarks page."""
+"""Helpers shared by the `bench_*.py` scripts: the machine line, the benchmarks page, fresh worker
+processes, side-by-side runs against a baseline commit, the matmul peak and the model FLOP count."""
 
 from __future__ import annotations
 
+import contextlib
 import json
+import math
 import os
 import platform
 import re
+import shutil
+import statistics
 import subprocess
 import sys
+import tempfile
+import time
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
-from musicgen.io import atomic_write_text
+ROOT = Path(__file__).resolve().parents[1]
 
 HEADER = "# Benchmarks\n\nEach section is written by a script in `scripts/`.\n"
 
@@ -32,6 +40,8 @@ def machine() -> str:
 
 def write_section(path: str | Path, heading: str, body: str) -> None:
     """Replace the text from `heading` (e.g. '## model') to the next `## ` heading, or append."""
+    from musicgen.io import atomic_write_text
+
     path = Path(path)
     doc = path.read_text() if path.is_file() else ""
     if not doc.strip():
@@ -54,11 +64,112 @@ def rss_mib() -> float:
     return 0.0
 
 
-def run_worker(cmd: list[str], what: str) -> dict | None:
+def run_worker(cmd: list[str], what: str, code: Path | None = None) -> dict | None:
     """Run one measurement in a fresh process (clean peak memory); its last stdout line is JSON.
-    A failure is reported on stderr and gives None, so the other measurements still run."""
-    proc = subprocess.run(cmd, capture_output=True, text=True)
+    `code`: the source tree whose `musicgen` the worker imports (default: this one). A failure is
+    reported on stderr and gives None, so the other measurements still run."""
+    env = dict(os.environ, PYTHONPATH=str(code or ROOT))
+    proc = subprocess.run(cmd, capture_output=True, text=True, env=env)
     if proc.returncode:
         print(f"{what}: failed\n{proc.stderr[-2000:]}", file=sys.stderr)
         return None
     return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+# ------------------------------------------------------------------ side by side with a baseline
+
+
+@contextlib.contextmanager
+def code_trees(baseline: str | None) -> Iterator[list[tuple[str, Path]]]:
+    """[("new", this tree)] plus ("base", a temporary `git worktree` of `baseline`) if given; the
+    worktree is removed afterwards. Workers import `musicgen` from the tree they are given."""
+    trees = [("new", ROOT)]
+    if not baseline:
+        yield trees
+        return
+    tmp = Path(tempfile.mkdtemp(prefix="musicgen-baseline-")) / "tree"
+    git = ["git", "-C", str(ROOT)]
+    subprocess.run(git + ["worktree", "add", "--detach", str(tmp), baseline], check=True,
+                   capture_output=True)
+    try:
+        yield trees + [("base", tmp)]
+    finally:
+        subprocess.run(git + ["worktree", "remove", "--force", str(tmp)], capture_output=True)
+        shutil.rmtree(tmp.parent, ignore_errors=True)
+
+
+def describe(rev: str) -> str:
+    """'abc1234 subject' of a revision (or the revision itself outside git)."""
+    out = subprocess.run(["git", "-C", str(ROOT), "log", "-1", "--format=%h %s", rev],
+                         capture_output=True, text=True)
+    return out.stdout.strip() or rev
+
+
+def interleaved(trees: list[tuple[str, Path]], repeats: int,
+                run: Callable[[str, Path], dict | None]) -> dict[str, list[dict]]:
+    """`run(label, tree)` `repeats` times per tree, alternating trees (and which goes first), so
+    both see the same machine load; results per label (failures dropped)."""
+    out: dict[str, list[dict]] = {label: [] for label, _ in trees}
+    for i in range(repeats):
+        for label, tree in trees if i % 2 == 0 else trees[::-1]:
+            r = run(label, tree)
+            if r is not None:
+                out[label].append(r)
+    return out
+
+
+def median(values: list[float]) -> float:
+    return statistics.median(values) if values else float("nan")
+
+
+# ------------------------------------------------------------------ FLOPs
+
+
+def matmul_peak_gflops(n: int = 2048, repeats: int = 4) -> float:
+    """fp32 GFLOP/s of an n x n matmul in this process (threads as set): the best of `repeats`."""
+    import torch
+
+    a, b = torch.randn(n, n), torch.randn(n, n)
+    a @ b  # warm-up
+    best = float("inf")
+    for _ in range(repeats):
+        t0 = time.perf_counter()
+        a @ b
+        best = min(best, time.perf_counter() - t0)
+    return 2 * n**3 / best / 1e9
+
+
+def forward_flops(m, batch: int, n: int) -> dict[str, float]:
+    """Multiply-add FLOPs (x2) of one forward of a Performer config `m` (a ModelConfig) over
+    (batch, n) tokens, by part: "dense" (every Linear and the head: 2 x weights x tokens), "attn"
+    (feature maps and the chunked causal attention) and "spe" (code tables once per forward, then
+    the per-layer contractions with q and k)."""
+    tokens, d, hd = batch * n, m.d_model, m.d_model // m.n_heads
+    vocab = m.vocab_size or 345
+    dense = 2 * tokens * (m.n_layers * (4 * d * d + 2 * d * m.d_ff) + d * vocab)
+    spe = m.pe in ("sine_spe", "conv_spe")
+    e = m.num_realizations if spe else hd  # the feature map's input size
+    f = m.n_features if m.feature_map == "favor" else e
+    c = min(m.chunk_size, n)
+    per_pos = 2 * c * f + 2 * c * (hd + 1) + 4 * f * (hd + 1)  # in-chunk, summaries, carried
+    if m.feature_map == "favor":
+        per_pos += 2 * 2 * e * f  # phi(q), phi(k) exponents
+    attn = m.n_layers * tokens * m.n_heads * per_pos
+    spe_flops = 0.0
+    if spe:
+        r, cells = m.num_realizations, n * m.n_heads * hd
+        if m.pe == "sine_spe":
+            build = 2 * 2 * cells * 2 * m.num_sines * r  # Omega (N, H, D, 2K) @ lambda Z
+        else:  # rfft of the noise, two products and two irfft over n + P samples per signal
+            ln = n + m.kernel_size
+            build = 3 * 2.5 * ln * math.log2(ln) * m.n_heads * hd * r + 2 * 4 * cells * r
+        n_tables = 1 if m.spe_shared else m.n_layers
+        contract = 2 * 2 * tokens * m.n_heads * hd * r * (2 if m.gated else 1)
+        spe_flops = n_tables * build + m.n_layers * contract
+    return {"dense": float(dense), "attn": float(attn), "spe": float(spe_flops)}
+
+
+def train_flops(m, batch: int, n: int) -> float:
+    """One training step: forward + backward = 3 x the forward's FLOPs (6 x weights x tokens for
+    the dense part)."""
+    return 3 * sum(forward_flops(m, batch, n).values())

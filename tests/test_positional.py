@@ -154,27 +154,50 @@ def test_learned_table_refuses_positions_past_max_len():
         pe(torch.tensor([16]))
 
 
-@pytest.mark.parametrize("grad", [False, True])
-def test_sine_contraction_in_position_blocks_equals_one_block(monkeypatch, grad):
-    """Blocking over positions (the memory bound) changes neither the codes nor the gradients."""
+@pytest.mark.parametrize("tables", [True, False])
+@pytest.mark.parametrize("block", [16, 10_000])
+def test_sine_tables_and_blocked_contraction_equal_the_direct_one_with_gradients(
+        monkeypatch, tables, block):
+    """Both contraction paths (shared (N, H, D, R) tables; per layer, in position blocks under
+    checkpointing) give the paper's sum_d q_d Qbar_d[m] and the frequencies' gradients of
+    contracting (q * Omega) with lambda Z directly."""
     import musicgen.model.positional as positional
 
+    monkeypatch.setattr(positional, "TABLE_MIN_BATCH", 1 if tables else 100)
+    monkeypatch.setattr(positional, "SINE_BLOCK", block)
     torch.manual_seed(0)
     spe = SineSPE(2, 4, 8, 3)
     pos = torch.arange(50)
-    noise = SPENoise(3, "cpu")
-    results = []
-    for block in (16, 10_000):  # 4 blocks (the last one short) vs a single block
-        monkeypatch.setattr(positional, "SINE_BLOCK", block)
-        x = torch.randn(2, 50, 2, 4, generator=torch.Generator().manual_seed(1),
-                        requires_grad=grad)
-        with torch.set_grad_enabled(grad):
-            out = spe.codes(pos, pos, noise).project(x, "q", torch.zeros(2, 4))
-        if grad:
-            out.square().sum().backward()
-            results.append((out.detach(), x.grad, spe.freq.grad.clone()))
-            spe.zero_grad()
-        else:
-            results.append((out,))
-    for a, b in zip(*results, strict=True):
-        assert torch.allclose(a, b, atol=1e-5)
+    x = torch.randn(2, 50, 2, 4, generator=torch.Generator().manual_seed(1))
+    codes = spe.codes(pos, pos, SPENoise(3, "cpu"))
+    out = codes.project(x, "q", None)
+    out.square().sum().backward()
+    g_table = spe.freq.grad.clone()
+    spe.zero_grad()
+    omega, lz = spe.codes(pos, pos, SPENoise(3, "cpu")).parts["q"]  # (N, H, D, 2K), (H, D, 2K, R)
+    direct = torch.einsum("bnhdj,hdjr->bnhr", x.unsqueeze(-1) * omega, lz) / math.sqrt(8)
+    direct.square().sum().backward()
+    assert torch.allclose(out, direct, atol=1e-5)
+    assert torch.allclose(g_table, spe.freq.grad, atol=1e-4, rtol=1e-4)
+    assert ("q" in codes._tables) == tables  # built once, shared by the layers
+
+
+
+@pytest.mark.parametrize("min_batch", [1, 100])
+def test_sine_codes_for_positions_per_batch_row_equal_codes_per_row(monkeypatch, min_batch):
+    """Positions given as (B, N) (e.g. musical time per song) give each row its own codes."""
+    import musicgen.model.positional as positional
+
+    monkeypatch.setattr(positional, "TABLE_MIN_BATCH", min_batch)
+    torch.manual_seed(0)
+    spe = SineSPE(2, 4, 8, 3)
+    pos = torch.tensor([[0, 1, 2, 5, 9], [3, 3, 4, 10, 11]])
+    x = torch.randn(2, 5, 2, 4)
+    noise = SPENoise(4, "cpu")
+    both = spe.codes(pos, pos, noise)
+    gate = torch.randn(2, 4)
+    for side in ("q", "k"):
+        got = both.project(x, side, gate)
+        for b in range(2):
+            one = spe.codes(pos[b], pos[b], noise).project(x[b : b + 1], side, gate)
+            assert torch.allclose(got[b : b + 1], one, atol=1e-6)

@@ -271,3 +271,22 @@ def test_perceiver_head_decodes_through_the_same_loop():
     for res in results:
         grammar = tok.grammar()
         assert all(grammar.advance(t) for t in res.ids) and grammar.finished()
+
+
+@pytest.mark.parametrize("name", ["remi", "groove"])
+def test_bar_counter_equals_bar_starts_at_every_prefix(name):
+    """Generation counts bars one id at a time; at every prefix of real songs and of random id
+    sequences that count is exactly `bar_starts` of the whole prefix."""
+    tok = build_tokenizer(name)
+    song = (tok.encode(DATA / "pop909" / "001" / "001.mid")[:600] if name == "remi" else
+            tok.encode(DATA / "groove_drums" / "drummer1" / "eval_session"
+                       / "1_funk-groove1_138_beat_4-4.mid")[:600])
+    rng = np.random.default_rng(0)
+    seqs = [song, [tok.bos_id] + rng.integers(0, tok.vocab_size, 300).tolist(),
+            rng.integers(0, tok.vocab_size, 300).tolist()]
+    for seq in seqs:
+        counter = tok.bar_counter()
+        for n, t in enumerate(seq, 1):
+            counter.push(t)
+            assert counter.starts == tok.bar_starts(np.asarray(seq[:n])).tolist(), (name, n)
+    assert len(counter.starts) > 0

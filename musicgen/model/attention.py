@@ -4,12 +4,15 @@ out_n = phi(q_n)^T S_n / (phi(q_n)^T z_n + eps) with S_n = sum_{j<=n} phi(k_j) v
 z_n = sum_{j<=n} phi(k_j).
 The parallel form splits the sequence into chunks of C positions: inside a chunk it uses the masked
 C x C quadratic form, across chunks it adds the sums (S, z) of all earlier chunks (an exclusive
-cumsum over the N / C chunk summaries, never over positions). Memory O(N (C + M Dv / C)) per head.
+scan over the N / C chunk summaries, never over positions). Keys carry a causal stabiliser (a
+running max, see features.py), so key j counts exp(s_j - s_n) for query n. Memory
+O(N (C + M Dv / C)) per head.
 All of it runs in float32, also under autocast.
 """
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import torch
@@ -20,29 +23,65 @@ from musicgen.model.features import FEATURE_MAPS
 
 
 def causal_linear_attention(
-    phi_q: Tensor, phi_k: Tensor, v: Tensor, chunk: int = 64, eps: float = 1e-6
+    phi_q: Tensor, phi_k: Tensor, v: Tensor, chunk: int = 64, eps: float = 1e-6,
+    shift: Tensor | None = None,
 ) -> Tensor:
-    """phi_q, phi_k (B, H, N, M), v (B, H, N, Dv) -> (B, H, N, Dv), float32."""
+    """phi_q, phi_k (B, H, N, M), v (B, H, N, Dv) -> (B, H, N, Dv), float32.
+
+    `shift` (B, H, N), non-decreasing along N: key j was stabilised by exp(-s_j) (a running max,
+    as in the recurrent form), so query n weighs it by exp(s_j - s_n) <= 1: causal for any spread
+    of key exponents. None: one constant shift (or none), no reweighting.
+    """
     b, h, n, m = phi_q.shape
     dv = v.shape[-1]
     c = max(1, min(chunk, n))
     pad = (-n) % c
+    # a ones column rides along with v: the denominator comes out of the same matmuls
+    v1 = torch.cat([v.float(), v.new_ones(b, h, n, 1, dtype=torch.float32)], -1)
+    phi_q, phi_k = phi_q.float(), phi_k.float()
     if pad:  # zero keys add nothing; padded queries are cut off below
-        phi_q, phi_k, v = (torch.nn.functional.pad(t, (0, 0, 0, pad)) for t in (phi_q, phi_k, v))
+        phi_q, phi_k, v1 = (torch.nn.functional.pad(t, (0, 0, 0, pad)) for t in (phi_q, phi_k, v1))
+        if shift is not None:
+            shift = torch.cat([shift, shift[..., -1:].expand(b, h, pad)], -1)
     nc = (n + pad) // c
-    q = phi_q.float().reshape(b, h, nc, c, m)
-    k = phi_k.float().reshape(b, h, nc, c, m)
-    vv = v.float().reshape(b, h, nc, c, dv)
-    kv = k.transpose(-1, -2) @ vv  # (B, H, nc, M, Dv): one summary per chunk
-    ks = k.sum(3)  # (B, H, nc, M)
-    s_prev = torch.cat([kv.new_zeros(b, h, 1, m, dv), kv[:, :, :-1].cumsum(2)], 2)
-    z_prev = torch.cat([ks.new_zeros(b, h, 1, m), ks[:, :, :-1].cumsum(2)], 2)
-    mask = torch.ones(c, c, dtype=torch.bool, device=q.device).tril()
-    a = (q @ k.transpose(-1, -2)).masked_fill(~mask, 0.0)  # (B, H, nc, C, C)
-    num = a @ vv + q @ s_prev  # (B, H, nc, C, Dv)
-    den = a.sum(-1) + (q @ z_prev.unsqueeze(-1)).squeeze(-1)  # (B, H, nc, C)
-    out = num / (den.unsqueeze(-1) + eps)
+    q = phi_q.reshape(b, h, nc, c, m)
+    k = phi_k.reshape(b, h, nc, c, m)
+    vv = v1.reshape(b, h, nc, c, dv + 1)
+    a = q @ k.transpose(-1, -2)  # (B, H, nc, C, C)
+    if shift is None:
+        a = a.tril()
+        kv = k.transpose(-1, -2) @ vv  # (B, H, nc, M, Dv + 1): one summary per chunk
+        carried = torch.cat([kv.new_zeros(b, h, 1, m, dv + 1), kv[:, :, :-1].cumsum(2)], 2)
+    else:
+        s = shift.float().reshape(b, h, nc, c)
+        e = s[..., -1]  # (B, H, nc): the shift at each chunk's end
+        e_prev = torch.cat([s[:, :, :1, 0], e[:, :, :-1]], 2)  # (B, H, nc), <= every s in chunk
+        mask = torch.ones(c, c, dtype=torch.bool, device=q.device).tril()
+        a = a.mul_((s[..., None, :] - s[..., :, None]).masked_fill(~mask, -math.inf).exp_())
+        kv = (k * (s - e[..., None]).exp()[..., None]).transpose(-1, -2) @ vv
+        carried = _carried_sums(kv, e)
+        q = q * (e_prev[..., None] - s).exp()[..., None]  # carried sums are in exp(-e_prev) units
+    flat = b * h * nc  # out = a @ vv + q @ carried (B, H, nc, C, Dv + 1), one fused product
+    out = torch.baddbmm(q.reshape(flat, c, m) @ carried.reshape(flat, m, dv + 1),
+                        a.reshape(flat, c, c), vv.reshape(flat, c, dv + 1))
+    num, den = out.view(b, h, nc, c, dv + 1).split([dv, 1], -1)  # backward: one cat
+    out = num / (den + eps)
     return out.reshape(b, h, nc * c, dv)[:, :, :n]
+
+
+def _carried_sums(kv: Tensor, e: Tensor) -> Tensor:
+    """Exclusive scan over chunks: out[c] = sum_{c' < c} kv[c'] exp(e[c'] - e[c - 1]).
+
+    kv (B, H, nc, M, Dv) in exp(-e) units of its own chunk, e (B, H, nc) non-decreasing. Sequential
+    over the N / C chunk summaries (every factor <= 1, nothing can overflow or depend on later
+    chunks), the same rescaling the recurrent form does per position.
+    """
+    decay = (e[:, :, :-1] - e[:, :, 1:]).exp()[..., None, None].unbind(2)  # nc - 1 x (B, H, 1, 1)
+    chunks = kv.unbind(2)  # views; backward stacks their gradients once (no per-chunk zero fill)
+    outs = [torch.zeros_like(chunks[0])]
+    for i in range(len(chunks) - 1):
+        outs.append(chunks[i] if i == 0 else outs[-1] * decay[i - 1] + chunks[i])
+    return torch.stack(outs, 2)
 
 
 def naive_linear_attention(phi_q: Tensor, phi_k: Tensor, v: Tensor, eps: float = 1e-6) -> Tensor:
@@ -152,12 +191,12 @@ class CausalSelfAttention(nn.Module):
             q, k, v = (t.transpose(1, 2) for t in (q, k, v))  # (B, H, N, .)
             phi_q = self.features.query(q)
             eps = self.features.eps
-            if cache is None:
-                phi_k, _ = self.features.key(k)
-                if self.backend == "fast_transformers":
-                    out = fast_transformers_attention(phi_q, phi_k, v, eps)
-                else:
-                    out = causal_linear_attention(phi_q, phi_k, v, self.chunk, eps)
+            if cache is None and self.backend == "fast_transformers":
+                phi_k, _ = self.features.key(k)  # one shift per sequence: the reference kernel
+                out = fast_transformers_attention(phi_q, phi_k, v, eps)
+            elif cache is None:
+                phi_k, shift = self.features.key_causal(k)
+                out = causal_linear_attention(phi_q, phi_k, v, self.chunk, eps, shift)
             else:
                 old = cache.shift
                 phi_k, cache.shift = self.features.key(k, old)

@@ -1,12 +1,13 @@
 """Feature maps phi for linear attention: FAVOR+ (Performer) and ReLU (linear transformer).
 
-Both expose the same two calls so the attention code does not care which one it has:
+Both expose the same calls so the attention code does not care which one it has:
   query(x) -> phi(x)                        (any per-position scale cancels in num / den)
-  key(x, shift) -> (phi(x) * exp(-shift'), shift')
-`shift` is a per-(batch, head) stabiliser for the keys: it must be the same for every position of
-a sum, so the carried sums (S, z) are rescaled by exp(old - new) when it grows (online max, as in
-streaming softmax). The ratio num / den is unchanged by it, so the parallel form (max over the whole
-sequence) and the recurrent form (running max) compute the same attention.
+  key_causal(x) -> (phi(x_j) * exp(-s_j), s)   (parallel form; s = None when nothing is stabilised)
+  key(x, shift) -> (phi(x) * exp(-shift'), shift')   (recurrent form: one shift per (batch, head))
+The key stabiliser s_j is a running max over positions <= j (and features) of the FAVOR+ exponent:
+it depends on no later key, so the parallel form weighs key j for query n by exp(s_j - s_n) <= 1,
+and the recurrent form rescales its carried sums (S, z) by exp(old - new) when the max grows (online
+max, as in streaming softmax). Both compute the same attention for any spread of key exponents.
 """
 
 from __future__ import annotations
@@ -54,17 +55,38 @@ class FavorFeatures(nn.Module):
     def redraw(self, generator: torch.Generator | None = None) -> None:
         self.proj.copy_(orthogonal_gaussian(self.n_features, self.in_dim, generator).to(self.proj))
 
+    def _parts(self, x: Tensor) -> tuple[Tensor, Tensor]:
+        """x (..., in) -> (W x (..., m), |x|^2 / 2 (..., 1)) of the pre-scaled x."""
+        x = x.float()
+        wx = x @ (self.proj.float() * self.scale).T
+        return wx, (0.5 * self.scale**2) * (x * x).sum(-1, keepdim=True)
+
     def _exponent(self, x: Tensor) -> Tensor:
-        x = x.float() * self.scale
-        return x @ self.proj.float().T - 0.5 * (x * x).sum(-1, keepdim=True)  # (..., m)
+        wx, half_sq = self._parts(x)
+        return wx - half_sq  # (..., m)
+
+    def _exp(self, wx: Tensor, bias: Tensor) -> Tensor:
+        """exp(wx - bias) / sqrt(m) in two passes, in place on the fresh product wx."""
+        return wx.sub_(bias + 0.5 * math.log(self.n_features)).exp_()
 
     def query(self, x: Tensor) -> Tensor:
-        """x (B, H, N, in) -> (B, H, N, m); stabilised per position (cancels in the ratio)."""
-        u = self._exponent(x)
-        return torch.exp(u - u.amax(-1, keepdim=True).detach()) / math.sqrt(self.n_features)
+        """x (B, H, N, in) -> (B, H, N, m); stabilised per position (cancels in the ratio), so
+        the |x|^2 term, constant over features, drops out as well."""
+        wx, _ = self._parts(x)
+        return self._exp(wx, wx.detach().amax(-1, keepdim=True))
+
+    def key_causal(self, x: Tensor) -> tuple[Tensor, Tensor]:
+        """x (B, H, N, in) -> (phi (B, H, N, m), s (B, H, N)); s_j = max over positions <= j, m."""
+        wx, half_sq = self._parts(x)
+        top = wx.detach().amax(-1, keepdim=True) - half_sq.detach()  # (B, H, N, 1)
+        s = top[..., 0].cummax(-1).values  # (B, H, N), non-decreasing
+        return self._exp(wx, half_sq + s[..., None]), s
 
     def key(self, x: Tensor, shift: Tensor | None = None) -> tuple[Tensor, Tensor]:
-        """x (B, H, N, in) -> (phi (B, H, N, m), shift (B, H)); shift = max(old, max over N, m)."""
+        """x (B, H, N, in) -> (phi (B, H, N, m), shift (B, H)); shift = max(old, max over N, m).
+
+        With N > 1 and no old shift, a later key can move the shift of earlier ones (fine for a
+        whole-sequence reference, not for causal training: use `key_causal`)."""
         u = self._exponent(x)
         new = u.detach().amax(dim=(-2, -1))  # (B, H)
         if shift is not None:
@@ -91,6 +113,9 @@ class ReluFeatures(nn.Module):
 
     def query(self, x: Tensor) -> Tensor:
         return torch.relu(x.float())
+
+    def key_causal(self, x: Tensor) -> tuple[Tensor, None]:
+        return torch.relu(x.float()), None
 
     def key(self, x: Tensor, shift: Tensor | None = None) -> tuple[Tensor, Tensor]:
         if shift is None:

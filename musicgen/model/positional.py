@@ -88,37 +88,68 @@ class SPENoise:
 
 
 class SPECodes:
-    """Codes for one set of query and key positions; `project` contracts them with q or k."""
+    """Codes for one set of query and key positions; `project` contracts them with q or k.
+
+    The codes are tables Qbar, Kbar of shape (N, H, D, R), or (B, N, H, D, R) for positions given
+    per batch row, built once (lazily, the first time a side is projected) and shared by every
+    layer that gets this object: per layer, one batched (B x D) @ (D x R) matmul per (position,
+    head) that reads the table in place.
+    """
 
     def __init__(self, q_part, k_part, eps: Tensor | None, r: int) -> None:
         self.parts = {"q": q_part, "k": k_part}
         self.eps, self.r = eps, r  # eps (H, D, R) gate noise
+        self._tables: dict[str, Tensor] = {}
 
-    def _contract(self, x: Tensor, part) -> Tensor:
-        raise NotImplementedError
+    def _build(self, part) -> Tensor:
+        """The (..., N, H, D, R) table of one side from its part (the part itself by default)."""
+        return part
+
+    def table(self, side: str) -> Tensor:
+        if side not in self._tables:
+            self._tables[side] = self._build(self.parts[side])
+        return self._tables[side]
+
+    def _contract(self, x: Tensor, side: str) -> Tensor:
+        t = self.table(side)
+        if t.dim() == 5:  # positions per batch row
+            return torch.einsum("bnhd,bnhdr->bnhr", x, t)
+        return torch.einsum("bnhd,nhdr->bnhr", x, t)
 
     def project(self, x: Tensor, side: str, gate: Tensor | None) -> Tensor:
         """x (B, N, H, D) float32 -> (B, N, H, R); `gate` (H, D) logits of delta or None."""
         if gate is None:
-            out = self._contract(x, self.parts[side])
+            out = self._contract(x, side)
         else:
             delta = torch.sigmoid(gate.float())
-            out = self._contract(x * (1 - delta).sqrt(), self.parts[side])
+            out = self._contract(x * (1 - delta).sqrt(), side)
             out = out + torch.einsum("bnhd,hdr->bnhr", x * delta.sqrt(), self.eps)
         return out / math.sqrt(self.r)
 
 
-SINE_BLOCK = 512  # positions per block of the sine contraction (bounds its temporary)
+SINE_BLOCK = 512  # positions per block of the per-layer sine contraction (bounds its temporary)
+TABLE_MIN_BATCH = 3  # sineSPE: shared tables from this batch size on, per-layer contraction below
 
 
 class SineCodes(SPECodes):
-    def _contract(self, x: Tensor, part) -> Tensor:
-        omega, lz = part  # omega (N, H, D, 2K), lz (H, D, 2K, R)
-        # Position blocks keep the (B, block, H, D, 2K) temporary small; in training each block
-        # is recomputed in backward instead of stored, so the peak stays one block's worth.
+    """Tables at batch >= TABLE_MIN_BATCH; below, per layer `(q ⊙ Omega)` (B, N, H, D, 2K) then
+    lambda Z: 2K / B times the table's bytes per layer, which wins when the table read (and its
+    gradient written) in every layer costs more than the 2K-fold FLOPs (at batch 1 the tables
+    also took 1.7x the memory, see docs/model.md)."""
+
+    def _build(self, part) -> Tensor:
+        omega, lz = part  # omega (..., N, H, D, 2K), lz (H, D, 2K, R)
+        return torch.einsum("...hdj,hdjr->...hdr", omega, lz).contiguous()
+
+    def _contract(self, x: Tensor, side: str) -> Tensor:
+        if x.shape[0] >= TABLE_MIN_BATCH or side in self._tables:
+            return super()._contract(x, side)
+        omega, lz = self.parts[side]
+        # position blocks keep the (B, block, H, D, 2K) temporary small; in training each block
+        # is recomputed in backward instead of stored, so the peak stays one block's worth
         outs = []
         for s in range(0, x.shape[1], SINE_BLOCK):
-            xb, ob = x[:, s : s + SINE_BLOCK], omega[s : s + SINE_BLOCK]
+            xb, ob = x[:, s : s + SINE_BLOCK], omega[..., s : s + SINE_BLOCK, :, :, :]
             if torch.is_grad_enabled():
                 outs.append(checkpoint(_sine_contract, xb, ob, lz, use_reentrant=False))
             else:
@@ -132,9 +163,7 @@ def _sine_contract(x: Tensor, omega: Tensor, lz: Tensor) -> Tensor:
 
 
 class ConvCodes(SPECodes):
-    def _contract(self, x: Tensor, part) -> Tensor:
-        # part: Qbar (N, H, D, R) contiguous, so this is a batched (B x D) @ (D x R) with no copy
-        return torch.einsum("bnhd,nhdr->bnhr", x, part)
+    """Qbar, Kbar built by the FFT correlation: (N, H, D, R) contiguous."""
 
 
 class _SPE(nn.Module):
@@ -173,8 +202,9 @@ class SineSPE(_SPE):
         return (lam2 * torch.cos(ang)).sum(-1)
 
     def _omega(self, pos: Tensor, with_phase: bool) -> Tensor:
-        """pos (N,) -> (N, H, D, 2K); f * m reduced mod 1 in float64 (exact far past training)."""
-        fm = self.frequencies().double() * pos.double()[:, None, None, None]
+        """pos (N,) or (B, N) -> (..., N, H, D, 2K); f * m reduced mod 1 in float64 (exact far
+        past training)."""
+        fm = self.frequencies().double() * pos.double()[..., None, None, None]
         ang = 2 * math.pi * (fm - fm.detach().floor()).float()
         if with_phase:
             ang = ang + self.phase.float()

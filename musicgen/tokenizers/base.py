@@ -128,6 +128,11 @@ class Tokenizer(abc.ABC):
     def bar_starts(self, ids: np.ndarray) -> np.ndarray:
         """Indices of the tokens where a bar begins (crops start there)."""
 
+    def bar_counter(self) -> BarCounter:
+        """Bar starts of a sequence fed one id at a time (generation's bar limit); tokenizers
+        override it with a constant-time update, this default recomputes `bar_starts`."""
+        return BarCounter(self)
+
     @abc.abstractmethod
     def grammar(self) -> Grammar: ...
 
@@ -155,3 +160,16 @@ class Tokenizer(abc.ABC):
         from musicgen.io import atomic_write_text
 
         atomic_write_text(Path(path), json.dumps(self.to_dict(), indent=1))
+
+
+class BarCounter:
+    """`starts` = bar_starts(ids pushed so far), kept up to date by `push` (generic: recomputed
+    over the whole sequence each time; subclasses do it in constant time per id)."""
+
+    def __init__(self, tokenizer: Tokenizer) -> None:
+        self._tok, self._ids = tokenizer, []
+        self.starts: list[int] = []
+
+    def push(self, token_id: int) -> None:
+        self._ids.append(int(token_id))
+        self.starts = [int(i) for i in self._tok.bar_starts(np.asarray(self._ids, dtype=np.int64))]

@@ -327,6 +327,9 @@ class GrooveTokenizer(Tokenizer):
         moves_later = np.flip(np.cumsum(np.flip(moves))) > 0
         return np.flatnonzero(new & ~special & moves_later)
 
+    def bar_counter(self) -> _GrooveBarCounter:
+        return _GrooveBarCounter(self.tables, self.ticks_per_bar)
+
     def drop_tracks(self, ids: np.ndarray, rng: Any, p: float) -> np.ndarray:
         """Remove each present track's notes with probability p, never all of them; TimeShifts
         are merged back into the encoder's canonical form. `rng`: numpy Generator or
@@ -397,3 +400,28 @@ class GrooveTokenizer(Tokenizer):
         options = dict(data.get("options") or {})
         options.update({k: v for k, v in data.items() if k in DEFAULTS})
         return cls(options)
+
+
+class _GrooveBarCounter:
+    """`bar_starts` one id at a time: the running time gives the bar of each token; a bar's first
+    token is a start once some NoteOn or TimeShift follows at or after it (until then pending)."""
+
+    def __init__(self, tables: GrooveTables, ticks_per_bar: int) -> None:
+        self.tables, self.tpb = tables, ticks_per_bar
+        self.n, self.time, self.bar, self.first_special = 0, 0, -1, False
+        self.pending: list[int] = []
+        self.starts: list[int] = []
+
+    def push(self, token_id: int) -> None:
+        tok = min(max(int(token_id), 0), VOCAB_SIZE - 1)
+        kind, bar = int(self.tables.kind[tok]), self.time // self.tpb
+        new = self.n == 0 or bar > self.bar or (self.n == 1 and self.first_special)
+        if self.n == 0:
+            self.first_special = kind == GrooveTables.SPECIAL
+        if new and kind != GrooveTables.SPECIAL:
+            self.pending.append(self.n)
+        if kind in (GrooveTables.ON, GrooveTables.SHIFT):
+            self.starts.extend(self.pending)
+            self.pending.clear()
+        self.time += int(self.tables.shift[tok])
+        self.bar, self.n = bar, self.n + 1

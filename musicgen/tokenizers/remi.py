@@ -222,6 +222,9 @@ class RemiTokenizer(Tokenizer):
     def bar_starts(self, ids: np.ndarray) -> np.ndarray:
         return np.flatnonzero(np.asarray(ids) == self.bar_id)
 
+    def bar_counter(self) -> _RemiBarCounter:
+        return _RemiBarCounter(self.bar_id)
+
     def grammar(self, max_bars: int | None = None) -> RemiGrammar:
         return RemiGrammar(self.tables, self.bos_id, self.eos_id, self.bar_id, max_bars=max_bars)
 
@@ -270,3 +273,16 @@ class RemiTokenizer(Tokenizer):
                 "(different miditok version?)"
             )
         return tok
+
+
+class _RemiBarCounter:
+    """A bar starts at every Bar token: one comparison per id."""
+
+    def __init__(self, bar_id: int) -> None:
+        self.bar_id, self.n = bar_id, 0
+        self.starts: list[int] = []
+
+    def push(self, token_id: int) -> None:
+        if int(token_id) == self.bar_id:
+            self.starts.append(self.n)
+        self.n += 1

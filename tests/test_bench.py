@@ -1,0 +1,38 @@
+"""The benchmark helpers: the FLOP model counts the Linear weights, new and base alternate."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+from musicgen.config import ModelConfig
+from musicgen.model import build_model
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "scripts"))
+import benchlib  # noqa: E402
+
+
+@pytest.mark.parametrize("pe", ["ape", "sine_spe", "conv_spe"])
+def test_dense_flops_are_two_per_linear_weight_and_token(pe):
+    cfg = ModelConfig(vocab_size=50, n_layers=3, d_model=32, n_heads=4, d_ff=64, n_features=16,
+                      num_realizations=8, pe=pe, gated=True)
+    model = build_model(cfg)
+    weights = sum(m.weight.numel() for m in model.modules() if isinstance(m, torch.nn.Linear))
+    f = benchlib.forward_flops(cfg, 2, 100)
+    assert f["dense"] == 2 * weights * 2 * 100
+    assert f["attn"] > 0 and (f["spe"] > 0) == (pe != "ape")
+    assert benchlib.train_flops(cfg, 2, 100) == 3 * sum(f.values())
+    # SPE tables are built once per forward when shared, per layer otherwise
+    per_layer = benchlib.forward_flops(ModelConfig(**{**cfg.__dict__, "spe_shared": False}), 2, 100)
+    assert (per_layer["spe"] > f["spe"]) == (pe != "ape")
+
+
+def test_interleaved_alternates_which_tree_goes_first():
+    calls = []
+    trees = [("new", Path("a")), ("base", Path("b"))]
+    out = benchlib.interleaved(trees, 3, lambda label, tree: calls.append(label) or {"x": label})
+    assert calls == ["new", "base", "base", "new", "new", "base"]
+    assert [r["x"] for r in out["base"]] == ["base"] * 3
