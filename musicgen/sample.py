@@ -16,7 +16,7 @@ import torch
 from tqdm import tqdm
 
 from musicgen.errors import MusicgenError
-from musicgen.tokenizers.base import Tokenizer
+from musicgen.tokenizers.base import Grammar, Tokenizer
 
 NEG_INF = float("-inf")
 
@@ -192,74 +192,92 @@ def generate(
     model.eval()
     device = next(model.parameters()).device
     batch = len(prompts)
-    # with masking off the grammar still runs, to count errors (the ablation's invalid token rate)
-    grammars = [_check_prompt(tokenizer, list(p), "prompt") if options.grammar
-                else _replay(tokenizer, list(p)) for p in prompts]
-    outs = [Generated(ids=[int(t) for t in p], prompt_len=len(p)) for p in prompts]
-    if bars is not None:  # bar starts are counted as ids arrive: constant work per token
-        for out in outs:
-            out.bars = tokenizer.bar_counter()
-            for tok in out.ids:
-                out.bars.push(tok)
-            out.bar_base = len(out.bars.starts)
-    prompt_errors = [g.errors for g in grammars]
-    active = [True] * batch
-    eos, pad = tokenizer.eos_id, tokenizer.pad_id
-
-    def finish(i: int, stop: str) -> None:
-        out = outs[i]
-        out.stop = stop
-        active[i] = False
-        if stop == "end":
-            return
-        tail = grammars[i].completion()
-        for tok in tail:
-            grammars[i].advance(int(tok))
-        out.ids.extend(int(t) for t in tail)
-        out.completion = len(tail)
-
+    rows = [_Row.start(tokenizer, list(p), options.grammar, bars is not None) for p in prompts]
     total_steps = max(len(p) for p in prompts) - 1 + max_new_tokens
     state = model.init_state(batch, device)
     feed = torch.tensor([p[0] for p in prompts], dtype=torch.long, device=device)  # [B]
     bar = tqdm(total=total_steps, desc="generate", unit="tok", disable=not progress)
     pos = 0  # position of the id being fed
-    while any(active):
+    while any(r.active for r in rows):
         logits, state = model.step(feed, state)  # [B, V]: the distribution of id pos + 1
         pos += 1
-        sampling = [active[i] and pos >= outs[i].prompt_len for i in range(batch)]
+        sampling = [r.active and pos >= r.out.prompt_len for r in rows]
         if any(sampling):
-            allowed = None
-            if options.grammar:
-                rows = [grammars[i].allowed() if sampling[i] else None for i in range(batch)]
-                ones = np.ones(tokenizer.vocab_size, dtype=bool)
-                allowed = torch.from_numpy(np.stack([r if r is not None else ones for r in rows]))
-            drawn = sample_from_logits(filter_logits(logits, options, allowed), generator)
-            drawn = drawn.tolist()
-        for i in range(batch):
-            if not sampling[i]:
-                continue
-            out, tok = outs[i], int(drawn[i])
-            grammars[i].advance(tok)
-            out.ids.append(tok)
-            out.sampled += 1
-            if out.bars is not None:
-                out.bars.push(tok)
-            out.errors = grammars[i].errors - prompt_errors[i]
-            if grammars[i].finished() or tok == eos:
-                finish(i, "end")
-            elif bars is not None and _cut_at_bar(out, bars):
-                grammars[i] = _replay(tokenizer, out.ids)
-                out.errors = grammars[i].errors - prompt_errors[i]
-                finish(i, "bars")
-            elif out.sampled >= max_new_tokens:
-                finish(i, "max_tokens")
-        next_ids = [
-            outs[i].ids[pos] if active[i] else pad for i in range(batch)
-        ]
+            drawn = _draw(logits, rows, sampling, options, tokenizer.vocab_size, generator)
+            for row, tok in zip(rows, drawn, strict=True):
+                if tok is not None:
+                    row.accept(tokenizer, tok, bars, max_new_tokens)
+        next_ids = [r.out.ids[pos] if r.active else tokenizer.pad_id for r in rows]
         feed = torch.tensor(next_ids, dtype=torch.long, device=device)
         bar.update(1)
     bar.close()
-    return outs
+    return [r.out for r in rows]
+
+
+def _draw(logits: torch.Tensor, rows: list[_Row], sampling: list[bool],
+          options: SamplingOptions, vocab: int, generator: torch.Generator | None,
+          ) -> list[int | None]:
+    """One id per sampling row (None for the others), masked by each row's grammar."""
+    allowed = None
+    if options.grammar:
+        ones = np.ones(vocab, dtype=bool)
+        allowed = torch.from_numpy(np.stack(
+            [r.grammar.allowed() if s else ones for r, s in zip(rows, sampling, strict=True)]))
+    drawn = sample_from_logits(filter_logits(logits, options, allowed), generator).tolist()
+    return [int(t) if s else None for t, s in zip(drawn, sampling, strict=True)]
+
+
+@dataclass
+class _Row:
+    """One sequence of the batch while it is generated: its output, grammar and whether it runs.
+    With masking off the grammar still runs, to count errors (the invalid token rate)."""
+
+    out: Generated
+    grammar: Grammar
+    prompt_errors: int
+    active: bool = True
+
+    @classmethod
+    def start(cls, tokenizer: Tokenizer, prompt: list[int], masked: bool, count_bars: bool,
+              ) -> _Row:
+        grammar = (_check_prompt(tokenizer, prompt, "prompt") if masked
+                   else _replay(tokenizer, prompt))
+        out = Generated(ids=[int(t) for t in prompt], prompt_len=len(prompt))
+        if count_bars:  # bar starts are counted as ids arrive: constant work per token
+            out.bars = tokenizer.bar_counter()
+            for tok in out.ids:
+                out.bars.push(tok)
+            out.bar_base = len(out.bars.starts)
+        return cls(out, grammar, grammar.errors)
+
+    def accept(self, tokenizer: Tokenizer, tok: int, bars: int | None, max_new: int) -> None:
+        """Append a sampled id; end the row on the end token, a bar past `bars` or `max_new`."""
+        out = self.out
+        self.grammar.advance(tok)
+        out.ids.append(tok)
+        out.sampled += 1
+        if out.bars is not None:
+            out.bars.push(tok)
+        out.errors = self.grammar.errors - self.prompt_errors
+        if self.grammar.finished() or tok == tokenizer.eos_id:
+            self.finish("end")
+        elif bars is not None and _cut_at_bar(out, bars):
+            self.grammar = _replay(tokenizer, out.ids)
+            out.errors = self.grammar.errors - self.prompt_errors
+            self.finish("bars")
+        elif out.sampled >= max_new:
+            self.finish("max_tokens")
+
+    def finish(self, stop: str) -> None:
+        """Stop the row; unless it ended by itself, append the grammar's valid completion."""
+        self.out.stop, self.active = stop, False
+        if stop == "end":
+            return
+        tail = self.grammar.completion()
+        for tok in tail:
+            self.grammar.advance(int(tok))
+        self.out.ids.extend(int(t) for t in tail)
+        self.out.completion = len(tail)
 
 
 def _cut_at_bar(out: Generated, bars: int) -> bool:
