@@ -23,7 +23,7 @@ import signal
 import threading
 import time
 from collections.abc import Iterator
-from contextlib import nullcontext
+from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass
 from pathlib import Path
 from typing import IO
@@ -92,7 +92,7 @@ class Run:
     wrapped: torch.nn.Module  # the same model under DDP and/or torch.compile: what is called
     optim: torch.optim.Optimizer
     scaler: torch.amp.GradScaler  # enabled for fp16 only
-    amp: object  # the autocast context (or a null one for fp32)
+    amp: AbstractContextManager  # the autocast context (a null one for fp32)
     precision: str  # fp32, bf16 or fp16 ("auto" resolved)
     tok: Tokenizer
     data: torch.utils.data.Dataset  # the training crops (pass_of(index) gives the epoch)
@@ -100,11 +100,6 @@ class Run:
     val_songs: list
     log: IO[str] | None = None  # RUN/log.jsonl, open on the main rank only
     bar: tqdm | None = None
-
-    @property
-    def per_step(self) -> int:
-        """Crops one rank reads per optimiser step."""
-        return self.cfg.train.batch_size * self.cfg.train.grad_accum
 
 
 @dataclass
@@ -228,15 +223,15 @@ def data_tokenizer(cfg: Config, split: PreparedSplit) -> Tokenizer:
 
 
 def make_optimizer(model: torch.nn.Module, cfg: Config) -> torch.optim.Optimizer:
-    """AdamW when optim.weight_decay > 0, Adam otherwise; the fused kernel on CUDA (one launch
-    for all parameters; the CPU keeps the default, whose results the tests pin)."""
+    """AdamW when optim.weight_decay > 0, Adam otherwise; on CUDA the fused kernel (one launch
+    for all parameters), on the CPU the default one, so CPU runs keep their numbers."""
     opt_cls = torch.optim.AdamW if cfg.optim.weight_decay > 0 else torch.optim.Adam
     on_cuda = next(model.parameters()).device.type == "cuda"
     return opt_cls(model.parameters(), lr=cfg.optim.lr, betas=tuple(cfg.optim.betas),
                    weight_decay=cfg.optim.weight_decay, fused=True if on_cuda else None)
 
 
-def autocast_for(device: torch.device, precision: str):
+def autocast_for(device: torch.device, precision: str) -> tuple[AbstractContextManager, str]:
     """bf16 autocast on CUDA by default; fp32 elsewhere (CPU autocast is slower here)."""
     if precision == "auto":
         precision = "bf16" if device.type == "cuda" else "fp32"
@@ -274,10 +269,15 @@ class StepSampler(Sampler[int]):
         return (self.max - self.start) * self.per_step
 
 
+def crops_per_step(cfg: Config) -> int:
+    """Crops one rank reads per optimiser step."""
+    return cfg.train.batch_size * cfg.train.grad_accum
+
+
 def make_loader(cfg: Config, split: PreparedSplit, ranks: Ranks,
                 start_step: int) -> tuple[torch.utils.data.Dataset, DataLoader]:
     """The crops of every step and rank, and a loader giving this rank's from `start_step` on."""
-    per_step = cfg.train.batch_size * cfg.train.grad_accum
+    per_step = crops_per_step(cfg)
     data = make_train_dataset(cfg, split, cfg.train.max_steps * per_step * ranks.world)
     sampler = StepSampler(start_step, cfg.train.max_steps, per_step, ranks.rank, ranks.world)
     loader = DataLoader(data, batch_size=cfg.train.batch_size, num_workers=cfg.data.workers,
@@ -415,7 +415,7 @@ def report_step(run: Run, state: TrainState, done: StepDone) -> None:
     """Main rank: the progress bar, and a log record every log.every steps and at the last."""
     if not run.ranks.main:
         return
-    step, per_step, world = state.step, run.per_step, run.ranks.world
+    step, per_step, world = state.step, crops_per_step(run.cfg), run.ranks.world
     tps = state.tokens * world / max(1e-9, time.time() - state.t0)
     run.bar.update(1)
     run.bar.set_postfix(loss=f"{done.loss:.3f}", lr=f"{done.lr:.2e}", tok_s=f"{tps:.0f}")
@@ -445,7 +445,8 @@ def maybe_validate(run: Run, state: TrainState, leave: bool) -> None:
             save_state(run, state, "best.pt")
 
 
-def validate(model, songs, cfg: Config, device, ranks: Ranks) -> dict:
+def validate(model: torch.nn.Module, songs: list, cfg: Config, device: torch.device,
+             ranks: Ranks) -> dict:
     """Mean loss within the crop length, beyond it (extrapolation), and per 128-token segment,
     over `train.val_seeds` seeded SPE draws (the same draws every time: best.pt is not picked on
     noise). Each rank scores songs[rank::world]; the sums are all-reduced, so every rank gets the
