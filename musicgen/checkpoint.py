@@ -217,7 +217,7 @@ def load_checkpoint(path: str | Path, device: str | torch.device = "cpu") -> Loa
             f"{path}: model vocabulary ({config.model.vocab_size}) does not match its tokenizer "
             f"({tokenizer.vocab_size})"
         )
-    model = build_model(config.model)
+    model = build_model(config.model, tokenizer)
     # half files mix float16 and float32 tensors; the model computes in float32
     weights = {k: v.float() if v.is_floating_point() else v for k, v in payload["model"].items()}
     try:

@@ -29,6 +29,16 @@ class PerceiverConfig:
 
 
 @dataclass
+class MusicalConfig:
+    """Musical position as model input (docs/model.md, "Musical position"); all off by default,
+    which is also what every checkpoint saved before these keys existed means."""
+
+    embed: bool = False  # add embeddings of (position in bar, beat, bar index mod phrase_bars)
+    phrase_bars: int = 4  # phrase length in bars for the bar-index embedding
+    spe: str = "none"  # none | sine_spe: SPE codes indexed by the onset in sub-beats
+
+
+@dataclass
 class ModelConfig:
     """The Performer; defaults are the SPE paper's music model (about 80 M parameters)."""
 
@@ -56,6 +66,7 @@ class ModelConfig:
     tie_embeddings: bool = False  # share the output head's weight with the token embedding
     head: str = "lm"  # lm | perceiver_s
     perceiver: PerceiverConfig = field(default_factory=PerceiverConfig)
+    musical: MusicalConfig = field(default_factory=MusicalConfig)
 
 
 @dataclass

@@ -156,6 +156,49 @@ def seeded_nll(
     return sums / seeds, counts
 
 
+def forbidden_masks(tokenizer, song: np.ndarray) -> np.ndarray:
+    """bool (N - 1, V): which ids the grammar forbids after each prefix song[: p + 1]."""
+    g = tokenizer.grammar()
+    out = np.empty((len(song) - 1, tokenizer.vocab_size), dtype=bool)
+    for p, t in enumerate(song[:-1].tolist()):
+        g.advance(t)
+        out[p] = ~g.allowed()
+    return out
+
+
+@torch.no_grad()
+def forbidden_mass(
+    model: torch.nn.Module, tokenizer, songs: Sequence[Sequence[int] | np.ndarray], max_len: int,
+    device: torch.device | str,
+) -> dict:
+    """Mean probability the model puts on grammar-forbidden next tokens, over every predicted
+    position of real songs (`overall`) and over those right after a note (`after_note`: the
+    previous token completes a note, `tokenizer.note_end_mask()`). The sampler's mask hides this
+    mass, but it shows a model that does not know where it is (e.g. a Position behind it)."""
+    device = torch.device(device)
+    note_end = tokenizer.note_end_mask()
+    sums, counts = np.zeros(2), np.zeros(2, np.int64)  # [overall, after a note]
+    was_training = model.training
+    model.eval()
+    try:
+        for song in songs:
+            s = np.asarray(song, dtype=np.int64)[: max_len + 1]
+            if len(s) < 2:
+                continue
+            scorer = getattr(model, "score", None) or model
+            logits = scorer(torch.from_numpy(s[:-1])[None].to(device)).float()[0]  # [N, V]
+            probs = torch.softmax(logits, -1).cpu().numpy()
+            mass = (probs * forbidden_masks(tokenizer, s)).sum(-1)  # [N]
+            after = note_end[s[:-1]]
+            sums += [mass.sum(), mass[after].sum()]
+            counts += [len(mass), int(after.sum())]
+    finally:
+        model.train(was_training)
+    mean = [float(x / c) if c else float("nan") for x, c in zip(sums, counts, strict=True)]
+    return {"overall": mean[0], "after_note": mean[1], "positions": int(counts[0]),
+            "after_note_positions": int(counts[1])}
+
+
 def segment_means(sums: np.ndarray, counts: np.ndarray, segment: int = SEGMENT) -> list[float]:
     """Mean NLL of each block of `segment` positions (NaN for a block no song reaches)."""
     out = []
@@ -205,7 +248,8 @@ def evaluate_nll(
     max_len: int | None = None, max_songs: int | None = None, device: str = "auto",
     segment: int = SEGMENT, batch_size: int = 1, seed: int = 0, seeds: int = 1,
 ) -> dict:
-    """Per-position NLL of each checkpoint on the same held-out songs; nll.json + nll.png.
+    """Per-position NLL (and forbidden mass) of each checkpoint on the same held-out songs;
+    nll.json + nll.png.
 
     `split='all'` scores every song of the folder. `seed` fixes the SPE noise draws and `seeds`
     averages that many per song (`seeded_nll`, the trainer's validation too), so a rerun gives
@@ -233,6 +277,9 @@ def evaluate_nll(
         length = max_len or 2 * crop
         sums, counts = seeded_nll(loaded.model, songs, length, dev, seeds, seed, batch_size,
                                   desc=Path(ckpt).name)
+        with torch.random.fork_rng():
+            torch.manual_seed(seed)
+            forbidden = forbidden_mass(loaded.model, loaded.tokenizer, songs, length, dev)
         label = model_label(loaded.config, ckpt)
         curves[label] = segment_means(sums, counts, segment)
         train_len = train_len or crop
@@ -243,6 +290,7 @@ def evaluate_nll(
             **_per_note(float(sums.sum()), notes_scored(data_tokenizer, songs, length)),
             "tokens_per_segment": [int(counts[s: s + segment].sum())
                                    for s in range(0, length, segment)],
+            "forbidden_mass": forbidden,
         }
         del loaded
     out = Path(out)

@@ -187,7 +187,7 @@ def build_run(cfg: Config, out: Path, device: torch.device, ranks: Ranks, payloa
     split = PreparedSplit(cfg.data.path, "train")
     tok = data_tokenizer(cfg, split)
     torch.manual_seed(cfg.train.seed)  # the same initial weights on every rank
-    model = build_model(cfg.model).to(device)
+    model = build_model(cfg.model, tok).to(device)
     optim = make_optimizer(model, cfg)
     amp, precision = autocast_for(device, cfg.train.precision)
     scaler = torch.amp.GradScaler(device.type, enabled=precision == "fp16")

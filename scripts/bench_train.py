@@ -36,12 +36,13 @@ def one(size: str, pe: str, gated: bool, steps: int, threads: int) -> dict:
 
     from musicgen.config import load_config
     from musicgen.model import build_model
+    from musicgen.tokenizers import build_tokenizer
 
     torch.set_num_threads(threads)
     cfg = load_config(ROOT / PRESETS[size], [f"model.pe={pe}", f"model.gated={str(gated).lower()}",
                                              "model.vocab_size=345"])
     batch = 1 if size == "default" else cfg.train.batch_size
-    model = build_model(cfg.model)
+    model = build_model(cfg.model, build_tokenizer(ROOT / "configs/tokenizer/remi.yaml"))
     opt = torch.optim.Adam(model.parameters(), lr=1e-4)
     base = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     x = torch.randint(3, 345, (batch, cfg.data.crop_len + 1))

@@ -13,9 +13,11 @@ export OMP_NUM_THREADS=1
 [ -f data/prepared/pop909/tokenizer.json ] || $BIN/musicgen prepare --dataset pop909 --input "$POP909" --output data/prepared/pop909
 [ -f data/prepared/trio/tokenizer.json ] || $BIN/musicgen prepare --dataset groove --input data/trio --output data/prepared/trio
 mkdir -p runs
-SPE=(--config configs/pop909/small.yaml --out runs/pop909_sine_spe_gated)
+# today's shipped models predate model.musical (docs/model.md): switched off to reproduce them
+OFF=(--model.musical.embed=false --model.musical.spe=none)
+SPE=(--config configs/pop909/small.yaml --out runs/pop909_sine_spe_gated "${OFF[@]}")
 APE=(--config configs/pop909/small.yaml --out runs/pop909_ape --name=pop909_small_ape
-     --model.pe=ape --model.gated=false)
+     --model.pe=ape --model.gated=false "${OFF[@]}")
 GROOVE=(--config configs/groove/small.yaml --out runs/groove_sine_spe_gated)
 for phase in 1000 1500; do
   resume=(); [ "$phase" = 1500 ] && resume=(--resume)

@@ -101,11 +101,11 @@ def _phase_error(a, b, lag: int) -> float:
 @pytest.mark.parametrize("pe", ["sine_spe", "conv_spe"])
 def test_half_checkpoints_keep_spe_and_gates_in_float32(prepared, tmp_path, pe):
     cfg = tiny(prepared, f"model.pe={pe}", "model.vocab_size=345")
-    model = build_model(cfg.model)
+    tok = build_tokenizer("remi")
+    model = build_model(cfg.model, tok)
     with torch.no_grad():  # trained-looking frequencies: high ones round worst in float16
         for p in model.spe.parameters():
             p.add_(0.3 * torch.randn_like(p))
-    tok = build_tokenizer("remi")
     save_checkpoint(tmp_path / "half.pt", model, cfg, tok, half=True)
     stored = torch.load(tmp_path / "half.pt", weights_only=True)["model"]
     assert stored["blocks.0.attn.gate"].dtype == torch.float32
@@ -118,7 +118,7 @@ def test_half_checkpoints_keep_spe_and_gates_in_float32(prepared, tmp_path, pe):
     if pe == "sine_spe":
         for lag in (2048, 8192):
             assert _phase_error(model, half, lag) < 1e-9, lag
-        rounded = build_model(cfg.model)  # what the old all-float16 policy shipped
+        rounded = build_model(cfg.model, tok)  # what the old all-float16 policy shipped
         rounded.load_state_dict({k: v.half().float() for k, v in model.state_dict().items()})
         assert _phase_error(model, rounded, 8192) > 0.1  # the error this policy removes
     lags = torch.tensor([0, 1, 15, 2048, 8192])

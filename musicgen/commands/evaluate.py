@@ -22,7 +22,8 @@ def register(sub: argparse._SubParsersAction) -> None:
         description="Feed whole held-out songs (up to --max-len tokens, default twice the "
         "training crop) and average the NLL per 128-token segment, within and beyond the "
         "training length; also the NLL per note (total NLL / notes scored), comparable across "
-        "tokenizations.")
+        "tokenizations, and the mean probability put on grammar-forbidden tokens (overall and "
+        "right after a note).")
     nll.add_argument("--checkpoint", nargs="+", required=True, help="checkpoint file(s) or run "
                      "folder(s)")
     nll.add_argument("--data", required=True, help="folder written by `musicgen prepare`")
@@ -88,6 +89,9 @@ def run_nll(args: argparse.Namespace) -> int:
     for label, m in res["models"].items():
         print(f"{label}: NLL within {m['crop_len']} = {_fmt(m['mean_within'])}, "
               f"beyond = {_fmt(m['mean_beyond'])}, per note = {_fmt(m['nll_per_note'])}")
+        fm = m["forbidden_mass"]
+        print(f"{label}: forbidden mass {_fmt(fm['overall'])}, after a note "
+              f"{_fmt(fm['after_note'])}")
     print(f"wrote {args.out}/nll.json, {args.out}/nll.png")
     return 0
 

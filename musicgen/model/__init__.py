@@ -1,7 +1,8 @@
 """The model layer: `build_model(cfg)` is the one place a model is built.
 
-Registries (by name, as written in configs): `FEATURE_MAPS` (favor | relu) and
-`POSITIONAL_ENCODINGS` (ape | ape_learned | sine_spe | conv_spe | none).
+Registries (by name, as written in configs): `FEATURE_MAPS` (favor | relu),
+`POSITIONAL_ENCODINGS` (ape | ape_learned | sine_spe | conv_spe | none) and `MUSICAL_SPE`
+(none | sine_spe: SPE in musical time, `model.musical.spe`).
 """
 
 from __future__ import annotations
@@ -10,12 +11,14 @@ from torch import nn
 
 from musicgen.errors import MusicgenError
 from musicgen.model.features import FEATURE_MAPS
+from musicgen.model.musical import MUSICAL_SPE
 from musicgen.model.positional import POSITIONAL_ENCODINGS
 from musicgen.model.transformer import Performer, PerformerState
 
 REDRAW_POLICIES = ("never", "every", "prob")
 
-__all__ = ["FEATURE_MAPS", "POSITIONAL_ENCODINGS", "Performer", "PerformerState", "build_model"]
+__all__ = ["FEATURE_MAPS", "MUSICAL_SPE", "POSITIONAL_ENCODINGS", "Performer", "PerformerState",
+           "build_model"]
 
 
 def _check(cfg) -> None:
@@ -34,13 +37,29 @@ def _check(cfg) -> None:
             raise MusicgenError(f"model.{name}: must be > 0, got {getattr(cfg, name)}")
     if not 0.0 <= cfg.dropout < 1.0:
         raise MusicgenError(f"model.dropout: must be in [0, 1), got {cfg.dropout}")
+    _check_musical(cfg)
 
 
-def build_model(cfg) -> nn.Module:
-    """Build the model a `ModelConfig` describes (head 'lm'; 'perceiver_s' once it exists)."""
+def _check_musical(cfg) -> None:
+    m = cfg.musical
+    if m.spe not in MUSICAL_SPE:
+        valid = ", ".join(MUSICAL_SPE)
+        raise MusicgenError(f"model.musical.spe: unknown '{m.spe}'; valid: {valid}")
+    if m.phrase_bars <= 0:
+        raise MusicgenError(f"model.musical.phrase_bars: must be > 0, got {m.phrase_bars}")
+    if (m.embed or m.spe != "none") and cfg.head != "lm":
+        raise MusicgenError(f"model.musical: not available with head '{cfg.head}' (only lm)")
+
+
+def build_model(cfg, tokenizer=None) -> nn.Module:
+    """Build the model a `ModelConfig` describes (head 'lm' or 'perceiver_s').
+
+    `tokenizer` (the checkpoint's or the data's) is needed only with `model.musical` on: the model
+    keeps its time tables to derive every token's musical position from the ids.
+    """
     _check(cfg)
     if cfg.head == "lm":
-        return Performer(cfg)
+        return Performer(cfg, tokenizer.time_tables() if tokenizer is not None else None)
     if cfg.head == "perceiver_s":
         try:
             from musicgen.model.perceiver import build_perceiver  # type: ignore[attr-defined]

@@ -10,6 +10,7 @@ JSON-able dict, which is stored with every prepared dataset and every checkpoint
 from __future__ import annotations
 
 import abc
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -43,6 +44,33 @@ class Grammar(abc.ABC):
         """Ids that, appended now, complete the sequence validly (ending with the end token)."""
 
     errors: int = 0  # number of ids advanced that were not allowed
+
+
+@dataclass(frozen=True)
+class TimeTables:
+    """Per-id lookups from which a model derives every token's musical time from the ids alone.
+
+    Time is counted in sub-beats (the tokenizer's finest grid) from the sequence's first bar:
+    `onset = max(running max of key, 0) + running sum of shift`, where a token's key is
+    `(bars so far - 1) * positions_per_bar + position` for a token that sets a position (REMI
+    `Bar` sets position 0, `Position_p` sets p) and -1 for any other token (REMI), and `shift` is
+    what a token advances time by (groove `TimeShift`). Bar index = onset // positions_per_bar,
+    position in the bar = onset % positions_per_bar. See docs/model.md, "Musical position".
+    """
+
+    bar: np.ndarray  # (V,) int64: 1 for a token that opens a new bar, else 0
+    position: np.ndarray  # (V,) int64: position in the bar the token sets, -1 for none
+    shift: np.ndarray  # (V,) int64: sub-beats the token moves time forward by
+    positions_per_bar: int
+    positions_per_beat: int
+
+    def onsets(self, ids: np.ndarray) -> np.ndarray:
+        """Onset in sub-beats after reading each id (numpy form of the model's parallel rule)."""
+        a = np.asarray(ids, dtype=np.int64)  # (..., N)
+        bars = np.cumsum(self.bar[a], -1)
+        pos = self.position[a]
+        key = np.where(pos >= 0, (bars - 1) * self.positions_per_bar + pos, -1)
+        return np.maximum(np.maximum.accumulate(key, -1), 0) + np.cumsum(self.shift[a], -1)
 
 
 class Tokenizer(abc.ABC):
@@ -102,6 +130,15 @@ class Tokenizer(abc.ABC):
 
     @abc.abstractmethod
     def grammar(self) -> Grammar: ...
+
+    @abc.abstractmethod
+    def time_tables(self) -> TimeTables:
+        """The lookups a model uses to know the bar and the position in the bar of every token."""
+
+    @abc.abstractmethod
+    def note_end_mask(self) -> np.ndarray:
+        """bool[vocab]: ids that complete a note (REMI Duration, groove NoteOff): where the
+        evaluation reads the probability put on forbidden tokens "right after a note"."""
 
     @abc.abstractmethod
     def to_dict(self) -> dict:

@@ -31,7 +31,7 @@ import symusic
 
 from musicgen.errors import MusicgenError
 from musicgen.limits import check_score
-from musicgen.tokenizers.base import PAD_ID, Tokenizer
+from musicgen.tokenizers.base import PAD_ID, TimeTables, Tokenizer
 from musicgen.tokenizers.groove_grammar import (
     BOS_ID,
     DRUMS,
@@ -364,6 +364,18 @@ class GrooveTokenizer(Tokenizer):
 
     def grammar(self) -> GrooveGrammar:
         return GrooveGrammar()
+
+    # --- musical time -----------------------------------------------------------------------
+
+    def time_tables(self) -> TimeTables:
+        """Time is the sum of the TimeShifts (12 ticks per beat) since the first bar line."""
+        zeros = np.zeros(VOCAB_SIZE, np.int64)
+        return TimeTables(bar=zeros, position=np.full(VOCAB_SIZE, -1, np.int64),
+                          shift=self.tables.shift.astype(np.int64).copy(),
+                          positions_per_bar=self.ticks_per_bar, positions_per_beat=TICKS_PER_BEAT)
+
+    def note_end_mask(self) -> np.ndarray:
+        return self.tables.kind == GrooveTables.OFF
 
     # --- serialisation ----------------------------------------------------------------------
 

@@ -19,7 +19,7 @@ from miditok.constants import SCORE_LOADING_EXCEPTION
 
 from musicgen.errors import MusicgenError
 from musicgen.limits import check_score
-from musicgen.tokenizers.base import PAD_ID, Tokenizer
+from musicgen.tokenizers.base import PAD_ID, TimeTables, Tokenizer
 from musicgen.tokenizers.chords import ChordSpan, chord_grid_events, insert_chords
 from musicgen.tokenizers.remi_grammar import RemiGrammar, RemiTables
 
@@ -224,6 +224,24 @@ class RemiTokenizer(Tokenizer):
 
     def grammar(self, max_bars: int | None = None) -> RemiGrammar:
         return RemiGrammar(self.tables, self.bos_id, self.eos_id, self.bar_id, max_bars=max_bars)
+
+    # --- musical time -----------------------------------------------------------------------
+
+    def time_tables(self) -> TimeTables:
+        """Bar opens a bar (position 0), Position_p sets p; every bar is 4/4 (16 positions)."""
+        t = self.tables
+        per_beat = int(self.options["positions_per_beat"])
+        per_bar = 4 * per_beat  # time signatures are ignored: every bar is 4/4
+        if int(t.position.max()) >= per_bar:
+            raise MusicgenError(f"tokenizer: Position_{int(t.position.max())} does not fit a "
+                                f"4/4 bar of {per_bar} positions")
+        is_bar = (t.family == RemiTables.BAR).astype(np.int64)
+        position = np.where(is_bar == 1, 0, t.position).astype(np.int64)
+        return TimeTables(bar=is_bar, position=position, shift=np.zeros(self.vocab_size, np.int64),
+                          positions_per_bar=per_bar, positions_per_beat=per_beat)
+
+    def note_end_mask(self) -> np.ndarray:
+        return self.tables.family == RemiTables.DURATION
 
     # --- serialisation ----------------------------------------------------------------------
 

@@ -1,0 +1,183 @@
+"""Musical position as model input: where in the bar every token sits, derived from the ids alone.
+
+The tokenizer's `TimeTables` (per-id lookups, rebuilt from the checkpoint's tokenizer dict) give
+each token's onset in sub-beats (`onset = bar_index * positions_per_bar + position`):
+  parallel (ids[B, N]): onset = max(cummax(key), 0) + cumsum(shift)   (key: the position a token
+                        sets, offset by the bars counted so far; -1 for tokens that set none)
+  step (ids[B]):        the same running max / sum carried in a `MusicalState`, O(1) per token.
+Both are integer arithmetic, so they agree exactly. Two uses (model.musical, docs/model.md):
+  embed: true      add learned embeddings of (position in bar, beat, bar index mod phrase_bars)
+  spe: sine_spe    sineSPE codes indexed by the onset (musical time), not the token index: the
+                   attention kernel depends on the onset difference only (structure-informed PE
+                   in the sense of Agarwal et al.'s StrIPE). With a token-index SPE (`pe`) as well,
+                   the two codes are summed, which sums their kernels (see `SumCodes`).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import torch
+from torch import Tensor, nn
+
+from musicgen.errors import MusicgenError
+from musicgen.model.positional import SineSPE, SPENoise
+
+MUSICAL_SPE = ("none", "sine_spe")  # registry names of model.musical.spe
+MUSICAL_TAG = 1000  # noise tags of musical-time SPE modules (token-index SPE uses 0..n_layers-1)
+
+
+@dataclass
+class MusicalState:
+    """What generation carries to know the time: bars read, running max key, summed shifts."""
+
+    bars: Tensor  # (B,) int64
+    key: Tensor  # (B,) int64
+    shift: Tensor  # (B,) int64
+
+
+class MusicalTime(nn.Module):
+    """ids -> onset in sub-beats, in the parallel and the step form (tables as buffers)."""
+
+    def __init__(self, tables) -> None:
+        super().__init__()
+        self.per_bar, self.per_beat = int(tables.positions_per_bar), int(tables.positions_per_beat)
+        for name in ("bar", "position", "shift"):  # derived from the tokenizer: not saved
+            buf = torch.as_tensor(getattr(tables, name), dtype=torch.long)
+            self.register_buffer(name, buf, persistent=False)
+
+    def _key(self, bars: Tensor, ids: Tensor) -> Tensor:
+        pos = self.position[ids]
+        return torch.where(pos >= 0, (bars - 1) * self.per_bar + pos, -1)
+
+    def onsets(self, ids: Tensor) -> Tensor:
+        """ids (B, N) -> onset (B, N) int64 after reading each token."""
+        key = self._key(self.bar[ids].cumsum(-1), ids)
+        return key.cummax(-1).values.clamp_min(0) + self.shift[ids].cumsum(-1)
+
+    def init_state(self, batch_size: int, device: torch.device | str) -> MusicalState:
+        def full(v: int) -> Tensor:
+            return torch.full((batch_size,), v, dtype=torch.long, device=device)
+
+        return MusicalState(bars=full(0), key=full(-1), shift=full(0))
+
+    def step(self, ids: Tensor, state: MusicalState) -> Tensor:
+        """ids (B,) -> onset (B,) after reading them; advances `state` in place."""
+        state.bars = state.bars + self.bar[ids]
+        state.key = torch.maximum(state.key, self._key(state.bars, ids))
+        state.shift = state.shift + self.shift[ids]
+        return state.key.clamp_min(0) + state.shift
+
+    def split(self, onset: Tensor) -> tuple[Tensor, Tensor, Tensor]:
+        """onset -> (bar index, position in the bar, beat in the bar), same shape."""
+        pos = onset % self.per_bar
+        return onset // self.per_bar, pos, pos // self.per_beat
+
+
+class MusicalEmbedding(nn.Module):
+    """Learned tables of position in bar, beat and bar mod phrase_bars, summed (x sqrt(d_model)).
+
+    Each table starts at std (3 d_model)^-1/2, so their sum is on the token embedding's scale.
+    """
+
+    def __init__(self, d_model: int, time: MusicalTime, phrase_bars: int) -> None:
+        super().__init__()
+        self.scale, self.phrase_bars = math.sqrt(d_model), phrase_bars
+        n_beats = -(-time.per_bar // time.per_beat)
+        self.position = nn.Embedding(time.per_bar, d_model)
+        self.beat = nn.Embedding(n_beats, d_model)
+        self.phrase = nn.Embedding(phrase_bars, d_model)
+        for table in (self.position, self.beat, self.phrase):
+            nn.init.normal_(table.weight, std=(3 * d_model) ** -0.5)
+
+    def forward(self, bar: Tensor, pos: Tensor, beat: Tensor) -> Tensor:
+        """(B, N) each -> (B, N, d_model)."""
+        out = self.position(pos) + self.beat(beat) + self.phrase(bar % self.phrase_bars)
+        return out * self.scale
+
+
+class BatchedCodes:
+    """SPE codes made for the flattened (B * N) onsets, applied to x (B, N, H, D)."""
+
+    def __init__(self, codes) -> None:
+        self.codes = codes
+
+    def project(self, x: Tensor, side: str, gate: Tensor | None) -> Tensor:
+        b, n, h, d = x.shape
+        out = self.codes.project(x.reshape(1, b * n, h, d), side, gate)  # (1, B * N, H, R)
+        return out.reshape(b, n, h, -1)
+
+
+class SumCodes:
+    """Token-index and musical-time codes together: (q^1 + q^2) / sqrt(2), same for k.
+
+    The two noises are independent, so the cross terms vanish in expectation and
+    E[q^ . k^] = (P_token(m - n) + P_musical(t_m - t_n)) / 2 (times q_d k_d, summed over d).
+    """
+
+    def __init__(self, *parts) -> None:
+        self.parts = parts
+
+    def project(self, x: Tensor, side: str, gate: Tensor | None) -> Tensor:
+        out = sum(p.project(x, side, gate) for p in self.parts)
+        return out / math.sqrt(len(self.parts))
+
+
+class MusicalSineSPE(nn.Module):
+    """sineSPE whose positions are onsets in sub-beats (one code per token, batch-dependent)."""
+
+    def __init__(self, cfg, tag: int) -> None:
+        super().__init__()
+        h, d = cfg.n_heads, cfg.d_model // cfg.n_heads
+        self.sine = SineSPE(h, d, cfg.num_realizations, cfg.num_sines, tag)
+
+    def codes(self, onset: Tensor, noise: SPENoise) -> BatchedCodes:
+        """onset (B, N) -> codes for queries and keys at those musical times."""
+        flat = onset.reshape(-1)
+        return BatchedCodes(self.sine.codes(flat, flat, noise))
+
+    def kernel(self, lags: Tensor) -> Tensor:
+        """The designed kernel at onset differences: (L,) -> (L, H, D)."""
+        return self.sine.kernel(lags)
+
+
+class MusicalPosition(nn.Module):
+    """Everything `model.musical` adds: the time rule, the embedding, musical-time SPE."""
+
+    def __init__(self, cfg, tables, n_layers: int) -> None:
+        super().__init__()
+        m = cfg.musical
+        self.time = MusicalTime(tables)
+        self.embed = MusicalEmbedding(cfg.d_model, self.time, m.phrase_bars) if m.embed else None
+        self.spe = nn.ModuleList()
+        if m.spe == "sine_spe":
+            n = 1 if cfg.spe_shared else n_layers
+            self.spe.extend(MusicalSineSPE(cfg, MUSICAL_TAG + i) for i in range(n))
+
+    def embedding(self, onset: Tensor) -> Tensor | None:
+        """onset (B, N) -> (B, N, d_model) to add to the input, or None without `embed`."""
+        return None if self.embed is None else self.embed(*self.time.split(onset))
+
+    def add_codes(self, codes: list, onset: Tensor, noise: SPENoise) -> list:
+        """Per-layer codes with the musical-time codes added (or alone where `codes` has None)."""
+        if not len(self.spe):
+            return codes
+        with torch.autocast(device_type=onset.device.type, enabled=False):
+            mus = [spe.codes(onset, noise) for spe in self.spe]
+        mus = mus * len(codes) if len(mus) == 1 else mus
+        return [m if c is None else SumCodes(c, m) for c, m in zip(codes, mus, strict=True)]
+
+
+def build_musical(cfg, tables, n_layers: int) -> MusicalPosition | None:
+    """The musical-position module `cfg.musical` asks for (None when it is off)."""
+    m = cfg.musical
+    if not m.embed and m.spe == "none":
+        return None
+    if tables is None:
+        raise MusicgenError("model.musical: needs the tokenizer's time tables (build the model "
+                            "with its tokenizer: build_model(cfg, tokenizer))")
+    if len(tables.bar) != cfg.vocab_size:
+        raise MusicgenError(f"model.musical: time tables cover {len(tables.bar)} ids, the model "
+                            f"{cfg.vocab_size}")
+    return MusicalPosition(cfg, tables, n_layers)
