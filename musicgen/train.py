@@ -223,12 +223,12 @@ def data_tokenizer(cfg: Config, split: PreparedSplit) -> Tokenizer:
 
 
 def make_optimizer(model: torch.nn.Module, cfg: Config) -> torch.optim.Optimizer:
-    """AdamW when optim.weight_decay > 0, Adam otherwise; on CUDA the fused kernel (one launch
-    for all parameters), on the CPU the default one, so CPU runs keep their numbers."""
+    """AdamW when optim.weight_decay > 0, Adam otherwise; the fused kernel (all parameters in one
+    pass) on the devices that have it, CPU and CUDA, the default one elsewhere (MPS)."""
     opt_cls = torch.optim.AdamW if cfg.optim.weight_decay > 0 else torch.optim.Adam
-    on_cuda = next(model.parameters()).device.type == "cuda"
+    fused = next(model.parameters()).device.type in ("cpu", "cuda")
     return opt_cls(model.parameters(), lr=cfg.optim.lr, betas=tuple(cfg.optim.betas),
-                   weight_decay=cfg.optim.weight_decay, fused=True if on_cuda else None)
+                   weight_decay=cfg.optim.weight_decay, fused=fused or None)
 
 
 def autocast_for(device: torch.device, precision: str) -> tuple[AbstractContextManager, str]:
