@@ -65,7 +65,7 @@ def one(size: str, pe: str, steps: int, threads: int) -> dict:
     try:  # the optimizer training uses, in the tree measured
         from musicgen.train import make_optimizer
 
-        opt = make_optimizer(cfg, model, torch.device("cpu"))
+        opt = make_optimizer(model, cfg)
     except ImportError:
         opt = torch.optim.Adam(model.parameters(), lr=1e-4)
     base = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
