@@ -19,7 +19,7 @@ from pathlib import Path
 
 import numpy as np
 import symusic
-from miditok import MIDILike, REMI, TSD, TokenizerConfig
+from miditok import REMI, TSD, MIDILike, TokenizerConfig
 
 from musicgen.fidelity import fold_pedal, measure
 from musicgen.tokenizers.remi import RemiTokenizer
@@ -32,6 +32,7 @@ TEMPOS = {"tempo_range": [30, 420], "num_tempos": 131}
 FINE = {(0, 1): 32, (1, 2): 16, (2, 8): 8}  # time shifts / durations: 15.6 ms steps at 120 bpm
 CANDIDATES = {
     "remi (today: 4/beat, 24 vel)": ("musicgen", {}, None),
+    "remi 4/beat, 24 vel, file tempos": ("musicgen", dict(TEMPOS), None),
     "remi 16/beat, 32 vel": ("musicgen", {"positions_per_beat": 16, "num_velocities": 32,
                                           "max_duration_beats": 8, **TEMPOS}, None),
     "remi 32/beat, 64 vel": ("musicgen", {"positions_per_beat": 32, "num_velocities": 64,
@@ -73,6 +74,7 @@ def miditok_codec(kind: str, beat_res: dict, num_velocities: int, pedal_tokens: 
         seq = tok.encode(score)
         seq = seq[0] if isinstance(seq, list) else seq
         return len(seq.ids), tok.decode([seq])
+    codec.vocab_size = len(tok.vocab)
     return codec
 
 
@@ -82,6 +84,7 @@ def musicgen_codec(options: dict):
     def codec(score):
         ids = tok.encode(score)
         return len(ids), tok.decode(ids)
+    codec.vocab_size = tok.vocab_size
     return codec
 
 
@@ -96,7 +99,11 @@ def build(name: str, pedal: str):
         base = miditok_codec(kind, spec, nvel, pedal == "tokens")
     if pedal != "folded":
         return base
-    return lambda score: base(fold_pedal(score))
+
+    def folded(score):
+        return base(fold_pedal(score))
+    folded.vocab_size = base.vocab_size
+    return folded
 
 
 def pieces(data: Path, n: int, seed: int) -> list[Path]:
@@ -126,14 +133,15 @@ def main() -> None:
             if codec is None:
                 continue
             rows = [measure(s, codec) for s in scores]
-            results[f"{name} | pedal {pedal}"] = {k: float(np.median([r[k] for r in rows]))
-                                                  for k in KEYS}
+            med = {k: float(np.median([r[k] for r in rows])) for k in KEYS}
+            results[f"{name} | pedal {pedal}"] = {**med, "vocab": codec.vocab_size}
             print(f"{name} | pedal {pedal}: done", flush=True)
     print(f"\n{len(scores)} performances, seed {args.seed}; medians over pieces\n")
-    print("| candidate | " + " | ".join(KEYS) + " |")
-    print("|---|" + "---|" * len(KEYS))
+    cols = (*KEYS, "vocab")
+    print("| candidate | pedal | " + " | ".join(cols) + " |")
+    print("|---|---|" + "---|" * len(cols))
     for cand, vals in results.items():
-        print(f"| {cand} | " + " | ".join(f"{vals[k]:.3g}" for k in KEYS) + " |")
+        print(f"| {cand} | " + " | ".join(f"{vals[k]:.3g}" for k in cols) + " |")
     if args.json:
         args.json.write_text(json.dumps(results, indent=1))
 

@@ -83,3 +83,35 @@ def test_remi_on_a_bundled_song_stays_within_half_a_grid_step():
     assert r["onset_p95_ms"] <= 500 / 16 / 2 + 0.5
     assert r["velocity_mean_abs"] <= 127 / 32  # one bin width at most
     assert r["tokens_per_second"] > 0
+
+
+# --- the expressive REMI preset ---------------------------------------------------------------
+
+EXPRESSIVE = DATA.parent.parent / "configs" / "tokenizer" / "remi_expressive.yaml"
+
+
+def test_expressive_remi_folds_the_pedal_and_keeps_the_grammar():
+    from musicgen.tokenizers import build_tokenizer, load_tokenizer
+
+    tok = build_tokenizer(EXPRESSIVE)
+    # a jittered run with dynamics under one pedal (0.1 .. 2.9 s)
+    notes = [(0.2 + 0.13 * i + 0.004 * (i % 3), 0.1, 60 + i % 12, 25 + 5 * i) for i in range(20)]
+    s = score_of(notes, pedals=[(0.1, 2.8)])
+    ids = tok.encode(s)
+    g = tok.grammar()
+    for i in ids:
+        g.advance(i)
+    assert g.errors == 0
+    err = roundtrip_error(s, tok.decode(ids))
+    assert err["onset_p95_ms"] <= 500 / 16 / 2 + 0.5  # half a 1/16-beat step at 120 bpm
+    assert err["sounding_p95_ms"] <= 500 / 16 / 2 + 0.5  # the pedal is in the durations
+    assert err["velocity_levels_used"] == 20  # 20 distinct velocities stay distinct
+    assert load_tokenizer(tok.to_dict()).options["fold_pedal"] is True
+    plain = RemiTokenizer({"positions_per_beat": 16, "num_velocities": 32,
+                           "tempo_range": [30, 420], "num_tempos": 131})
+    assert roundtrip_error(s, plain.decode(plain.encode(s)))["sounding_p95_ms"] > 1000
+
+
+def test_fold_pedal_option_must_be_a_boolean():
+    with pytest.raises(MusicgenError, match="fold_pedal must be true or false"):
+        RemiTokenizer({"fold_pedal": "yes"})
