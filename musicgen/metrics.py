@@ -342,10 +342,10 @@ def _bar_keys(notes: Notes, bar_beats: float = BAR_BEATS) -> tuple[np.ndarray, n
 
     Positions are on the sixteenth-note grid, so a repeat is exact at the REMI resolution.
     """
-    bars = n_bars(notes, bar_beats)
-    steps = _onset_steps(notes)
+    steps = _onset_steps(notes)  # an onset rounding up past a bar line belongs to the next bar
     per_bar = int(round(bar_beats * ONSET_STEPS_PER_BEAT))
-    bar = np.minimum(steps // per_bar, max(bars - 1, 0))
+    bar = steps // per_bar
+    bars = int(bar.max()) + 1 if len(bar) else 0
     return bar, (steps - bar * per_bar) * 128 + notes.pitch, bars
 
 

@@ -310,3 +310,10 @@ def test_repetition_of_real_performances():
         s = music_statistics(load_notes(root / rel))
         assert s["repeated_bar_rate"] < 0.05
         assert 0.02 < s["bar_self_similarity"] < 0.3
+
+
+def test_repetition_with_an_onset_rounding_onto_the_next_bar():
+    """3.95 beats rounds to the sixteenth at 4.0: the note is in bar 1 (it was an IndexError)."""
+    p = make_notes([0.0, 3.95], [0.25, 0.25], [60, 60])
+    assert repeated_bar_rate(p) == pytest.approx(0.5)  # bar 1 repeats bar 0 (position 0, C4)
+    assert bar_self_similarity(p) == pytest.approx(1.0)
