@@ -44,6 +44,7 @@ def test_fold_pedal_moves_note_offs_and_drops_pedals():
     s = score_of([(0.0, 1.0, 60, 80), (1.0, 0.25, 62, 80)], pedals=[(0.5, 2.5)])
     folded = fold_pedal(s)
     assert len(folded.tracks[0].pedals) == 0 and len(s.tracks[0].pedals) == 1  # copy
+    assert s.tracks[0].notes[0].duration == 960  # the original keeps its note off
     n = piano_notes(folded)
     np.testing.assert_allclose(n.duration, [3.0, 2.0], atol=1e-3)  # both end at the release
     np.testing.assert_allclose(piano_notes(s).sounding, [3.0, 2.0], atol=1e-3)
