@@ -332,6 +332,60 @@ def sparse_bar_rate(
     return float(np.mean(per_bar <= max_notes))
 
 
+
+# repetition: a model with an ultra-long context can loop (the Perceiver-S paper's claim is that
+# multi-scale attention avoids it), so measure how much of a piece repeats itself
+
+
+def _bar_keys(notes: Notes, bar_beats: float = BAR_BEATS) -> tuple[np.ndarray, np.ndarray, int]:
+    """Bar index and (grid position in the bar, pitch) key of every note; and the bar count.
+
+    Positions are on the sixteenth-note grid, so a repeat is exact at the REMI resolution.
+    """
+    steps = _onset_steps(notes)  # an onset rounding up past a bar line belongs to the next bar
+    per_bar = int(round(bar_beats * ONSET_STEPS_PER_BEAT))
+    bar = steps // per_bar
+    bars = int(bar.max()) + 1 if len(bar) else 0
+    return bar, (steps - bar * per_bar) * 128 + notes.pitch, bars
+
+
+def repeated_bar_rate(notes: Notes, bar_beats: float = BAR_BEATS) -> float:
+    """Fraction of non-empty bars whose notes (grid position in the bar, pitch) exactly repeat
+    an earlier bar's. For unbarred performances (Maestro: one tempo) bars are fixed windows."""
+    if len(notes) == 0:
+        return float("nan")
+    bar, key, bars = _bar_keys(notes, bar_beats)
+    seen: set[tuple[int, ...]] = set()
+    repeats = filled = 0
+    for b in range(bars):
+        content = tuple(np.unique(key[bar == b]).tolist())
+        if not content:
+            continue
+        filled += 1
+        repeats += content in seen
+        seen.add(content)
+    return float(repeats / filled)
+
+
+def bar_self_similarity(notes: Notes, bar_beats: float = BAR_BEATS) -> float:
+    """Mean cosine similarity, over all pairs of non-empty bars, of their (pitch class, grid
+    position) histograms: 1 for a piece looping one bar; NaN with fewer than two such bars."""
+    if len(notes) == 0:
+        return float("nan")
+    bar, key, bars = _bar_keys(notes, bar_beats)
+    pos, pc = key // 128, (key % 128) % 12
+    per_bar = int(round(bar_beats * ONSET_STEPS_PER_BEAT))
+    hist = np.zeros((bars, per_bar * 12), np.float64)  # [bars, positions x pitch classes]
+    np.add.at(hist, (bar, pos * 12 + pc), 1.0)
+    hist = hist[hist.sum(axis=1) > 0]
+    if len(hist) < 2:
+        return float("nan")
+    unit = hist / np.linalg.norm(hist, axis=1, keepdims=True)
+    sim = unit @ unit.T  # [filled bars, filled bars]
+    k = len(unit)
+    return float((sim.sum() - np.trace(sim)) / (k * (k - 1)))
+
+
 STATISTICS = {
     "pitch_class_entropy": pitch_class_entropy,
     "scale_consistency": scale_consistency,
@@ -343,6 +397,8 @@ STATISTICS = {
     "stacked_onset_rate": stacked_onset_rate,
     "duplicate_note_rate": duplicate_note_rate,
     "sparse_bar_rate": sparse_bar_rate,
+    "repeated_bar_rate": repeated_bar_rate,
+    "bar_self_similarity": bar_self_similarity,
 }
 
 

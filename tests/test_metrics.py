@@ -11,6 +11,7 @@ from paths import DATA
 
 from musicgen.errors import MusicgenError
 from musicgen.metrics import (
+    bar_self_similarity,
     cosine,
     empty_bar_rate,
     grammar_error_rate,
@@ -23,6 +24,7 @@ from musicgen.metrics import (
     onset_duration_histogram,
     pitch_class_entropy,
     polyphony,
+    repeated_bar_rate,
     scale_consistency,
     style_similarity,
     style_similarity_per_track,
@@ -253,3 +255,65 @@ def test_texture_of_real_pop909_songs():
         assert s["stacked_onset_rate"] < 0.01
         assert s["duplicate_note_rate"] < 0.05
         assert s["sparse_bar_rate"] < 0.2
+
+
+# --- repetition -------------------------------------------------------------------------------
+
+
+def _loop(n_bars: int):
+    """One 4/4 bar of eighth notes (C major arpeggio) repeated n_bars times."""
+    pitches = [60, 64, 67, 72, 67, 64, 60, 55]
+    onsets = [b * 4 + 0.5 * i for b in range(n_bars) for i in range(8)]
+    return make_notes(onsets, [0.5] * len(onsets), pitches * n_bars)
+
+
+def test_repetition_of_a_looping_piece():
+    p = _loop(8)
+    assert repeated_bar_rate(p) == pytest.approx(7 / 8)  # every bar after the first repeats
+    assert bar_self_similarity(p) == pytest.approx(1.0)
+
+
+def test_repetition_of_bars_that_share_nothing():
+    # bar b: one note of pitch class b at position b (sixteenths); bar 2 is empty and not counted
+    onsets, pitches = [0, 4.25, 12.75], [60, 61, 63]
+    p = make_notes(onsets, [0.25] * 3, pitches)
+    assert repeated_bar_rate(p) == 0.0 and bar_self_similarity(p) == 0.0
+    # a transposed bar is not a repeat, but shares its rhythm only: similarity stays 0 here
+    # because pitch class and position are counted together
+    q = make_notes([0, 0.5, 4, 4.5], [0.5] * 4, [60, 64, 62, 66])
+    assert repeated_bar_rate(q) == 0.0 and bar_self_similarity(q) == 0.0
+    half = make_notes([0, 0.5, 4, 4.5], [0.5] * 4, [60, 64, 60, 66])  # one of two notes shared
+    assert bar_self_similarity(half) == pytest.approx(0.5)
+    empty = make_notes([], [], [])
+    assert math.isnan(repeated_bar_rate(empty)) and math.isnan(bar_self_similarity(empty))
+    assert math.isnan(bar_self_similarity(make_notes([0], [1], [60])))  # a single bar
+
+
+def test_repetition_of_real_pieces_is_below_a_loop():
+    """POP909 songs repeat whole bars (choruses); a performance hardly ever repeats one exactly
+    on the sixteenth grid; neither comes near a loop."""
+    loop = bar_self_similarity(_loop(16))
+    for n in (1, 5):
+        s = music_statistics(song(n))
+        assert 0.05 < s["repeated_bar_rate"] < 0.6
+        assert 0.1 < s["bar_self_similarity"] < 0.6 < loop
+
+
+@pytest.mark.shared
+def test_repetition_of_real_performances():
+    """MAESTRO performances (ASAP) never repeat a 2-second window exactly on the sixteenth grid
+    and their windows share little; a constructed loop scores 7/8 and 1 (see above)."""
+    from paths import SHARED
+
+    root = SHARED / "asap_maestro"
+    for rel in ("Bach/Fugue/bwv_846/Shi05M.mid", "Beethoven/Piano_Sonatas/16-2/LuoJ04M.mid"):
+        s = music_statistics(load_notes(root / rel))
+        assert s["repeated_bar_rate"] < 0.05
+        assert 0.02 < s["bar_self_similarity"] < 0.3
+
+
+def test_repetition_with_an_onset_rounding_onto_the_next_bar():
+    """3.95 beats rounds to the sixteenth at 4.0: the note is in bar 1 (it was an IndexError)."""
+    p = make_notes([0.0, 3.95], [0.25, 0.25], [60, 60])
+    assert repeated_bar_rate(p) == pytest.approx(0.5)  # bar 1 repeats bar 0 (position 0, C4)
+    assert bar_self_similarity(p) == pytest.approx(1.0)

@@ -18,6 +18,7 @@ from miditok import REMI, TokenizerConfig, TokSequence
 from miditok.constants import SCORE_LOADING_EXCEPTION
 
 from musicgen.errors import MusicgenError
+from musicgen.fidelity import fold_pedal
 from musicgen.limits import check_score
 from musicgen.tokenizers.base import PAD_ID, TimeTables, Tokenizer
 from musicgen.tokenizers.chords import ChordSpan, chord_grid_events, insert_chords
@@ -45,6 +46,9 @@ DEFAULTS: dict[str, Any] = {
         "7halfdim",
         "7dim",
     ],  # 11 qualities x 12 roots = 132 chord tokens
+    # Expressive piano: move note offs to the sustain pedal's release before tokenizing (the
+    # pedal itself is not tokenized); see docs/tokenization.md, "Expressive piano".
+    "fold_pedal": False,
 }
 SPECIAL_TOKENS = ["PAD", "BOS", "EOS"]  # miditok puts them first, in this order: PAD is id 0
 
@@ -115,6 +119,8 @@ class RemiTokenizer(Tokenizer):
 
     def __init__(self, options: dict[str, Any] | None = None, miditok: dict | None = None):
         self.options = {**DEFAULTS, **(options or {})}
+        if not isinstance(self.options["fold_pedal"], bool):
+            raise MusicgenError("tokenizer: fold_pedal must be true or false")
         cfg = _config_from_serialized(miditok) if miditok else _miditok_config(self.options)
         self._mt = REMI(cfg)
         vocab = self._mt.vocab
@@ -173,7 +179,8 @@ class RemiTokenizer(Tokenizer):
     ) -> list[int]:
         """With `chords` (annotations), their Chord tokens replace miditok's detected ones."""
         where = "score" if isinstance(src, symusic.Score) else str(src)
-        score = merge_piano(self.load_score(src))
+        score = self.load_score(src)
+        score = merge_piano(fold_pedal(score) if self.options["fold_pedal"] else score)
         if len(score.tracks[0].notes) == 0:
             raise MusicgenError(f"{where}: no notes (outside drum tracks)")
         try:
