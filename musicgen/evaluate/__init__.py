@@ -11,7 +11,12 @@ the output folder. Every public name is re-exported here: `from musicgen.evaluat
 """
 
 from musicgen.evaluate.common import jsonable, midi_files, write_json
-from musicgen.evaluate.introspect import attention_maps, positional_kernels
+from musicgen.evaluate.introspect import (
+    attention_figure,
+    attention_maps,
+    kernel_figure,
+    positional_kernels,
+)
 from musicgen.evaluate.music import evaluate_music, folder_statistics
 from musicgen.evaluate.nll import (
     SEGMENT,
@@ -36,9 +41,9 @@ from musicgen.evaluate.style import (
 )
 
 __all__ = [
-    "N_STYLE_SEGMENTS", "SEGMENT", "attention_maps", "draw_seed", "evaluate_music",
-    "evaluate_nll", "evaluate_style", "folder_statistics", "jsonable", "load_eval_songs",
-    "make_prompt", "midi_files", "model_label", "notes_scored", "other_song_baseline",
-    "per_position_nll", "positional_kernels", "range_mean", "seeded_nll", "segment_means",
-    "segment_similarities", "split_by_time", "true_continuation", "write_json",
+    "N_STYLE_SEGMENTS", "SEGMENT", "attention_figure", "attention_maps", "draw_seed",
+    "evaluate_music", "evaluate_nll", "evaluate_style", "folder_statistics", "jsonable",
+    "kernel_figure", "load_eval_songs", "make_prompt", "midi_files", "model_label", "notes_scored",
+    "other_song_baseline", "per_position_nll", "positional_kernels", "range_mean", "seeded_nll",
+    "segment_means", "segment_similarities", "split_by_time", "true_continuation", "write_json",
 ]

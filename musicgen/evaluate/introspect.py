@@ -1,4 +1,4 @@
-"""Looking inside a model (figures of `musicgen plot`): positional templates, attention matrices.
+"""Looking inside a model (`musicgen plot kernels|attention`): positional templates, attention maps.
 
 Note (issue #18): `attention_maps` re-implements the attention path (q, k projection, SPE codes,
 feature map) to form the N x N matrix explicitly; once model/attention.py exposes that matrix
@@ -8,6 +8,7 @@ itself, this module should call it instead of repeating the layer's steps.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from pathlib import Path
 
 import numpy as np
 import torch
@@ -90,3 +91,57 @@ def attention_maps(
             h.remove()
         model.train(was_training)
     return maps
+
+
+def kernel_figure(checkpoint: str | Path, out: str | Path, layer: int = 0,
+                  heads: list[int] | None = None, features: int = 4,
+                  max_lag: int | None = None) -> Path:
+    """`musicgen plot kernels`: the learned P_d(m - n) of chosen heads as kernels.png, every
+    number in kernels.json; returns the PNG."""
+    from musicgen.checkpoint import load_checkpoint
+    from musicgen.evaluate.common import write_json
+    from musicgen.plots import plot_kernels
+
+    loaded = load_checkpoint(checkpoint)
+    m = loaded.config.model
+    max_lag = max_lag or (m.kernel_size if m.pe == "conv_spe" else 256)
+    lags = np.arange(-max_lag, max_lag + 1)
+    kern = positional_kernels(loaded.model, lags, layer)  # (L, H, D)
+    heads = heads if heads else list(range(min(m.n_heads, 8)))
+    bad = [h for h in heads if not 0 <= h < kern.shape[1]]
+    if bad:
+        raise MusicgenError(f"--heads: {bad[0]} is out of range (0..{kern.shape[1] - 1})")
+    feats = list(range(min(features, kern.shape[2])))
+    panels = {f"head {h}": kern[:, h, feats].T for h in heads}
+    out = Path(out)
+    gate = " (gated)" if m.gated else ""
+    png = plot_kernels(panels, lags, out / "kernels.png",
+                       title=f"{m.pe}{gate}: P_d(m - n), layer {layer}, features {feats}")
+    write_json(out / "kernels.json", {"checkpoint": checkpoint, "pe": m.pe, "layer": layer,
+                                      "lags": lags, "heads": heads, "features": feats,
+                                      "kernels": dict(panels)})
+    return png
+
+
+def attention_figure(checkpoint: str | Path, midi: str | Path, out: str | Path,
+                     layers: list[int] | None = None, heads: list[int] | None = None,
+                     max_tokens: int = 256, seed: int = 0) -> Path:
+    """`musicgen plot attention`: attention of chosen layers / heads on the first `max_tokens`
+    ids of a MIDI file, as attention.png (default: first and last layer, heads 0 and 1)."""
+    from musicgen.checkpoint import load_checkpoint
+    from musicgen.errors import check_seed
+    from musicgen.plots import plot_attention
+
+    loaded = load_checkpoint(checkpoint)
+    n_layers = loaded.config.model.n_layers
+    layers = layers if layers is not None else sorted({0, n_layers - 1})
+    heads = heads if heads is not None else list(range(min(2, loaded.config.model.n_heads)))
+    if max_tokens < 2:
+        raise MusicgenError(f"--max-tokens: must be >= 2, got {max_tokens}")
+    check_seed("--seed", seed)
+    ids = loaded.tokenizer.encode(midi)[:max_tokens]
+    maps = attention_maps(loaded.model, ids, layers, heads, seed=seed)
+    panels = {f"layer {lay} head {h}": a for (lay, h), a in maps.items()}
+    return plot_attention(panels, Path(out) / "attention.png",
+                          title=f"{loaded.config.model.pe}: attention on {Path(midi).name} "
+                          f"({len(ids)} tokens)")
