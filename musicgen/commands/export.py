@@ -32,10 +32,9 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 def load_tokenizer_from(args: argparse.Namespace) -> Tokenizer:
     if args.checkpoint:
-        from musicgen.checkpoint import read_payload
-        from musicgen.tokenizers import load_tokenizer
+        from musicgen.checkpoint import checkpoint_tokenizer
 
-        return load_tokenizer(read_payload(args.checkpoint)["tokenizer"])
+        return checkpoint_tokenizer(args.checkpoint)
     from musicgen.tokenizers import load_tokenizer
 
     return load_tokenizer(args.tokenizer)
