@@ -11,6 +11,7 @@ import re
 from pathlib import Path
 
 from musicgen.errors import MusicgenError
+from musicgen.io import atomic_write_text
 from musicgen.tokenizers.base import Tokenizer
 
 
@@ -77,3 +78,10 @@ def to_ids(path: Path, tokens: tuple[str | None, list], tokenizer: Tokenizer) ->
                     f"{path}: unknown {tokenizer.name} token '{item}' (item {k})"
                 ) from None
     return ids
+
+
+def write_token_file(path: Path, tokenizer: Tokenizer, ids: list[int], **record) -> Path:
+    """`generate --save-tokens`: the ids with their tokenizer's name (and what else `record`
+    says about them) as one JSON line, the format `read_tokens` reads first."""
+    atomic_write_text(path, json.dumps({"tokenizer": tokenizer.name, "ids": ids, **record}) + "\n")
+    return path
