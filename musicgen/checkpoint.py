@@ -204,6 +204,11 @@ def read_model_folder(folder: Path) -> dict:
             "train_state": meta.get("train_state") or {}}
 
 
+def checkpoint_tokenizer(path: str | Path) -> Tokenizer:
+    """The tokenizer of a checkpoint or model folder, without building its model."""
+    return load_tokenizer(read_payload(path)["tokenizer"])
+
+
 def load_checkpoint(path: str | Path, device: str | torch.device = "cpu") -> Loaded:
     """Rebuild model (in eval mode, on `device`) and tokenizer from a `.pt` checkpoint, a run
     folder or a model folder alone."""

@@ -177,3 +177,23 @@ def plot_music_stats(
     fig.suptitle(title)
     fig.tight_layout()
     return save_figure(fig, path)
+
+
+def plot_run(run_dir: str | Path, out: str | Path) -> list[Path]:
+    """`musicgen plot log`: a run's training curves (log.png) and, when validation logged them,
+    the first and last per-position validation curves (log_segments.png)."""
+    from musicgen.runlog import read_log
+
+    records = read_log(run_dir)
+    out = Path(out)
+    written = [plot_training_log(records, out / "log.png", title=str(run_dir))]
+    vals = [r for r in records if r.get("kind") == "val" and r.get("loss_per_segment")]
+    if vals:
+        seg = int(vals[-1].get("segment", 128))
+        picks = [vals[0], vals[-1]] if len(vals) > 1 else vals
+        curves = {f"step {r['step']}": [float("nan") if v is None else v
+                                        for v in r["loss_per_segment"]] for r in picks}
+        written.append(plot_nll_curves(curves, seg, vals[-1].get("crop_len"),
+                                       out / "log_segments.png",
+                                       title="validation NLL per position"))
+    return written

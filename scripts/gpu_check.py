@@ -35,6 +35,7 @@ from benchlib import machine, write_section  # noqa: E402
 
 from musicgen.config import load_config  # noqa: E402
 from musicgen.data.prepare import prepare  # noqa: E402
+from musicgen.runlog import read_log  # noqa: E402
 from musicgen.sample import SamplingOptions, generate  # noqa: E402
 from musicgen.train import train  # noqa: E402
 
@@ -70,7 +71,7 @@ def training(tmp: Path, device: str, steps: int, minutes: float):
     t0 = time.perf_counter()
     result = train(cfg, tmp / "run")
     wall = time.perf_counter() - t0
-    rows = [json.loads(x) for x in (tmp / "run" / "log.jsonl").read_text().splitlines()]
+    rows = read_log(tmp / "run")
     logged = [r for r in rows if r["kind"] == "train"]
     last = logged[-1]
     val = [r for r in rows if r["kind"] == "val"][-1]

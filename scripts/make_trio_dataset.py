@@ -30,7 +30,7 @@ def main() -> int:
     a = ap.parse_args()
     try:
         rows = build_trio(a.pop909, a.groove, a.out, a.songs, a.seed, a.songs_per_style,
-                          a.min_bars, a.max_bars)  # fmt: skip
+                          a.min_bars, a.max_bars)
     except MusicgenError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1

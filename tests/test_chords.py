@@ -70,7 +70,7 @@ def accepted(tok, ids) -> bool:
         ("E:hdim7", 4, "7halfdim"), ("F:dim7", 5, "7dim"), ("A:aug", 9, "aug"),
         ("G:sus2", 7, "sus2"), ("D:dim", 2, "dim"), ("Cb:maj", 11, "maj"), ("E", 4, "maj"),
     ],
-)  # fmt: skip
+)
 def test_labels_fold_onto_the_tokenizer_qualities(label, root, quality):
     r, intervals = label_pitch_classes(label)
     assert r == root and fold_quality(intervals, MAPS) == quality
@@ -147,7 +147,7 @@ def test_chords_sit_at_their_grid_positions_before_the_notes(tok):
         ChordSpan(3.0, 3.5, "C:5"),  # no quality fits: dropped, and it ends D:min too
         ChordSpan(3.5, 4.0, "D:min"),
         ChordSpan(9.0, 10.0, "G:7"),  # bar 4, after the last bar: left out
-    ]  # fmt: skip
+    ]
     ids = tok.encode(constructed_score(), chords=spans)
     assert timed_chords(tok, ids) == [
         (0, 0, "C:maj"), (0, 11, "A:7min"), (0, 13, "D:min"), (1, 4, "D:min"), (1, 12, "D:min"),

@@ -46,7 +46,7 @@ def quantised(track, tpq: int) -> list[tuple[int, int, int]]:
 
 def decoded(score: symusic.Score) -> list[list[tuple[int, int, int]]]:
     return [sorted((n.time // SCALE, n.end // SCALE, n.pitch) for n in t.notes)
-            for t in score.tracks]  # fmt: skip
+            for t in score.tracks]
 
 
 def multitrack() -> symusic.Score:
@@ -143,10 +143,10 @@ def test_transpose_moves_pitched_tracks_never_drums(tok):
             assert after[role] == [(a, b, p + k) for a, b, p in before[role]]
     assert tok.transpose(ids, 200) is None
     low = np.array([tok.bos_id, tok.token_id("NoteOn_bass_2"), tok.token_id("TimeShift_1_0"),
-                    tok.token_id("NoteOff_bass_2"), tok.eos_id])  # fmt: skip
+                    tok.token_id("NoteOff_bass_2"), tok.eos_id])
     assert tok.transpose(low, -3) is None
     drum = np.array([tok.bos_id, tok.token_id("NoteOn_drums_2"), tok.token_id("TimeShift_1_0"),
-                     tok.token_id("NoteOff_drums_2"), tok.eos_id])  # fmt: skip
+                     tok.token_id("NoteOff_drums_2"), tok.eos_id])
     assert np.array_equal(tok.transpose(drum, -3), drum)
 
 
@@ -174,7 +174,7 @@ def test_drop_tracks_never_drops_everything(tok):
 def test_bar_starts_fall_on_bar_lines(tok):
     path = trio_songs()[10]
     bars = int(next(r for r in csv.DictReader(open(TRIO / "metadata.csv")) if
-                    TRIO / r["song"] == path)["bars"])  # fmt: skip
+                    TRIO / r["song"] == path)["bars"])
     ids = np.asarray(tok.encode(path))
     starts = tok.bar_starts(ids)
     shift = tok.tables.shift[ids]
@@ -241,7 +241,7 @@ def test_third_track_choice(tok, tmp_path):
     assert len(piano) == len({(n.time, n.pitch) for n in score.tracks[2].notes})
     rnd = GrooveTokenizer({"third_track": "random", "seed": 4})
     chosen = {len(decoded(rnd.decode(rnd.encode(score, rng=np.random.default_rng(s))))[2])
-              for s in range(12)}  # fmt: skip
+              for s in range(12)}
     assert len(chosen) >= 2
     assert rnd.encode(POP) == rnd.encode(POP)  # deterministic per file without an rng
 
@@ -303,7 +303,7 @@ def test_files_lacking_a_role_still_tokenize(tok, tmp_path):
     # the silent first beat lies inside bar 0, so it stays (only whole empty bars are dropped)
     assert [tok.token_name(i) for i in ids] == [
         "BOS", "TimeShift_1_0", "NoteOn_bass_40", "TimeShift_1_0", "NoteOff_bass_40", "EOS",
-    ]  # fmt: skip
+    ]
     late = symusic.Track("Bass", 35, False)
     late.notes.append(symusic.Note(480 * 9, 480, 40, 90))  # beat 9 = bar 2, beat 1
     ids = tok.encode(write_score(tmp_path / "late.mid", [late]))
@@ -343,7 +343,7 @@ def test_roles_by_program_and_name(tok, tmp_path):
         track("Fretless", 35, False, [41]),  # bass by program, merged with the one above
         track("Kit", 0, True, [36, 38, 42]),
         track("Strings", 48, False, [60, 62, 64]),  # most notes: the third track
-    ])  # fmt: skip
+    ])
     got = decoded(tok.decode(tok.encode(path)))
     assert [p for _, _, p in got[0]] == [40, 41]
     assert [p for _, _, p in got[1]] == [36, 38, 42]

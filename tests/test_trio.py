@@ -27,7 +27,7 @@ STYLE_KEYS = ("drum_file", "drum_style", "bass_pattern", "accomp_pattern", "pop9
 
 def files(root: Path) -> dict[str, bytes]:
     return {p.relative_to(root).as_posix(): p.read_bytes() for p in sorted(root.rglob("*"))
-            if p.is_file()}  # fmt: skip
+            if p.is_file()}
 
 
 def read_meta(root: Path) -> list[dict]:
@@ -73,7 +73,7 @@ def test_shipped_dataset_matches_its_metadata():
     assert len(rows) == 300
     assert [sum(r["split"] == s for r in rows) for s in ("train", "validation", "test")] == [
         240, 30, 30,
-    ]  # fmt: skip
+    ]
     assert_split_disjoint(rows)
     total = sum(p.stat().st_size for p in TRIO.rglob("*") if p.is_file())
     assert total < 3 * 2**20
@@ -82,7 +82,7 @@ def test_shipped_dataset_matches_its_metadata():
         score = symusic.Score(str(TRIO / r["song"]))
         assert [(t.name, t.program, t.is_drum) for t in score.tracks] == [
             ("Bass", 33, False), ("Drums", 0, True), ("Piano", 0, False),
-        ]  # fmt: skip
+        ]
         assert all(len(t.notes) > 0 for t in score.tracks)
         assert round(score.tempos[0].qpm) == int(r["tempo"])
         assert 16 <= int(r["bars"]) <= 48
@@ -133,7 +133,7 @@ def test_prepare_cli_on_trio_subset(tmp_path):
             shutil.copy(p, subset / split / p.name)
     out = tmp_path / "prepared"
     cmd = [sys.executable, "-m", "musicgen.cli", "prepare", "--dataset", "groove",
-           "--tokenizer", "groove", "--input", str(subset), "--output", str(out)]  # fmt: skip
+           "--tokenizer", "groove", "--input", str(subset), "--output", str(out)]
     res = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=600)
     assert res.returncode == 0, res.stderr[-2000:]
     from musicgen.data.dataset import PreparedSplit

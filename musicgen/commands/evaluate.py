@@ -122,10 +122,9 @@ def run_music(args: argparse.Namespace) -> int:
 
     tokenizer = None
     if args.checkpoint:
-        from musicgen.checkpoint import read_payload
-        from musicgen.tokenizers import load_tokenizer
+        from musicgen.checkpoint import checkpoint_tokenizer
 
-        tokenizer = load_tokenizer(read_payload(args.checkpoint)["tokenizer"])
+        tokenizer = checkpoint_tokenizer(args.checkpoint)
     elif args.tokenizer:
         from musicgen.tokenizers import REGISTRY, build_tokenizer, load_tokenizer
 

@@ -9,15 +9,15 @@ prompt by `musicgen.prompt`); this module parses options, names files and prints
 from __future__ import annotations
 
 import argparse
-import json
 from collections.abc import Iterator
 from pathlib import Path
 
 from musicgen.api import BAR_TOKEN_CAP, Model, checkpoint_stem, draw_seed, free_path, load
 from musicgen.errors import MusicgenError, check_range, check_seed
-from musicgen.io import atomic_write_text, ensure_dir
+from musicgen.io import ensure_dir
 from musicgen.prompt import Prompt
 from musicgen.sample import Generated, SamplingOptions, invalid_rate
+from musicgen.tokenfile import write_token_file
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -115,12 +115,11 @@ def save_all(args, model: Model, batches: Iterator[tuple[int, list[Generated]]],
             if args.save_tokens:
                 lead = prompt.lead_in if prompt is not None else []
                 ids = [tok.bos_id, *lead, *res.continuation] if only else res.ids
-                record = {"tokenizer": tok.name, "ids": ids,
-                          "prompt_len": 1 + len(lead) if only else res.prompt_len,
-                          "checkpoint": str(args.checkpoint), "seed": seed, "index": i,
-                          "stop": res.stop, "grammar_errors": res.errors}
-                atomic_write_text(base.with_name(base.name + ".json"), json.dumps(record) + "\n")
-                written.append(base.with_name(base.name + ".json"))
+                written.append(write_token_file(
+                    base.with_name(base.name + ".json"), tok, ids,
+                    prompt_len=1 + len(lead) if only else res.prompt_len,
+                    checkpoint=str(args.checkpoint), seed=seed, index=i, stop=res.stop,
+                    grammar_errors=res.errors))
             print(f"wrote {midi} ({res.sampled} ids sampled, stop: {res.stop})")
             if args.render:
                 written += _render(midi, out_dir)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import os
 
+from musicgen.data.prepare import DATASETS
 from musicgen.limits import MAX_BARS, MAX_MINUTES, MAX_TOKENS
 
 
@@ -19,7 +20,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument(
         "--dataset",
         required=True,
-        choices=["pop909", "maestro", "groove", "folder"],
+        choices=DATASETS,
         help="layout of the input (decides the split and the default tokenizer)",
     )
     p.add_argument(

@@ -48,7 +48,7 @@ TD11_TO_GM = {22: 42, 26: 46, 58: 43}  # Roland TD-11 extra notes -> General MID
 META_FIELDS = (
     "song", "split", "pop909_id", "start_bar", "bars", "tempo", "drum_file", "drum_style",
     "bass_pattern", "accomp_pattern",
-)  # fmt: skip
+)
 
 
 @dataclass
@@ -229,7 +229,7 @@ def build_trio(
                 "start_bar": start_bar, "bars": n_bars, "tempo": groove.bpm,
                 "drum_file": groove.file, "drum_style": groove.style,
                 "bass_pattern": f"bass_{k:03d}", "accomp_pattern": f"accomp_{k:03d}",
-            })  # fmt: skip
+            })
             bar.update(1)
     bar.close()
     buf = io.StringIO()

@@ -20,9 +20,9 @@ QUALITIES = {
     "min7": (0, 3, 7, 10), "maj6": (0, 4, 7, 9), "min6": (0, 3, 7, 9), "dim7": (0, 3, 6, 9),
     "hdim7": (0, 3, 6, 10), "minmaj7": (0, 3, 7, 11), "9": (0, 4, 7, 10), "min9": (0, 3, 7, 10),
     "maj9": (0, 4, 7, 11),
-}  # fmt: skip
+}
 DEGREES = {"1": 0, "b2": 1, "2": 2, "b3": 3, "3": 4, "4": 5, "b5": 6, "5": 7, "#5": 8, "6": 9,
-           "b7": 10, "7": 11}  # fmt: skip
+           "b7": 10, "7": 11}
 
 
 @dataclass(frozen=True)
@@ -74,7 +74,7 @@ def make_bass_pattern(rng: np.random.Generator) -> dict:
     onsets = _rhythm(rng, step, length, float(rng.uniform(0.5, 0.95)))
     durs = _durations(onsets, length, legato=bool(rng.random() < 0.6))
     roles = ["bass" if o % BAR == 0 else str(rng.choice(["root", "fifth", "octave", "third"]))
-             for o in onsets]  # fmt: skip
+             for o in onsets]
     return {"length": length, "events": list(zip(onsets, durs, roles, strict=True))}
 
 

@@ -33,7 +33,7 @@ SHORTHANDS: dict[str, tuple[int, ...]] = {
     "hdim7": (0, 3, 6, 10), "minmaj7": (0, 3, 7, 11), "maj6": (0, 4, 7, 9), "min6": (0, 3, 7, 9),
     "9": (0, 4, 7, 10, 2), "maj9": (0, 4, 7, 11, 2), "min9": (0, 3, 7, 10, 2),
     "sus2": (0, 2, 7), "sus4": (0, 5, 7), "5": (0, 7), "1": (0,),
-}  # fmt: skip
+}
 DEGREES = {1: 0, 2: 2, 3: 4, 4: 5, 5: 7, 6: 9, 7: 11, 9: 2, 11: 5, 13: 9}
 NO_CHORD = ("N", "X")  # no chord, unknown chord: both write nothing and end the current chord
 _LABEL = re.compile(r"^([A-G])([#b]*)(?::([^(/]*))?(?:\(([^)]*)\))?(?:/(.+))?$")

@@ -232,8 +232,8 @@ class RemiTokenizer(Tokenizer):
     def bar_counter(self) -> _RemiBarCounter:
         return _RemiBarCounter(self.bar_id)
 
-    def grammar(self, max_bars: int | None = None) -> RemiGrammar:
-        return RemiGrammar(self.tables, self.bos_id, self.eos_id, self.bar_id, max_bars=max_bars)
+    def grammar(self) -> RemiGrammar:
+        return RemiGrammar(self.tables, self.bos_id, self.eos_id, self.bar_id)
 
     # --- musical time -----------------------------------------------------------------------
 

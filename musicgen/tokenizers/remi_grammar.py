@@ -3,7 +3,7 @@
 Order: BOS, then bars; a bar is `Bar` followed by positions strictly increasing inside it; after a
 `Position` come Tempo, Chord or note events; a note is the triple Pitch, Velocity, Duration
 (miditok's order) and must be complete before anything else; EOS ends the sequence (allowed after
-a bar, a position or a complete event). `max_bars` forbids a further `Bar` once that many were read.
+a bar, a position or a complete event).
 """
 
 from __future__ import annotations
@@ -45,7 +45,7 @@ class RemiTables:
             "PAD": cls.SPECIAL, "BOS": cls.SPECIAL, "EOS": cls.SPECIAL, "Bar": cls.BAR,
             "Position": cls.POSITION, "Tempo": cls.TEMPO, "Chord": cls.CHORD, "Pitch": cls.PITCH,
             "Velocity": cls.VELOCITY, "Duration": cls.DURATION,
-        }  # fmt: skip
+        }
         n = len(names)
         t = cls(
             family=np.full(n, cls.OTHER, dtype=np.int8),
@@ -85,10 +85,9 @@ START, AFTER_BOS, AFTER_BAR, AFTER_POS, IN_POS, AFTER_PITCH, AFTER_VEL, DONE = r
 class RemiGrammar(Grammar):
     """Incremental REMI checker; `allowed()` picks one of a few precomputed masks."""
 
-    def __init__(self, t: RemiTables, bos: int, eos: int, bar: int, max_bars: int | None = None):
+    def __init__(self, t: RemiTables, bos: int, eos: int, bar: int):
         self.t, self.bos, self.eos, self.bar = t, bos, eos, bar
-        self.max_bars = max_bars
-        self.state, self.pos, self.bars, self.errors = START, -1, 0, 0
+        self.state, self.pos, self.errors = START, -1, 0
         v = len(t.family)
         one = {i: np.eye(1, v, i, dtype=bool)[0] for i in (bos, eos, bar)}
         positions = t.family == RemiTables.POSITION
@@ -96,34 +95,25 @@ class RemiGrammar(Grammar):
         # pos_after[p + 1]: positions strictly after p (p = -1 right after a Bar)
         n_pos = int(t.position.max()) + 1
         pos_after = [positions & (t.position > p) for p in range(-1, n_pos)]
-        self._masks: dict[tuple[int, int, bool], np.ndarray] = {
-            (START, -1, False): one[bos],
-            (AFTER_PITCH, -1, False): t.family == RemiTables.VELOCITY,
-            (AFTER_VEL, -1, False): t.family == RemiTables.DURATION,
-            (AFTER_POS, -1, False): events | one[eos],
-            (DONE, -1, False): np.zeros(v, dtype=bool),
+        self._masks: dict[tuple[int, int], np.ndarray] = {
+            (START, -1): one[bos],
+            (AFTER_BOS, -1): one[bar],
+            (AFTER_BAR, -1): one[bar] | positions | one[eos],
+            (AFTER_PITCH, -1): t.family == RemiTables.VELOCITY,
+            (AFTER_VEL, -1): t.family == RemiTables.DURATION,
+            (AFTER_POS, -1): events | one[eos],
+            (DONE, -1): np.zeros(v, dtype=bool),
         }
-        for bar_ok in (False, True):
-            bar_m = one[bar] if bar_ok else np.zeros(v, dtype=bool)
-            self._masks[(AFTER_BOS, -1, bar_ok)] = bar_m.copy()
-            self._masks[(AFTER_BAR, -1, bar_ok)] = bar_m | positions | one[eos]
-            for p in range(-1, n_pos):  # -1: IN_POS reached without a Position (invalid input)
-                self._masks[(IN_POS, p, bar_ok)] = events | pos_after[p + 1] | bar_m | one[eos]
+        for p in range(-1, n_pos):  # -1: IN_POS reached without a Position (invalid input)
+            self._masks[(IN_POS, p)] = events | pos_after[p + 1] | one[bar] | one[eos]
         vel_ids = np.flatnonzero(t.family == RemiTables.VELOCITY)
         dur_ids = np.flatnonzero(t.family == RemiTables.DURATION)
         self._fill_vel = int(vel_ids[np.argsort(t.value[vel_ids])[len(vel_ids) // 2]])
         one_beat = dur_ids[np.isclose(t.value[dur_ids], 1.0)]
         self._fill_dur = int(one_beat[0] if len(one_beat) else dur_ids[0])
 
-    def _key(self) -> tuple[int, int, bool]:
-        if self.state in (AFTER_BOS, AFTER_BAR):
-            return (self.state, -1, self._bar_ok())
-        if self.state == IN_POS:
-            return (IN_POS, self.pos, self._bar_ok())
-        return (self.state, -1, False)
-
-    def _bar_ok(self) -> bool:
-        return self.max_bars is None or self.bars < self.max_bars
+    def _key(self) -> tuple[int, int]:
+        return (IN_POS, self.pos) if self.state == IN_POS else (self.state, -1)
 
     def allowed(self) -> np.ndarray:
         return self._masks[self._key()].copy()
@@ -141,7 +131,7 @@ class RemiGrammar(Grammar):
         elif token_id == self.eos:
             self.state = DONE
         elif fam == RemiTables.BAR:
-            self.state, self.pos, self.bars = AFTER_BAR, -1, self.bars + 1
+            self.state, self.pos = AFTER_BAR, -1
         elif fam == RemiTables.POSITION:
             self.state, self.pos = AFTER_POS, int(self.t.position[token_id])
         elif fam in (RemiTables.TEMPO, RemiTables.CHORD, RemiTables.DURATION):
@@ -158,7 +148,7 @@ class RemiGrammar(Grammar):
     def completion(self) -> list[int]:
         tail = {
             START: [self.bos, self.bar],
-            AFTER_BOS: [self.bar] if self._bar_ok() else [],
+            AFTER_BOS: [self.bar],
             AFTER_PITCH: [self._fill_vel, self._fill_dur],
             AFTER_VEL: [self._fill_dur],
             DONE: None,

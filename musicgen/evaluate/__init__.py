@@ -1,0 +1,53 @@
+"""The evaluations of `musicgen evaluate`, one module per task.
+
+- `nll`: per-position NLL and forbidden mass (`evaluate nll`; `seeded_nll` is also the
+  trainer's validation)
+- `style`: style continuation, the groove experiment (`evaluate style`)
+- `music`: descriptive statistics of generated MIDI (`evaluate music`)
+- `introspect`: positional kernels and attention maps, the figures of `musicgen plot`
+- `common`: strict JSON output and a folder's MIDI files
+
+Each task writes `<task>.json` (every number, JSON-safe: NaN becomes null) and `<task>.png` into
+the output folder. Every public name is re-exported here: `from musicgen.evaluate import X`.
+"""
+
+from musicgen.evaluate.common import jsonable, midi_files, write_json
+from musicgen.evaluate.introspect import (
+    attention_figure,
+    attention_maps,
+    kernel_figure,
+    positional_kernels,
+)
+from musicgen.evaluate.music import evaluate_music, folder_statistics
+from musicgen.evaluate.nll import (
+    SEGMENT,
+    draw_seed,
+    evaluate_nll,
+    forbidden_masks,
+    forbidden_mass,
+    load_eval_songs,
+    model_label,
+    notes_scored,
+    per_position_nll,
+    range_mean,
+    seeded_nll,
+    segment_means,
+)
+from musicgen.evaluate.style import (
+    N_STYLE_SEGMENTS,
+    evaluate_style,
+    make_prompt,
+    other_song_baseline,
+    segment_similarities,
+    split_by_time,
+    true_continuation,
+)
+
+__all__ = [
+    "N_STYLE_SEGMENTS", "SEGMENT", "attention_figure", "attention_maps", "draw_seed",
+    "evaluate_music", "evaluate_nll", "evaluate_style", "folder_statistics", "forbidden_mass",
+    "forbidden_masks", "jsonable",
+    "kernel_figure", "load_eval_songs", "make_prompt", "midi_files", "model_label", "notes_scored",
+    "other_song_baseline", "per_position_nll", "positional_kernels", "range_mean", "seeded_nll",
+    "segment_means", "segment_similarities", "split_by_time", "true_continuation", "write_json",
+]
