@@ -62,7 +62,7 @@ def test_parallel_matches_step_by_step_past_training_length(variant):
     ids = torch.randint(0, 40, (2, n), generator=torch.Generator().manual_seed(2))
     state = model.init_state(2, "cpu", seed=11)
     with torch.no_grad():
-        full = model(ids, state=state)
+        full = model(ids, noise=state.noise)
         steps = []
         for t in range(n):
             logits, state = model.step(ids[:, t], state)
@@ -85,7 +85,7 @@ def test_causality_gradient_after_t_is_exactly_zero(variant):
     model.embed.register_forward_hook(keep)
     ids = torch.randint(0, 40, (2, 30))
     t = 13
-    model(ids, state=model.init_state(2, "cpu", seed=0))[:, t].sum().backward()
+    model(ids, noise=model.new_noise("cpu", seed=0))[:, t].sum().backward()
     grad = captured["x"].grad  # (B, N, d_model)
     assert torch.count_nonzero(grad[:, t + 1 :]) == 0
     assert grad[:, : t + 1].abs().sum(-1).min() > 0  # every past position matters
@@ -102,8 +102,8 @@ def test_save_load_round_trip_reproduces_outputs_exactly(pe, tmp_path):
     fresh.eval()
     ids = torch.randint(0, 40, (2, 40))
     with torch.no_grad():
-        a = model(ids, state=model.init_state(2, "cpu", seed=9))
-        b = fresh(ids, state=fresh.init_state(2, "cpu", seed=9))
+        a = model(ids, noise=model.new_noise("cpu", seed=9))
+        b = fresh(ids, noise=fresh.new_noise("cpu", seed=9))
         sa, sb = model.init_state(2, "cpu", seed=9), fresh.init_state(2, "cpu", seed=9)
         for t in range(5):
             la, sa = model.step(ids[:, t], sa)
@@ -159,7 +159,7 @@ def test_bf16_autocast_forward_backward_and_step():
     state = model.init_state(2, "cpu", seed=0)
     with torch.no_grad(), torch.autocast("cpu", dtype=torch.bfloat16):
         step_logits, _ = model.step(ids[:, 0], state)
-        ref = model(ids[:, :1], state=model.init_state(2, "cpu", seed=0))[:, 0]
+        ref = model(ids[:, :1], noise=model.new_noise("cpu", seed=0))[:, 0]
     assert (step_logits.float() - ref.float()).abs().max() < 0.1
 
 
