@@ -191,3 +191,19 @@ def test_bad_config_is_a_one_line_error(override, match):
     with pytest.raises(MusicgenError, match=match) as err:
         build_model(_tiny(**override))
     assert "\n" not in str(err.value)
+
+
+@pytest.mark.parametrize("head", ["lm", "perceiver_s"])
+def test_init_state_noise_from_a_generator_or_the_global_rng(head):
+    """A caller's generator alone fixes the SPE noise; without one the global RNG does."""
+    model = build_model(_tiny(pe="sine_spe", head=head)).eval()
+    seeds = [model.init_state(1, "cpu", generator=torch.Generator().manual_seed(4)).noise.seed
+             for _ in range(2)]
+    torch.manual_seed(0)
+    first = model.init_state(1, "cpu", generator=torch.Generator().manual_seed(5)).noise.seed
+    assert seeds[0] == seeds[1] != first
+    torch.manual_seed(3)
+    expected = int(torch.randint(0, 2**62, ()).item())
+    torch.manual_seed(3)
+    assert model.init_state(1, "cpu").noise.seed == expected
+    assert model.init_state(1, "cpu", seed=8).noise.seed == 8

@@ -54,10 +54,11 @@ class LanguageModel(nn.Module):
         self, device: torch.device | str, seed: int | None = None,
         generator: torch.Generator | None = None,
     ) -> SPENoise:
-        """Fresh SPE noise. No seed: one is drawn from `generator` (CPU), else from torch's global
-        RNG, so a caller that owns a generator needs no hidden global state."""
+        """Fresh SPE noise. No seed: one is drawn from `generator` (on any device), else from
+        torch's global RNG, so a caller that owns a generator needs no hidden global state."""
         if seed is None:
-            seed = int(torch.randint(0, 2**62, (), generator=generator).item())
+            where = generator.device if generator is not None else None
+            seed = int(torch.randint(0, 2**62, (), generator=generator, device=where).item())
         return SPENoise(seed, device)
 
     def on_train_step(self, step: int, generator: torch.Generator | None = None) -> None:
