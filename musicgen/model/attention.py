@@ -182,15 +182,21 @@ class CausalSelfAttention(nn.Module):
             shift=torch.full((batch_size, h), -1e30, device=device),
         )
 
+    def project(self, qkv: Tensor, codes=None) -> tuple[Tensor, Tensor, Tensor]:
+        """qkv = self.qkv(x) (B, N, 3 d_model) -> q, k (B, H, N, D, or R with SPE codes), v
+        (B, H, N, D), float32: what the feature map sees (also used by attention figures)."""
+        b, n, _ = qkv.shape
+        q, k, v = qkv.float().view(b, n, 3, self.n_heads, self.head_dim).unbind(2)
+        if codes is not None:  # (B, N, H, D) -> (B, N, H, R)
+            q, k = codes.project(q, "q", self.gate), codes.project(k, "k", self.gate)
+        return q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2)
+
     def forward(self, x: Tensor, codes=None, cache: AttentionCache | None = None) -> Tensor:
         """x (B, N, d_model) -> (B, N, d_model). With `cache`, N must be 1 (one generation step)."""
         b, n, _ = x.shape
         qkv = self.qkv(x)
         with torch.autocast(device_type=x.device.type, enabled=False):
-            q, k, v = qkv.float().view(b, n, 3, self.n_heads, self.head_dim).unbind(2)
-            if codes is not None:  # (B, N, H, D) -> (B, N, H, R)
-                q, k = codes.project(q, "q", self.gate), codes.project(k, "k", self.gate)
-            q, k, v = (t.transpose(1, 2) for t in (q, k, v))  # (B, H, N, .)
+            q, k, v = self.project(qkv, codes)  # (B, H, N, .)
             phi_q = self.features.query(q)
             eps = self.features.eps
             if cache is None and self.backend == "fast_transformers":
