@@ -95,7 +95,7 @@ def agreement(model, device: str, n: int) -> dict:
         ctx = torch.autocast(device, dtype=dtype) if dtype else torch.autocast(device,
                                                                                 enabled=False)
         with ctx:
-            full = model(ids, state=model.init_state(1, device, seed=3)).float()  # (1, n, V)
+            full = model(ids, noise=model.new_noise(device, seed=3)).float()  # (1, n, V)
             state, steps = model.init_state(1, device, seed=3), []
             for t in range(n):
                 logits, state = model.step(ids[:, t], state)

@@ -16,7 +16,6 @@ from musicgen.model.attention import (
     causal_linear_attention,
     fast_transformers_attention,
     fast_transformers_available,
-    linear_attention_step,
     naive_linear_attention,
 )
 from musicgen.model.features import FavorFeatures, ReluFeatures
@@ -69,10 +68,8 @@ def test_recurrent_equals_parallel_with_online_stabiliser(kind):
     )
     outs = []
     for t in range(40):
-        old = cache.shift
-        pk, cache.shift = fm.key(k[:, :, t : t + 1], old)
         pq = fm.query(q[:, :, t : t + 1])
-        outs.append(linear_attention_step(pq[:, :, 0], pk[:, :, 0], v[:, :, t], cache, old, fm.eps))
+        outs.append(cache.step(pq[:, :, 0], k[:, :, t : t + 1], v[:, :, t], fm))
     assert (torch.stack(outs, 2) - par).abs().max() < 1e-4
 
 
@@ -263,10 +260,8 @@ def test_recurrent_equals_parallel_across_a_large_key_gap(kind):
     )
     outs = []
     for t in range(40):
-        old = cache.shift
-        pk, cache.shift = fm.key(k[:, :, t : t + 1], old)
         pq = fm.query(q[:, :, t : t + 1])
-        outs.append(linear_attention_step(pq[:, :, 0], pk[:, :, 0], v[:, :, t], cache, old, fm.eps))
+        outs.append(cache.step(pq[:, :, 0], k[:, :, t : t + 1], v[:, :, t], fm))
     rec = torch.stack(outs, 2)
     assert (rec - par).abs().max() < 1e-4 * (1 + par.abs().max())
     assert (par.double() - _exact(fm, q, k, v)).abs().max() < 1e-4

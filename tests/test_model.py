@@ -62,7 +62,7 @@ def test_parallel_matches_step_by_step_past_training_length(variant):
     ids = torch.randint(0, 40, (2, n), generator=torch.Generator().manual_seed(2))
     state = model.init_state(2, "cpu", seed=11)
     with torch.no_grad():
-        full = model(ids, state=state)
+        full = model(ids, noise=state.noise)
         steps = []
         for t in range(n):
             logits, state = model.step(ids[:, t], state)
@@ -85,7 +85,7 @@ def test_causality_gradient_after_t_is_exactly_zero(variant):
     model.embed.register_forward_hook(keep)
     ids = torch.randint(0, 40, (2, 30))
     t = 13
-    model(ids, state=model.init_state(2, "cpu", seed=0))[:, t].sum().backward()
+    model(ids, noise=model.new_noise("cpu", seed=0))[:, t].sum().backward()
     grad = captured["x"].grad  # (B, N, d_model)
     assert torch.count_nonzero(grad[:, t + 1 :]) == 0
     assert grad[:, : t + 1].abs().sum(-1).min() > 0  # every past position matters
@@ -102,8 +102,8 @@ def test_save_load_round_trip_reproduces_outputs_exactly(pe, tmp_path):
     fresh.eval()
     ids = torch.randint(0, 40, (2, 40))
     with torch.no_grad():
-        a = model(ids, state=model.init_state(2, "cpu", seed=9))
-        b = fresh(ids, state=fresh.init_state(2, "cpu", seed=9))
+        a = model(ids, noise=model.new_noise("cpu", seed=9))
+        b = fresh(ids, noise=fresh.new_noise("cpu", seed=9))
         sa, sb = model.init_state(2, "cpu", seed=9), fresh.init_state(2, "cpu", seed=9)
         for t in range(5):
             la, sa = model.step(ids[:, t], sa)
@@ -159,7 +159,7 @@ def test_bf16_autocast_forward_backward_and_step():
     state = model.init_state(2, "cpu", seed=0)
     with torch.no_grad(), torch.autocast("cpu", dtype=torch.bfloat16):
         step_logits, _ = model.step(ids[:, 0], state)
-        ref = model(ids[:, :1], state=model.init_state(2, "cpu", seed=0))[:, 0]
+        ref = model(ids[:, :1], noise=model.new_noise("cpu", seed=0))[:, 0]
     assert (step_logits.float() - ref.float()).abs().max() < 0.1
 
 
@@ -191,3 +191,19 @@ def test_bad_config_is_a_one_line_error(override, match):
     with pytest.raises(MusicgenError, match=match) as err:
         build_model(_tiny(**override))
     assert "\n" not in str(err.value)
+
+
+@pytest.mark.parametrize("head", ["lm", "perceiver_s"])
+def test_init_state_noise_from_a_generator_or_the_global_rng(head):
+    """A caller's generator alone fixes the SPE noise; without one the global RNG does."""
+    model = build_model(_tiny(pe="sine_spe", head=head)).eval()
+    seeds = [model.init_state(1, "cpu", generator=torch.Generator().manual_seed(4)).noise.seed
+             for _ in range(2)]
+    torch.manual_seed(0)
+    first = model.init_state(1, "cpu", generator=torch.Generator().manual_seed(5)).noise.seed
+    assert seeds[0] == seeds[1] != first
+    torch.manual_seed(3)
+    expected = int(torch.randint(0, 2**62, ()).item())
+    torch.manual_seed(3)
+    assert model.init_state(1, "cpu").noise.seed == expected
+    assert model.init_state(1, "cpu", seed=8).noise.seed == 8

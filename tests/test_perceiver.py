@@ -136,7 +136,7 @@ def test_forward_matches_score_on_aligned_windows():
     ids = song_ids(2, 2 * M, seed=6)
     with torch.no_grad():
         ref = model.score(ids, seed=3)
-        fwd = lambda x: model(x, state=model.init_state(2, "cpu", seed=3))  # noqa: E731
+        fwd = lambda x: model(x, noise=model.new_noise("cpu", seed=3))  # noqa: E731
         for n_ids in (1, 5, N):  # a song's head: the first query block
             torch.testing.assert_close(fwd(ids[:, :n_ids]), ref[:, :n_ids], rtol=1e-5, atol=1e-6)
         for end in (2 * N, 3 * N):  # window ending at a block end: its last n positions

@@ -67,7 +67,7 @@ def load_songs(path: str | Path, split: str, max_songs: int | None = None) -> li
     return [np.asarray(ps[i], dtype=np.int64) for i in range(n)]
 
 
-class SongSampler(Dataset):
+class SongDataset(Dataset):
     """What every training dataset shares: which song item `index` uses, its RNG, transposition.
 
     Item `index` depends only on (seed, epoch offset, index), so results do not depend on the
@@ -125,7 +125,7 @@ class SongSampler(Dataset):
         return chunk
 
 
-class CropDataset(SongSampler):
+class CropDataset(SongDataset):
     """Fixed-length training crops: a song, a start at a bar, a random transposition."""
 
     def __init__(

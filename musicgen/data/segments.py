@@ -19,7 +19,7 @@ import numpy as np
 import torch
 from torch.utils.data import Dataset
 
-from musicgen.data.dataset import IGNORE_INDEX, CropDataset, PreparedSplit, SongSampler
+from musicgen.data.dataset import IGNORE_INDEX, CropDataset, PreparedSplit, SongDataset
 from musicgen.errors import MusicgenError
 
 
@@ -51,7 +51,7 @@ def segment(song: np.ndarray, end: int, context_len: int, n_queries: int,
     return {"input": inp, "target": tgt_all[m - n :].clone()}  # target (n,)
 
 
-class SegmentDataset(SongSampler):
+class SegmentDataset(SongDataset):
     """Perceiver-S training examples: songs visited as by `CropDataset`, then an end point
     uniform in the song (effective segmentation)."""
 

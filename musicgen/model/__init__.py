@@ -12,6 +12,7 @@ from torch import nn
 from musicgen.errors import MusicgenError
 from musicgen.model.features import FEATURE_MAPS
 from musicgen.model.musical import MUSICAL_SPE
+from musicgen.model.perceiver import build_perceiver
 from musicgen.model.positional import POSITIONAL_ENCODINGS
 from musicgen.model.transformer import Performer, PerformerState
 
@@ -61,9 +62,5 @@ def build_model(cfg, tokenizer=None) -> nn.Module:
     if cfg.head == "lm":
         return Performer(cfg, tokenizer.time_tables() if tokenizer is not None else None)
     if cfg.head == "perceiver_s":
-        try:
-            from musicgen.model.perceiver import build_perceiver  # type: ignore[attr-defined]
-        except ImportError:
-            raise MusicgenError("model.head: 'perceiver_s' is not available yet") from None
         return build_perceiver(cfg)
     raise MusicgenError(f"model.head: unknown '{cfg.head}'; valid: lm, perceiver_s")

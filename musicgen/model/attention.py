@@ -116,23 +116,25 @@ def fast_transformers_available() -> bool:
 
 @dataclass
 class AttentionCache:
-    """Recurrent state of one layer: running sums and the key stabiliser."""
+    """Recurrent state of one layer: running sums and the key stabiliser; `step` advances it."""
 
     s: Tensor  # (B, H, M, Dv)
     z: Tensor  # (B, H, M)
     shift: Tensor  # (B, H)
 
-
-def linear_attention_step(
-    phi_q: Tensor, phi_k: Tensor, v: Tensor, cache: AttentionCache, old_shift: Tensor, eps: float
-) -> Tensor:
-    """One position: phi_q, phi_k (B, H, M), v (B, H, Dv); updates `cache` in place."""
-    scale = torch.exp(old_shift - cache.shift)  # (B, H): <= 1, rescales old sums to new shift
-    cache.s = cache.s * scale[..., None, None] + phi_k.unsqueeze(-1) * v.float().unsqueeze(-2)
-    cache.z = cache.z * scale[..., None] + phi_k
-    num = (phi_q.unsqueeze(-2) @ cache.s).squeeze(-2)  # (B, H, Dv)
-    den = (phi_q * cache.z).sum(-1, keepdim=True)
-    return num / (den + eps)
+    def step(self, phi_q: Tensor, k: Tensor, v: Tensor, features: nn.Module) -> Tensor:
+        """One position: phi_q (B, H, M), k (B, H, 1, in) before the feature map, v (B, H, Dv)
+        -> (B, H, Dv). Maps k with the running stabiliser, rescales the old sums to the new one
+        (a factor <= 1) and adds the key, all in place."""
+        phi_k, shift = features.key(k, self.shift)
+        phi_k = phi_k[:, :, 0]  # (B, H, M)
+        scale = torch.exp(self.shift - shift)  # (B, H)
+        self.s = self.s * scale[..., None, None] + phi_k.unsqueeze(-1) * v.float().unsqueeze(-2)
+        self.z = self.z * scale[..., None] + phi_k
+        self.shift = shift
+        num = (phi_q.unsqueeze(-2) @ self.s).squeeze(-2)  # (B, H, Dv)
+        den = (phi_q * self.z).sum(-1, keepdim=True)
+        return num / (den + features.eps)
 
 
 class CausalSelfAttention(nn.Module):
@@ -180,15 +182,21 @@ class CausalSelfAttention(nn.Module):
             shift=torch.full((batch_size, h), -1e30, device=device),
         )
 
+    def project(self, qkv: Tensor, codes=None) -> tuple[Tensor, Tensor, Tensor]:
+        """qkv = self.qkv(x) (B, N, 3 d_model) -> q, k (B, H, N, D, or R with SPE codes), v
+        (B, H, N, D), float32: what the feature map sees (also used by attention figures)."""
+        b, n, _ = qkv.shape
+        q, k, v = qkv.float().view(b, n, 3, self.n_heads, self.head_dim).unbind(2)
+        if codes is not None:  # (B, N, H, D) -> (B, N, H, R)
+            q, k = codes.project(q, "q", self.gate), codes.project(k, "k", self.gate)
+        return q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2)
+
     def forward(self, x: Tensor, codes=None, cache: AttentionCache | None = None) -> Tensor:
         """x (B, N, d_model) -> (B, N, d_model). With `cache`, N must be 1 (one generation step)."""
         b, n, _ = x.shape
         qkv = self.qkv(x)
         with torch.autocast(device_type=x.device.type, enabled=False):
-            q, k, v = qkv.float().view(b, n, 3, self.n_heads, self.head_dim).unbind(2)
-            if codes is not None:  # (B, N, H, D) -> (B, N, H, R)
-                q, k = codes.project(q, "q", self.gate), codes.project(k, "k", self.gate)
-            q, k, v = (t.transpose(1, 2) for t in (q, k, v))  # (B, H, N, .)
+            q, k, v = self.project(qkv, codes)  # (B, H, N, .)
             phi_q = self.features.query(q)
             eps = self.features.eps
             if cache is None and self.backend == "fast_transformers":
@@ -198,10 +206,6 @@ class CausalSelfAttention(nn.Module):
                 phi_k, shift = self.features.key_causal(k)
                 out = causal_linear_attention(phi_q, phi_k, v, self.chunk, eps, shift)
             else:
-                old = cache.shift
-                phi_k, cache.shift = self.features.key(k, old)
-                out = linear_attention_step(
-                    phi_q[:, :, 0], phi_k[:, :, 0], v[:, :, 0], cache, old, eps
-                ).unsqueeze(2)
+                out = cache.step(phi_q[:, :, 0], k, v[:, :, 0], self.features).unsqueeze(2)
             out = out.transpose(1, 2).reshape(b, n, -1)  # (B, N, d_model)
         return self.out(out.to(qkv.dtype))

@@ -13,7 +13,8 @@ after the other (`combine: sequential`), then an FFN, then the Performer blocks 
 engineer run on the n latents. Softmax, not linear, cross-attention: the seed's masks are additive
 softmax masks, the O(n m) cost is paid once (not per layer), and it is what Perceiver AR uses.
 
-Interface (as the Performer's): forward(ids[B, N <= m]) -> logits of the last min(N, n) positions;
+Interface (as the Performer's; the shared parts are base.LanguageModel's): forward(ids[B, N <= m],
+noise=None) -> logits of the last min(N, n) positions;
 score(ids[B, L]) -> logits[B, L, V] with windows of stride n (block k = positions kn..kn+n-1,
 window = the m ids ending at kn+n); init_state/step generate with the same windows, caching the
 window's keys/values and the latent blocks' running sums (see docs/perceiver.md).
@@ -30,8 +31,9 @@ from torch import Tensor, nn
 
 from musicgen.errors import MusicgenError
 from musicgen.model.attention import AttentionCache
-from musicgen.model.positional import SPE_KINDS, SPENoise, build_position_modules
-from musicgen.model.transformer import Block, Performer
+from musicgen.model.base import LanguageModel
+from musicgen.model.positional import SPENoise
+from musicgen.model.transformer import Block
 
 PAD_ID = 0  # docs/CONTRACTS.md: pad id is 0 for every tokenizer
 COMBINES = ("sum", "sequential")
@@ -99,14 +101,11 @@ class PerceiverState:
     layers: list[AttentionCache] = field(default_factory=list)
 
 
-class PerceiverS(nn.Module):
+class PerceiverS(LanguageModel):
     """Embedding + window PE, two cross-attention layers, FFN, Performer blocks, norm, head."""
 
     def __init__(self, cfg) -> None:
-        super().__init__()
         p = cfg.perceiver
-        if cfg.vocab_size <= 0:
-            raise MusicgenError("model.vocab_size: must be set (> 0) before building the model")
         if not 0 < p.n_queries <= p.context_len:
             raise MusicgenError(
                 f"model.perceiver: need 0 < n_queries <= context_len, got n_queries="
@@ -117,15 +116,10 @@ class PerceiverS(nn.Module):
         if cfg.d_model % cfg.n_heads:
             raise MusicgenError(
                 f"model.n_heads: d_model {cfg.d_model} is not divisible by {cfg.n_heads} heads")
-        self.cfg = cfg
+        # window positions are < m; SPE: one shared module, or one per block then per cross layer
+        super().__init__(cfg, p.context_len, cfg.n_layers + 2)
         self.m, self.n, self.combine = p.context_len, p.n_queries, p.combine
         self.predicts_last = self.n
-        self.d_model = cfg.d_model
-        self.embed = nn.Embedding(cfg.vocab_size, cfg.d_model)
-        nn.init.normal_(self.embed.weight, std=cfg.d_model**-0.5)
-        # window positions are < m; SPE: one shared module, or one per block then per cross layer
-        self.ape, self.spe = build_position_modules(cfg, self.m, cfg.n_layers + 2)
-        self.uses_spe = cfg.pe in SPE_KINDS
         self.drop = nn.Dropout(cfg.dropout)
         self.cross_full = CrossAttention(cfg, self.uses_spe)
         self.cross_scale = CrossAttention(cfg, self.uses_spe)
@@ -135,24 +129,13 @@ class PerceiverS(nn.Module):
             nn.Linear(cfg.d_ff, cfg.d_model),
         )
         self.blocks = nn.ModuleList(Block(cfg, self.uses_spe) for _ in range(cfg.n_layers))
-        self.norm = nn.LayerNorm(cfg.d_model) if cfg.norm == "pre" else nn.Identity()
-        self.head = nn.Linear(cfg.d_model, cfg.vocab_size, bias=False)
-        if getattr(cfg, "tie_embeddings", False):
-            self.head.weight = self.embed.weight
+        self._build_head()
 
     # ------------------------------------------------------------------ pieces
 
-    def new_noise(self, device: torch.device | str, seed: int | None = None) -> SPENoise:
-        if seed is None:
-            seed = int(torch.randint(0, 2**62, ()).item())
-        return SPENoise(seed, device)
-
     def embed_window(self, ids: Tensor, pos: Tensor) -> Tensor:
         """ids (B, N) at window positions pos (N,) -> (B, N, d_model)."""
-        x = self.embed(ids) * math.sqrt(self.d_model)
-        if self.ape is not None:
-            x = x + self.ape(pos).to(x.dtype)
-        return self.drop(x)
+        return self.drop(self.embed_tokens(ids, pos))
 
     def codes(self, role: int, q: tuple[int, int], k: tuple[int, int], noise: SPENoise | None,
               device: torch.device, memo: dict | None = None):
@@ -210,7 +193,7 @@ class PerceiverS(nn.Module):
         h = self.cross(x[:, m - n :], x, ok, noise, memo)
         for i, block in enumerate(self.blocks):
             h = block(h, self.codes(2 + i, (m - n, m), (m - n, m), noise, x.device, memo))
-        return self.head(self.norm(h))
+        return self.logits(h)
 
     def window_logits(self, win: Tensor, noise: SPENoise | None) -> Tensor:
         """A full window of ids (B, m) -> logits (B, n, V)."""
@@ -219,8 +202,9 @@ class PerceiverS(nn.Module):
 
     # ------------------------------------------------------------------ interface
 
-    def forward(self, ids: Tensor, state: PerceiverState | None = None) -> Tensor:
-        """ids (B, N <= m) -> logits (B, min(N, n), V) for the last positions.
+    def forward(self, ids: Tensor, noise: SPENoise | None = None) -> Tensor:
+        """ids (B, N <= m) -> logits (B, min(N, n), V) for the last positions (`noise`: as the
+        Performer's, None draws one).
 
         N >= n: ids are the end of a window (left-padded to m). N < n: ids are a song's head, set
         as the first query block of score() (no padding latents), so forward == score there.
@@ -230,7 +214,7 @@ class PerceiverS(nn.Module):
             raise MusicgenError(
                 f"perceiver: forward takes at most context_len={self.m} ids, got {length}; "
                 "use score() for longer sequences")
-        noise = state.noise if state is not None else self.new_noise(ids.device)
+        noise = noise if noise is not None else self.new_noise(ids.device)
         left = self.m - max(length, self.n)
         right = max(0, self.n - length)
         win = F.pad(ids, (left, right), value=PAD_ID)  # (B, m)
@@ -256,11 +240,14 @@ class PerceiverS(nn.Module):
         return torch.cat(out, 1)[:, :length]
 
     def init_state(
-        self, batch_size: int, device: torch.device | str, seed: int | None = None
+        self, batch_size: int, device: torch.device | str, seed: int | None = None,
+        generator: torch.Generator | None = None,
     ) -> PerceiverState:
+        """Empty window (all padding) and the SPE noise (seed, else `generator`, else global)."""
         history = torch.full((batch_size, self.m - self.n), PAD_ID, dtype=torch.long,
                              device=device)
-        return PerceiverState(pos=0, noise=self.new_noise(device, seed), history=history)
+        noise = self.new_noise(device, seed, generator)
+        return PerceiverState(pos=0, noise=noise, history=history)
 
     def _open_block(self, state: PerceiverState, ids: Tensor) -> None:
         """New query block: keys/values of the m - n context ids; reset the latent sums."""
@@ -321,11 +308,7 @@ class PerceiverS(nn.Module):
         if m > n:
             state.history = torch.cat([state.history[:, 1:], ids[:, None]], 1)
         state.pos += 1
-        return self.head(self.norm(h))[:, 0], state
-
-    def on_train_step(self, step: int, generator: torch.Generator | None = None) -> None:
-        """The Performer's FAVOR+ redraw policy, applied to the latent blocks."""
-        Performer.on_train_step(self, step, generator)  # uses only .training, .cfg and .blocks
+        return self.logits(h)[:, 0], state
 
 
 def build_perceiver(cfg) -> PerceiverS:

@@ -314,7 +314,6 @@ def _fast_len(n: int) -> int:
 
 
 SPE_KINDS = ("sine_spe", "conv_spe")
-ABSOLUTE_KINDS = ("ape", "ape_learned")
 POSITIONAL_ENCODINGS = ("ape", "ape_learned", "sine_spe", "conv_spe", "none")
 
 

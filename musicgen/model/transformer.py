@@ -1,17 +1,17 @@
 """The Performer language model: embedding, N blocks (linear attention + FFN), norm, output head.
 
 One interface for every positional encoding:
-  forward(ids[B, N], state=None) -> logits[B, N, V]   (state: use exactly that state's SPE noise)
-  init_state(batch_size, device, seed=None) -> PerformerState   (fixes the noise for the sequence)
+  forward(ids[B, N], noise=None) -> logits[B, N, V]   (noise: that SPE noise, e.g. state.noise)
+  init_state(batch_size, device, seed=None, generator=None) -> PerformerState   (fixes the noise)
   step(ids[B], state) -> (logits[B, V], state)         (any position, far past the training length)
   on_train_step(step, generator=None)                  (FAVOR+ redraw policy; not in eval)
+Embedding, head, tying, noise and the redraw policy live in `base.LanguageModel`.
 With model.musical on, `musical.py` adds the bar/position embeddings and musical-time SPE codes,
 from onsets it derives from the ids (parallel) or carries in `state.time` (step).
 """
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass, field
 
 import torch
@@ -19,8 +19,9 @@ from torch import Tensor, nn
 
 from musicgen.errors import MusicgenError
 from musicgen.model.attention import AttentionCache, CausalSelfAttention
+from musicgen.model.base import LanguageModel
 from musicgen.model.musical import MusicalState, build_musical
-from musicgen.model.positional import SPE_KINDS, SPENoise, build_position_modules
+from musicgen.model.positional import SPENoise
 
 
 @dataclass
@@ -54,38 +55,25 @@ class Block(nn.Module):
         return self.norm2(x + self.drop(self.ffn(x)))
 
 
-class Performer(nn.Module):
+class Performer(LanguageModel):
     """Token embedding (x sqrt(d_model)), absolute PE or SPE, blocks, final norm (pre-norm only)."""
 
     def __init__(self, cfg, time_tables=None) -> None:
-        super().__init__()
-        if cfg.vocab_size <= 0:
-            raise MusicgenError("model.vocab_size: must be set (> 0) before building the model")
         if cfg.norm not in ("pre", "post"):
             raise MusicgenError(f"model.norm: unknown '{cfg.norm}'; valid: pre, post")
-        self.cfg = cfg
-        self.d_model = cfg.d_model
-        self.embed = nn.Embedding(cfg.vocab_size, cfg.d_model)
-        nn.init.normal_(self.embed.weight, std=cfg.d_model**-0.5)
         # shared SPE: one module (gates stay per layer); else one per layer
-        self.ape, self.spe = build_position_modules(cfg, cfg.max_len, cfg.n_layers)
-        self.uses_spe = cfg.pe in SPE_KINDS
+        super().__init__(cfg, cfg.max_len, cfg.n_layers)
         # musical position (model.musical): time from the ids, embeddings, musical-time SPE
         self.musical = build_musical(cfg, time_tables, cfg.n_layers)
         spe_in = self.uses_spe or (self.musical is not None and len(self.musical.spe) > 0)
         self.drop = nn.Dropout(cfg.dropout)
         self.blocks = nn.ModuleList(Block(cfg, spe_in) for _ in range(cfg.n_layers))
-        self.norm = nn.LayerNorm(cfg.d_model) if cfg.norm == "pre" else nn.Identity()
-        self.head = nn.Linear(cfg.d_model, cfg.vocab_size, bias=False)
-        if getattr(cfg, "tie_embeddings", False):
-            self.head.weight = self.embed.weight
+        self._build_head()
 
     # ------------------------------------------------------------------ helpers
 
     def _inputs(self, ids: Tensor, pos: Tensor, onset: Tensor | None = None) -> Tensor:
-        x = self.embed(ids) * math.sqrt(self.d_model)
-        if self.ape is not None:
-            x = x + self.ape(pos).to(x.dtype)
+        x = self.embed_tokens(ids, pos)
         if self.musical is not None and self.musical.embed is not None:
             x = x + self.musical.embedding(onset).to(x.dtype)  # onset (B, N) sub-beats
         return self.drop(x)
@@ -105,31 +93,31 @@ class Performer(nn.Module):
         """ids (B, N) -> onset in sub-beats (B, N), or None without model.musical."""
         return self.musical.time.onsets(ids) if self.musical is not None else None
 
-    def new_noise(self, device: torch.device | str, seed: int | None = None) -> SPENoise:
-        """Fresh SPE noise; its seed comes from torch's global RNG unless given."""
-        if seed is None:
-            seed = int(torch.randint(0, 2**62, ()).item())
-        return SPENoise(seed, device)
-
     # ------------------------------------------------------------------ interface
 
-    def forward(self, ids: Tensor, state: PerformerState | None = None) -> Tensor:
-        """ids (B, N) -> logits (B, N, V); noise drawn once per call (shared by the batch)."""
+    def forward(self, ids: Tensor, noise: SPENoise | None = None) -> Tensor:
+        """ids (B, N) -> logits (B, N, V). `noise`: the SPE noise to use (e.g. `state.noise` of
+        an `init_state` with the same seed, to compare with `step`); None: drawn once per call
+        from torch's global RNG, shared by the batch."""
         n = ids.shape[1]
         pos = torch.arange(n, device=ids.device)
-        noise = state.noise if state is not None else self.new_noise(ids.device)
+        noise = noise if noise is not None else self.new_noise(ids.device)
         onset = self._onsets(ids)
         x = self._inputs(ids, pos, onset)  # (B, N, d_model)
         for block, codes in zip(self.blocks, self._codes(pos, noise, onset), strict=True):
             x = block(x, codes)
-        return self.head(self.norm(x))
+        return self.logits(x)
 
     def init_state(
-        self, batch_size: int, device: torch.device | str, seed: int | None = None
+        self, batch_size: int, device: torch.device | str, seed: int | None = None,
+        generator: torch.Generator | None = None,
     ) -> PerformerState:
+        """Empty caches and the sequence's SPE noise (from `seed`, else drawn from `generator`,
+        else from torch's global RNG)."""
         layers = [b.attn.init_cache(batch_size, device) for b in self.blocks]
         time = self.musical.time.init_state(batch_size, device) if self.musical else None
-        return PerformerState(pos=0, noise=self.new_noise(device, seed), layers=layers, time=time)
+        noise = self.new_noise(device, seed, generator)
+        return PerformerState(pos=0, noise=noise, layers=layers, time=time)
 
     def step(self, ids: Tensor, state: PerformerState) -> tuple[Tensor, PerformerState]:
         """ids (B,) at position state.pos -> logits (B, V); advances `state` (in place)."""
@@ -141,24 +129,4 @@ class Performer(nn.Module):
         ):
             x = block(x, codes, cache)
         state.pos += 1
-        return self.head(self.norm(x))[:, 0], state
-
-    def on_train_step(self, step: int, generator: torch.Generator | None = None) -> None:
-        """FAVOR+ redraw (cfg.redraw): never | every redraw_every steps | with redraw_prob.
-
-        `generator` (CPU) makes the decision and the new features a function of it alone (seeded
-        from (seed, step), data-parallel ranks and resumed runs agree); default: torch's global
-        RNG. Nothing happens in eval mode: features stay frozen for evaluation and generation.
-        """
-        if not self.training or self.cfg.feature_map != "favor":
-            return
-        policy = self.cfg.redraw
-        if policy == "never":
-            return
-        if policy == "every":
-            do = step > 0 and step % max(1, self.cfg.redraw_every) == 0
-        else:
-            do = bool(torch.rand((), generator=generator) < self.cfg.redraw_prob)
-        if do:
-            for block in self.blocks:
-                block.attn.features.redraw(generator)
+        return self.logits(x)[:, 0], state
