@@ -7,7 +7,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 FAST_TRANSFORMERS := pytorch-fast-transformers==0.4.0
 
-.PHONY: install install-fast demo test test-slow lint wheel-check bench clean
+.PHONY: install install-fast demo test test-slow lint format wheel-check bench clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -48,7 +48,11 @@ test-slow: $(STAMP)
 	$(BIN)/python -m pytest -q -m slow
 
 lint: $(STAMP)
+	$(BIN)/ruff format --check musicgen tests scripts
 	$(BIN)/ruff check musicgen tests scripts
+
+format: $(STAMP)
+	$(BIN)/ruff format musicgen tests scripts
 
 # Build the wheel, install it into a fresh venv and run presets, the API and the demo from it.
 wheel-check: $(STAMP)

@@ -96,8 +96,13 @@ class Model:
         self.device = device
         self.source = Path(source)
 
-    def options(self, temperature: float | None = None, top_k: int | None = None,
-                top_p: float | None = None, grammar: bool = True) -> SamplingOptions:
+    def options(
+        self,
+        temperature: float | None = None,
+        top_k: int | None = None,
+        top_p: float | None = None,
+        grammar: bool = True,
+    ) -> SamplingOptions:
         """The paper's sampling defaults for this tokenizer with the given ones replaced."""
         opts = default_options(self.tokenizer.name)
         if temperature is not None:
@@ -115,9 +120,17 @@ class Model:
             return max(cfg.max_len - prompt_len, 1)  # learned positions stop at max_len
         return max_new
 
-    def sample(self, prompt: list[int], num: int, max_new: int, seed: int,
-               options: SamplingOptions, bars: int | None = None, batch_size: int = 8,
-               progress: bool = False) -> Iterator[tuple[int, list[Generated]]]:
+    def sample(
+        self,
+        prompt: list[int],
+        num: int,
+        max_new: int,
+        seed: int,
+        options: SamplingOptions,
+        bars: int | None = None,
+        batch_size: int = 8,
+        progress: bool = False,
+    ) -> Iterator[tuple[int, list[Generated]]]:
         """`num` continuations of `prompt` from one seed, a batch at a time (with the index of its
         first piece), so a caller can write each batch before the next one starts."""
         max_new = self._fit(len(prompt), max_new)
@@ -125,12 +138,27 @@ class Model:
         gen = torch.Generator(device=self.device).manual_seed(seed)
         for first in range(0, num, batch_size):
             n = min(batch_size, num - first)
-            yield first, generate(self.model, self.tokenizer, [list(prompt)] * n, options,
-                                  max_new_tokens=max_new, bars=bars, generator=gen,
-                                  progress=progress)
+            yield (
+                first,
+                generate(
+                    self.model,
+                    self.tokenizer,
+                    [list(prompt)] * n,
+                    options,
+                    max_new_tokens=max_new,
+                    bars=bars,
+                    generator=gen,
+                    progress=progress,
+                ),
+            )
 
-    def music(self, res: Generated, seed: int | None, prompt: Prompt | None = None,
-              only_continuation: bool = False) -> Music:
+    def music(
+        self,
+        res: Generated,
+        seed: int | None,
+        prompt: Prompt | None = None,
+        only_continuation: bool = False,
+    ) -> Music:
         """A sampled sequence as a piece; with a prompt, its notes are kept as the prompt module
         promises (and dropped again with `only_continuation`)."""
         score = self.tokenizer.decode(res.ids)
@@ -139,23 +167,34 @@ class Model:
             if only_continuation:
                 score = continuation_only(prompt, score)
             apply_tempo(score, prompt.tempo)
-        return Music(score, list(res.ids), res.prompt_len, res.stop, res.sampled, res.errors,
-                     seed)
+        return Music(score, list(res.ids), res.prompt_len, res.stop, res.sampled, res.errors, seed)
 
-    def generate(self, bars: int | None = 16, seed: int | None = None,
-                 max_tokens: int | None = None, **sampling) -> Music:
+    def generate(
+        self,
+        bars: int | None = 16,
+        seed: int | None = None,
+        max_tokens: int | None = None,
+        **sampling,
+    ) -> Music:
         """One piece from scratch: `bars` bars (None: until the end token or `max_tokens`)."""
         return self.generate_many(1, bars=bars, seed=seed, max_tokens=max_tokens, **sampling)[0]
 
-    def generate_many(self, num: int, bars: int | None = 16, seed: int | None = None,
-                      max_tokens: int | None = None, batch_size: int = 8,
-                      **sampling) -> list[Music]:
+    def generate_many(
+        self,
+        num: int,
+        bars: int | None = 16,
+        seed: int | None = None,
+        max_tokens: int | None = None,
+        batch_size: int = 8,
+        **sampling,
+    ) -> list[Music]:
         seed = draw_seed(seed)
         max_new = max_tokens or (BAR_TOKEN_CAP * bars if bars else 2048)
         opts = self.options(**sampling)
         out = []
-        for _, batch in self.sample([self.tokenizer.bos_id], num, max_new, seed, opts, bars,
-                                    batch_size):
+        for _, batch in self.sample(
+            [self.tokenizer.bos_id], num, max_new, seed, opts, bars, batch_size
+        ):
             out += [self.music(r, seed) for r in batch]
         return out
 
@@ -163,14 +202,20 @@ class Model:
         """Bars start..start+bars-1 of a MIDI file, built as every command builds it."""
         return prompt_from_file(self.tokenizer, path, start, start + bars)
 
-    def continue_midi(self, path: str | Path, bars: int = 2, start: int = 0,
-                      seed: int | None = None, max_tokens: int = 1024,
-                      only_continuation: bool = False, **sampling) -> Music:
+    def continue_midi(
+        self,
+        path: str | Path,
+        bars: int = 2,
+        start: int = 0,
+        seed: int | None = None,
+        max_tokens: int = 1024,
+        only_continuation: bool = False,
+        **sampling,
+    ) -> Music:
         """The first `bars` bars of `path` (from bar `start`), then what the model writes."""
         prompt = self.prompt(path, bars, start)
         seed = draw_seed(seed)
-        [(_, [res])] = list(self.sample(prompt.ids, 1, max_tokens, seed,
-                                        self.options(**sampling)))
+        [(_, [res])] = list(self.sample(prompt.ids, 1, max_tokens, seed, self.options(**sampling)))
         return self.music(res, seed, prompt, only_continuation)
 
     def score(self, path: str | Path) -> dict:
@@ -181,9 +226,12 @@ class Model:
         sums, counts = per_position_nll(self.model, [ids], len(ids) - 1, self.device)
         notes = self.tokenizer.decode(ids).note_num()
         total = float(sums.sum())
-        return {"tokens": int(counts.sum()), "notes": int(notes),
-                "nll_per_token": total / max(int(counts.sum()), 1),
-                "nll_per_note": total / max(int(notes), 1)}
+        return {
+            "tokens": int(counts.sum()),
+            "notes": int(notes),
+            "nll_per_token": total / max(int(counts.sum()), 1),
+            "nll_per_note": total / max(int(notes), 1),
+        }
 
 
 def checkpoint_stem(path: str | Path) -> str:

@@ -107,8 +107,9 @@ def save_checkpoint(
             torch.save(payload, tmp)
         except RuntimeError as exc:  # torch's zip writer reports a full disk this way
             first = str(exc).strip().splitlines()[0] if str(exc).strip() else "write failed"
-            raise MusicgenError(f"{path}: cannot write ({first[:120]}; is the disk full?)") \
-                from None
+            raise MusicgenError(
+                f"{path}: cannot write ({first[:120]}; is the disk full?)"
+            ) from None
     return path
 
 
@@ -143,8 +144,12 @@ def read_payload(path: str | Path) -> dict:
 
 
 def save_model_folder(
-    folder: str | Path, weights: dict[str, torch.Tensor], config: dict, tokenizer: dict,
-    train_state: dict | None = None, card: str | None = None,
+    folder: str | Path,
+    weights: dict[str, torch.Tensor],
+    config: dict,
+    tokenizer: dict,
+    train_state: dict | None = None,
+    card: str | None = None,
 ) -> Path:
     """Write a model folder from plain parts (a checkpoint payload's); weights are stored as
     they are (a half-precision payload stays half). Each file is written atomically."""
@@ -156,8 +161,12 @@ def save_model_folder(
     data = save(tensors, metadata={"format": FOLDER_FORMAT})
     with atomic_path(folder / "model.safetensors") as tmp:
         tmp.write_bytes(data)
-    meta = {"format": FOLDER_FORMAT, "version": __version__, "config": config,
-            "train_state": train_state or {}}
+    meta = {
+        "format": FOLDER_FORMAT,
+        "version": __version__,
+        "config": config,
+        "train_state": train_state or {},
+    }
     atomic_write_text(folder / "config.json", json.dumps(meta, indent=1) + "\n")
     atomic_write_text(folder / "tokenizer.json", json.dumps(tokenizer, indent=1) + "\n")
     if card is not None:
@@ -168,11 +177,17 @@ def save_model_folder(
 def convert_to_folder(src: str | Path, folder: str | Path) -> Path:
     """A `.pt` checkpoint -> a model folder with bit-identical weights (checked after writing)."""
     payload = read_payload(src)
-    folder = save_model_folder(folder, payload["model"], payload["config"], payload["tokenizer"],
-                               payload.get("train_state") or {})
+    folder = save_model_folder(
+        folder,
+        payload["model"],
+        payload["config"],
+        payload["tokenizer"],
+        payload.get("train_state") or {},
+    )
     back = read_model_folder(folder)["model"]
     same = back.keys() == payload["model"].keys() and all(
-        back[k].dtype == v.dtype and torch.equal(back[k], v) for k, v in payload["model"].items())
+        back[k].dtype == v.dtype and torch.equal(back[k], v) for k, v in payload["model"].items()
+    )
     if not same:
         raise MusicgenError(f"{folder}: weights differ from {src} after conversion")
     return folder
@@ -190,8 +205,9 @@ def read_model_folder(folder: Path) -> dict:
         meta = json.loads((folder / "config.json").read_text())
         tokenizer = json.loads((folder / "tokenizer.json").read_text())
     except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-        raise MusicgenError(f"{folder}: config.json or tokenizer.json is not JSON ({exc})") \
-            from None
+        raise MusicgenError(
+            f"{folder}: config.json or tokenizer.json is not JSON ({exc})"
+        ) from None
     if not isinstance(meta, dict) or meta.get("format") != FOLDER_FORMAT:
         raise MusicgenError(f"{folder}: not a musicgen model folder (format tag missing)")
     try:
@@ -199,9 +215,15 @@ def read_model_folder(folder: Path) -> dict:
     except (SafetensorError, OSError, ValueError) as exc:
         reason = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         raise MusicgenError(f"{folder}/model.safetensors: not readable ({reason[:120]})") from None
-    return {"format": meta["format"], "version": meta.get("version", ""), "path": str(folder),
-            "config": meta["config"], "tokenizer": tokenizer, "model": weights,
-            "train_state": meta.get("train_state") or {}}
+    return {
+        "format": meta["format"],
+        "version": meta.get("version", ""),
+        "path": str(folder),
+        "config": meta["config"],
+        "tokenizer": tokenizer,
+        "model": weights,
+        "train_state": meta.get("train_state") or {},
+    }
 
 
 def checkpoint_tokenizer(path: str | Path) -> Tokenizer:

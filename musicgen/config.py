@@ -288,13 +288,20 @@ def validate(cfg: Config) -> Config:
     """Range checks the types cannot express; each message names the field and its valid range."""
     d, o, t = cfg.data, cfg.optim, cfg.train
     for where, value, low in (
-        ("data.crop_len", d.crop_len, 2), ("data.workers", d.workers, 0),
-        ("optim.warmup_steps", o.warmup_steps, 0), ("train.batch_size", t.batch_size, 1),
-        ("train.grad_accum", t.grad_accum, 1), ("train.max_steps", t.max_steps, 0),
-        ("train.val_every", t.val_every, 1), ("train.val_songs", t.val_songs, 0),
-        ("train.val_max_len", t.val_max_len, 2), ("train.ckpt_every", t.ckpt_every, 1),
-        ("train.keep_last", t.keep_last, 0), ("log.every", cfg.log.every, 1),
-        ("optim.min_lr", o.min_lr, 0), ("optim.weight_decay", o.weight_decay, 0),
+        ("data.crop_len", d.crop_len, 2),
+        ("data.workers", d.workers, 0),
+        ("optim.warmup_steps", o.warmup_steps, 0),
+        ("train.batch_size", t.batch_size, 1),
+        ("train.grad_accum", t.grad_accum, 1),
+        ("train.max_steps", t.max_steps, 0),
+        ("train.val_every", t.val_every, 1),
+        ("train.val_songs", t.val_songs, 0),
+        ("train.val_max_len", t.val_max_len, 2),
+        ("train.ckpt_every", t.ckpt_every, 1),
+        ("train.keep_last", t.keep_last, 0),
+        ("log.every", cfg.log.every, 1),
+        ("optim.min_lr", o.min_lr, 0),
+        ("optim.weight_decay", o.weight_decay, 0),
         ("train.max_minutes", t.max_minutes, 0),
     ):
         check_range(f"config: {where}", value, low)
@@ -309,5 +316,6 @@ def validate(cfg: Config) -> Config:
     if len(d.transpose) != 2 or d.transpose[0] > d.transpose[1]:
         raise MusicgenError(
             f"config: data.transpose: must be two semitone values [low, high] with low <= high "
-            f"(e.g. [-6, 6]; [0, 0] for none), got {d.transpose}")
+            f"(e.g. [-6, 6]; [0, 0] for none), got {d.transpose}"
+        )
     return cfg

@@ -24,13 +24,16 @@ def pick_device(name: str = "auto", index: int = 0) -> torch.device:
         if device.index is None:
             device = torch.device("cuda", index)
         elif device.index >= torch.cuda.device_count():
-            raise MusicgenError(f"--device: {name} does not exist (this machine has "
-                                f"{torch.cuda.device_count()} CUDA device(s))")
+            raise MusicgenError(
+                f"--device: {name} does not exist (this machine has "
+                f"{torch.cuda.device_count()} CUDA device(s))"
+            )
     elif device.type == "mps":
         mps = getattr(torch.backends, "mps", None)
         if mps is None or not mps.is_available():
             raise MusicgenError("--device: MPS (Apple GPU) was asked for but is not available")
     elif device.type != "cpu":
-        raise MusicgenError(f"--device: unsupported device '{name}'; use auto, cpu, cuda, "
-                            "cuda:N or mps")
+        raise MusicgenError(
+            f"--device: unsupported device '{name}'; use auto, cpu, cuda, cuda:N or mps"
+        )
     return device

@@ -30,7 +30,8 @@ def check_range(where: str, value, low=None, high=None, *, low_open: bool = Fals
 def check_choice(where: str, value, choices) -> None:
     if value not in choices:
         raise MusicgenError(
-            f"{where}: unknown value {value!r}; choose one of: {', '.join(map(str, choices))}")
+            f"{where}: unknown value {value!r}; choose one of: {', '.join(map(str, choices))}"
+        )
 
 
 def check_seed(where: str, value):

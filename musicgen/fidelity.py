@@ -127,8 +127,9 @@ def match_notes(ref: PianoNotes, dec: PianoNotes) -> np.ndarray:
             out[ri] = di[0]
             continue
         left, right = di[j - 1], di[j]
-        near_left = np.abs(dec.onset[left] - ref.onset[ri]) <= np.abs(dec.onset[right] -
-                                                                      ref.onset[ri])
+        near_left = np.abs(dec.onset[left] - ref.onset[ri]) <= np.abs(
+            dec.onset[right] - ref.onset[ri]
+        )
         out[ri] = np.where(near_left, left, right)
     return out
 
@@ -154,9 +155,12 @@ def roundtrip_error(ref: symusic.Score, decoded: symusic.Score) -> dict[str, flo
     snd = np.abs(b.sounding[mi] - a.sounding[ok])
     vel = np.abs(b.velocity[mi] - a.velocity[ok]).astype(np.float64)
     return {
-        "onset_median_ms": _pct(on, 50), "onset_p95_ms": _pct(on, 95),
-        "duration_median_ms": _pct(dur, 50), "duration_p95_ms": _pct(dur, 95),
-        "sounding_median_ms": _pct(snd, 50), "sounding_p95_ms": _pct(snd, 95),
+        "onset_median_ms": _pct(on, 50),
+        "onset_p95_ms": _pct(on, 95),
+        "duration_median_ms": _pct(dur, 50),
+        "duration_p95_ms": _pct(dur, 95),
+        "sounding_median_ms": _pct(snd, 50),
+        "sounding_p95_ms": _pct(snd, 95),
         "velocity_mean_abs": float(vel.mean()) if len(vel) else float("nan"),
         "velocity_levels_used": float(len(np.unique(b.velocity))),
         "note_ratio": len(b.onset) / len(a.onset),

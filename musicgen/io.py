@@ -72,7 +72,8 @@ def atomic_path(
             if size < min_bytes:
                 raise MusicgenError(
                     f"{path}: cannot write (only {size} of {min_bytes} bytes reached the disk; "
-                    "is it full?)")
+                    "is it full?)"
+                )
             if verify is not None:
                 verify(tmp_path)
             with open(tmp_path, "rb+") as fh:
@@ -106,8 +107,10 @@ def write_score(score, path: str | Path) -> Path:
 
     def readback(tmp: Path) -> None:
         if tmp.read_bytes() != data:
-            raise MusicgenError(f"{path}: cannot write (the file on disk differs from the MIDI "
-                                "data; is the disk full?)")
+            raise MusicgenError(
+                f"{path}: cannot write (the file on disk differs from the MIDI "
+                "data; is the disk full?)"
+            )
 
     with atomic_path(path, min_bytes=len(data), verify=readback) as tmp:
         tmp.write_bytes(data)

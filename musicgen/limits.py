@@ -68,18 +68,22 @@ def check_score(score, where: str, limits: Limits = Limits()) -> None:
     if bars > limits.max_bars:
         raise MusicgenError(
             f"{where}: too long ({bars:,.0f} bars > the limit of {limits.max_bars:,}; the last "
-            f"event is at tick {int(score.end()):,} with {score.ticks_per_quarter} ticks per beat)")
+            f"event is at tick {int(score.end()):,} with {score.ticks_per_quarter} ticks per beat)"
+        )
     minutes = score_minutes(score)
     if minutes > limits.max_minutes:
         raise MusicgenError(
-            f"{where}: too long ({minutes:,.1f} minutes > the limit of {limits.max_minutes:g})")
+            f"{where}: too long ({minutes:,.1f} minutes > the limit of {limits.max_minutes:g})"
+        )
     notes = sum(len(t.notes) for t in score.tracks)
     if notes > limits.max_tokens:  # every note is at least one token
         raise MusicgenError(
-            f"{where}: too many notes ({notes:,}) for the limit of {limits.max_tokens:,} tokens")
+            f"{where}: too many notes ({notes:,}) for the limit of {limits.max_tokens:,} tokens"
+        )
 
 
 def check_tokens(n_tokens: int, where: str, limits: Limits = Limits()) -> None:
     if n_tokens > limits.max_tokens:
         raise MusicgenError(
-            f"{where}: too many tokens ({n_tokens:,} > the limit of {limits.max_tokens:,})")
+            f"{where}: too many tokens ({n_tokens:,} > the limit of {limits.max_tokens:,})"
+        )

@@ -52,8 +52,12 @@ class Notes:
 
     def select(self, mask: np.ndarray) -> Notes:
         return Notes(
-            self.onset[mask], self.duration[mask], self.pitch[mask], self.track[mask],
-            list(self.track_keys), list(self.is_drum),
+            self.onset[mask],
+            self.duration[mask],
+            self.pitch[mask],
+            self.track[mask],
+            list(self.track_keys),
+            list(self.is_drum),
         )
 
     def of_track(self, key: str) -> Notes:
@@ -71,7 +75,11 @@ class Notes:
 
 
 def make_notes(
-    onset, duration, pitch, track=None, track_keys: list[str] | None = None,
+    onset,
+    duration,
+    pitch,
+    track=None,
+    track_keys: list[str] | None = None,
     is_drum: list[bool] | None = None,
 ) -> Notes:
     """Build `Notes` from plain sequences (tests and hand-built examples), sorted."""
@@ -168,8 +176,11 @@ def _add_pairs(hist, dt, dp, max_beats, time_bins, max_interval) -> None:
 
 
 def onset_duration_histogram(
-    notes: Notes, bar_beats: float = BAR_BEATS, onset_bins: int = 24,
-    max_duration: float = 2.0, duration_bins: int = 12,
+    notes: Notes,
+    bar_beats: float = BAR_BEATS,
+    onset_bins: int = 24,
+    max_duration: float = 2.0,
+    duration_bins: int = 12,
 ) -> np.ndarray:
     """Counts of (onset position in the bar, duration); durations >= max are put in the last bin.
 
@@ -177,8 +188,9 @@ def onset_duration_histogram(
     """
     pos = np.mod(notes.onset, bar_beats)
     o = np.minimum((pos / bar_beats * onset_bins).astype(np.int64), onset_bins - 1)
-    d = np.clip((notes.duration / max_duration * duration_bins).astype(np.int64), 0,
-                duration_bins - 1)
+    d = np.clip(
+        (notes.duration / max_duration * duration_bins).astype(np.int64), 0, duration_bins - 1
+    )
     hist = np.zeros((onset_bins, duration_bins), np.int64)
     np.add.at(hist, (o, d), 1)
     return hist
@@ -248,8 +260,7 @@ def polyphony(notes: Notes, steps_per_beat: int = 12) -> float:
     if len(p) == 0:
         return float("nan")
     start = np.round(p.onset * steps_per_beat).astype(np.int64)
-    stop = np.maximum(np.round((p.onset + p.duration) * steps_per_beat).astype(np.int64),
-                      start + 1)
+    stop = np.maximum(np.round((p.onset + p.duration) * steps_per_beat).astype(np.int64), start + 1)
     roll = np.zeros((int(stop.max()), 128), bool)
     for s, e, k in zip(start, stop, p.pitch, strict=True):
         roll[s:e, k] = True
@@ -330,7 +341,6 @@ def sparse_bar_rate(
         return float("nan")
     per_bar = np.bincount(np.floor(notes.onset / bar_beats).astype(np.int64), minlength=bars)
     return float(np.mean(per_bar <= max_notes))
-
 
 
 # repetition: a model with an ultra-long context can loop (the Perceiver-S paper's claim is that

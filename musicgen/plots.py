@@ -42,8 +42,11 @@ def _figure(n_panels: int = 1, max_cols: int = 4) -> tuple[plt.Figure, list[plt.
 
 
 def plot_nll_curves(
-    curves: Mapping[str, Sequence[float]], segment: int, train_len: int | None,
-    path: str | Path, title: str = "per-position validation NLL",
+    curves: Mapping[str, Sequence[float]],
+    segment: int,
+    train_len: int | None,
+    path: str | Path,
+    title: str = "per-position validation NLL",
 ) -> Path:
     """One line per model: mean NLL of each `segment`-token block, the training length marked."""
     fig, (ax,) = _figure()
@@ -63,7 +66,8 @@ def plot_nll_curves(
 
 
 def plot_style_boxes(
-    scores: Mapping[str, Sequence[Sequence[float]]], path: str | Path,
+    scores: Mapping[str, Sequence[Sequence[float]]],
+    path: str | Path,
     title: str = "style similarity of the continuation to its source",
     reference: Mapping[str, Sequence[Sequence[float]]] | None = None,
 ) -> Path:
@@ -89,7 +93,9 @@ def plot_style_boxes(
 
 
 def plot_kernels(
-    kernels: Mapping[str, np.ndarray], lags: np.ndarray, path: str | Path,
+    kernels: Mapping[str, np.ndarray],
+    lags: np.ndarray,
+    path: str | Path,
     title: str = "learned positional templates P_d(m - n)",
 ) -> Path:
     """One panel per head; each row of `kernels[label]` (features x lags) is one line."""
@@ -108,7 +114,8 @@ def plot_kernels(
 
 
 def plot_attention(
-    matrices: Mapping[str, np.ndarray], path: str | Path,
+    matrices: Mapping[str, np.ndarray],
+    path: str | Path,
     title: str = "attention (rows sum to 1; colours clipped at the 99th percentile)",
 ) -> Path:
     """Heat maps of row-normalised attention matrices (query rows, key columns)."""
@@ -118,8 +125,7 @@ def plot_attention(
         positive = a[a > 0]
         # the first rows hold weights near 1; clip the colour scale so the rest stays visible
         vmax = float(np.quantile(positive, 0.99)) if positive.size else 1.0
-        im = ax.imshow(a, cmap="magma", aspect="auto", interpolation="nearest", vmin=0,
-                       vmax=vmax)
+        im = ax.imshow(a, cmap="magma", aspect="auto", interpolation="nearest", vmin=0, vmax=vmax)
         ax.set_title(label, fontsize=9)
         ax.set_xlabel("key position", fontsize=8)
         ax.set_ylabel("query position", fontsize=8)
@@ -142,7 +148,7 @@ def plot_training_log(records: Sequence[Mapping], path: str | Path, title: str =
         if len(loss) >= 10:
             w = max(len(loss) // 20, 2)
             smooth = np.convolve(loss, np.ones(w) / w, mode="valid")
-            ax.plot(steps[w - 1:], smooth, lw=1.5, label=f"train (mean of {w})")
+            ax.plot(steps[w - 1 :], smooth, lw=1.5, label=f"train (mean of {w})")
     if val:
         ax.plot([r["step"] for r in val], [r["loss"] for r in val], "o-", label="validation")
     ax.set_xlabel("step")
@@ -150,8 +156,13 @@ def plot_training_log(records: Sequence[Mapping], path: str | Path, title: str =
     ax.grid(alpha=0.3)
     if any("lr" in r for r in train):
         ax2 = ax.twinx()
-        ax2.plot([r["step"] for r in train if "lr" in r], [r["lr"] for r in train if "lr" in r],
-                 color="0.5", lw=0.8, ls=":")
+        ax2.plot(
+            [r["step"] for r in train if "lr" in r],
+            [r["lr"] for r in train if "lr" in r],
+            color="0.5",
+            lw=0.8,
+            ls=":",
+        )
         ax2.set_ylabel("learning rate (dotted)")
     ax.legend(fontsize=8)
     ax.set_title(title or "training log")
@@ -160,8 +171,10 @@ def plot_training_log(records: Sequence[Mapping], path: str | Path, title: str =
 
 
 def plot_music_stats(
-    generated: Mapping[str, Sequence[float]], reference: Mapping[str, Sequence[float]] | None,
-    path: str | Path, title: str = "music statistics",
+    generated: Mapping[str, Sequence[float]],
+    reference: Mapping[str, Sequence[float]] | None,
+    path: str | Path,
+    title: str = "music statistics",
 ) -> Path:
     """One panel per statistic: a box for the generated files, one for the reference."""
     fig, axes = _figure(len(generated))
@@ -191,9 +204,17 @@ def plot_run(run_dir: str | Path, out: str | Path) -> list[Path]:
     if vals:
         seg = int(vals[-1].get("segment", 128))
         picks = [vals[0], vals[-1]] if len(vals) > 1 else vals
-        curves = {f"step {r['step']}": [float("nan") if v is None else v
-                                        for v in r["loss_per_segment"]] for r in picks}
-        written.append(plot_nll_curves(curves, seg, vals[-1].get("crop_len"),
-                                       out / "log_segments.png",
-                                       title="validation NLL per position"))
+        curves = {
+            f"step {r['step']}": [float("nan") if v is None else v for v in r["loss_per_segment"]]
+            for r in picks
+        }
+        written.append(
+            plot_nll_curves(
+                curves,
+                seg,
+                vals[-1].get("crop_len"),
+                out / "log_segments.png",
+                title="validation NLL per position",
+            )
+        )
     return written

@@ -86,8 +86,9 @@ def _lead_in(tokenizer: Tokenizer) -> list[int]:
     return [int(bar_id)] if bar_id is not None else []
 
 
-def prompt_from_ids(tokenizer: Tokenizer, ids: list[int], start: int, end: int,
-                    where: str = "prompt") -> Prompt:
+def prompt_from_ids(
+    tokenizer: Tokenizer, ids: list[int], start: int, end: int, where: str = "prompt"
+) -> Prompt:
     """Bars start..end-1 (0-based) of a song's ids; `where` names the song in errors."""
     ids = [int(t) for t in ids]
     starts = tokenizer.bar_starts(np.asarray(ids, dtype=np.int64))
@@ -110,18 +111,21 @@ def prompt_from_ids(tokenizer: Tokenizer, ids: list[int], start: int, end: int,
     cut = (end - start) * bar_ticks(whole.ticks_per_quarter, beats)
     notes = midi_pairing(only_notes(whole, lambda n: n.time < cut))
     lead = _lead_in(tokenizer)
-    return Prompt(ids=body + lead, bars=end - start, notes=notes, offset=first, lead_in=lead,
-                  beats=beats)
+    return Prompt(
+        ids=body + lead, bars=end - start, notes=notes, offset=first, lead_in=lead, beats=beats
+    )
 
 
-def prompt_from_file(tokenizer: Tokenizer, path: str | Path, start: int = 0,
-                     end: int = 2) -> Prompt:
+def prompt_from_file(
+    tokenizer: Tokenizer, path: str | Path, start: int = 0, end: int = 2
+) -> Prompt:
     """Bars start..end-1 of a MIDI file, with the tempo where bar `start` begins."""
     path = Path(path)
     check_midi_path(path)
     prompt = prompt_from_ids(tokenizer, tokenizer.encode(path), start, end, where=str(path))
-    prompt.tempo = tempo_at_bar(path, start, beats_per_bar(tokenizer),
-                                from_first_note=tokenizer.name == "groove")
+    prompt.tempo = tempo_at_bar(
+        path, start, beats_per_bar(tokenizer), from_first_note=tokenizer.name == "groove"
+    )
     return prompt
 
 
@@ -146,8 +150,9 @@ def music_prompt(tokenizer: Tokenizer, ids: list[int], bars: int) -> Prompt | No
     return None
 
 
-def tempo_at_bar(path: str | Path, bar: int, beats: int = 4,
-                 from_first_note: bool = False) -> float | None:
+def tempo_at_bar(
+    path: str | Path, bar: int, beats: int = 4, from_first_note: bool = False
+) -> float | None:
     """The tempo (qpm) in effect where bar `bar` begins on the tokenizer's grid: `beats` quarters
     per bar, whatever time signatures the file declares (the tokenizers ignore them), counted from
     tick 0 (REMI) or, with `from_first_note` (groove), from the bar of the first note."""

@@ -34,8 +34,9 @@ SOUNDFONTS = [
     "/usr/share/soundfonts/default.sf2",
 ]
 PIP_SOUNDFONT = ("pretty_midi", "TimGM6mb.sf2")  # (package, file inside it)
-INSTALL_HINT = ("pip install midirenderer pretty_midi "
-                "(or: apt-get install fluidsynth fluid-soundfont-gm)")
+INSTALL_HINT = (
+    "pip install midirenderer pretty_midi (or: apt-get install fluidsynth fluid-soundfont-gm)"
+)
 PIANO_ROLL_SIZE = (12.0, 4.0)  # inches
 PIANO_ROLL_DPI = 100  # so a piano roll is 1200 x 400 pixels
 SAMPLE_RATE = 44100
@@ -136,8 +137,21 @@ def piano_roll(notes: Notes, path: str | Path, title: str = "") -> Path:
 
 
 def _fluidsynth_wav(binary: str, sf2: Path, midi: Path, tmp: Path, gain: float) -> None:
-    cmd = [binary, "-ni", "-q", "-g", str(gain), "-r", str(SAMPLE_RATE), "-T", "wav",
-           "-F", str(tmp), str(sf2), str(midi)]
+    cmd = [
+        binary,
+        "-ni",
+        "-q",
+        "-g",
+        str(gain),
+        "-r",
+        str(SAMPLE_RATE),
+        "-T",
+        "wav",
+        "-F",
+        str(tmp),
+        str(sf2),
+        str(midi),
+    ]
     proc = subprocess.run(cmd, capture_output=True, text=True)
     if proc.returncode != 0 or tmp.stat().st_size == 0:
         msg = (proc.stderr or proc.stdout).strip().splitlines()
@@ -159,7 +173,10 @@ def _pip_synth(midi: Path, sf2: Path, fmt: str) -> bytes:
 
 
 def synthesize(
-    src, out: str | Path, fluidsynth: str | None = None, soundfont: str | Path | None = None,
+    src,
+    out: str | Path,
+    fluidsynth: str | None = None,
+    soundfont: str | Path | None = None,
     gain: float = 0.6,
 ) -> Path | None:
     """Audio of a MIDI file (or a symusic Score) as `out` (.wav or .ogg); None, after one line on
@@ -182,15 +199,22 @@ def synthesize(
     sf2 = _soundfont_for_pip_synth(soundfont)
     if importlib.util.find_spec("midirenderer") is None or sf2 is None:
         missing = "midirenderer" if sf2 is not None else "a General MIDI soundfont"
-        print(f"render: no {fmt.upper()} ({missing} not found); install with: {INSTALL_HINT}",
-              file=sys.stderr)
+        print(
+            f"render: no {fmt.upper()} ({missing} not found); install with: {INSTALL_HINT}",
+            file=sys.stderr,
+        )
         return None
     atomic_write_bytes(out, _pip_synth(midi, sf2, fmt))  # verified: exactly these bytes
     return out
 
 
-def synthesize_wav(midi: str | Path, wav: str | Path, fluidsynth: str | None = None,
-                   soundfont: str | Path | None = None, gain: float = 0.6) -> Path | None:
+def synthesize_wav(
+    midi: str | Path,
+    wav: str | Path,
+    fluidsynth: str | None = None,
+    soundfont: str | Path | None = None,
+    gain: float = 0.6,
+) -> Path | None:
     return synthesize(midi, wav, fluidsynth, soundfont, gain)
 
 
@@ -204,8 +228,13 @@ def read_wav(path: str | Path) -> tuple[np.ndarray, int]:
 
 
 def render_midi(
-    path: str | Path, out_dir: str | Path, png: bool = True, wav: bool = False,
-    fluidsynth: str | None = None, soundfont: str | Path | None = None, ogg: bool = False,
+    path: str | Path,
+    out_dir: str | Path,
+    png: bool = True,
+    wav: bool = False,
+    fluidsynth: str | None = None,
+    soundfont: str | Path | None = None,
+    ogg: bool = False,
 ) -> list[Path]:
     """Write `<stem>.png`, `<stem>.wav` and/or `<stem>.ogg` of one MIDI file into `out_dir`;
     returns the paths written."""

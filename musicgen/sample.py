@@ -214,15 +214,23 @@ def generate(
     return [r.out for r in rows]
 
 
-def _draw(logits: torch.Tensor, rows: list[_Row], sampling: list[bool],
-          options: SamplingOptions, vocab: int, generator: torch.Generator | None,
-          ) -> list[int | None]:
+def _draw(
+    logits: torch.Tensor,
+    rows: list[_Row],
+    sampling: list[bool],
+    options: SamplingOptions,
+    vocab: int,
+    generator: torch.Generator | None,
+) -> list[int | None]:
     """One id per sampling row (None for the others), masked by each row's grammar."""
     allowed = None
     if options.grammar:
         ones = np.ones(vocab, dtype=bool)
-        allowed = torch.from_numpy(np.stack(
-            [r.grammar.allowed() if s else ones for r, s in zip(rows, sampling, strict=True)]))
+        allowed = torch.from_numpy(
+            np.stack(
+                [r.grammar.allowed() if s else ones for r, s in zip(rows, sampling, strict=True)]
+            )
+        )
     drawn = sample_from_logits(filter_logits(logits, options, allowed), generator).tolist()
     return [int(t) if s else None for t, s in zip(drawn, sampling, strict=True)]
 
@@ -238,10 +246,16 @@ class _Row:
     active: bool = True
 
     @classmethod
-    def start(cls, tokenizer: Tokenizer, prompt: list[int], masked: bool, count_bars: bool,
-              ) -> _Row:
-        grammar = (_check_prompt(tokenizer, prompt, "prompt") if masked
-                   else _replay(tokenizer, prompt))
+    def start(
+        cls,
+        tokenizer: Tokenizer,
+        prompt: list[int],
+        masked: bool,
+        count_bars: bool,
+    ) -> _Row:
+        grammar = (
+            _check_prompt(tokenizer, prompt, "prompt") if masked else _replay(tokenizer, prompt)
+        )
         out = Generated(ids=[int(t) for t in prompt], prompt_len=len(prompt))
         if count_bars:  # bar starts are counted as ids arrive: constant work per token
             out.bars = tokenizer.bar_counter()

@@ -140,7 +140,8 @@ def check_options(cfg: Config) -> None:
     """Options only the trainer reads, checked before any work."""
     if cfg.train.val_seeds < 1:
         raise MusicgenError(
-            f"config: train.val_seeds must be at least 1, got {cfg.train.val_seeds}")
+            f"config: train.val_seeds must be at least 1, got {cfg.train.val_seeds}"
+        )
 
 
 def setup_distributed(device: torch.device) -> Ranks:
@@ -165,23 +166,31 @@ def resume_state(cfg: Config, out: Path) -> tuple[TrainState, dict]:
     if saved.tokenizer != cfg.tokenizer or saved.model != cfg.model:
         raise MusicgenError(
             f"{last}: checkpoint's model/tokenizer differ from this config's; "
-            "resume with the config it was trained with")
+            "resume with the config it was trained with"
+        )
     saved_state = payload["train_state"]
     missing = [k for k in ("step", "optimizer") if k not in saved_state]
     if missing:
         raise MusicgenError(
-            f"{last}: not a resumable training checkpoint (no {missing[0]} in its "
-            "training state)")
+            f"{last}: not a resumable training checkpoint (no {missing[0]} in its training state)"
+        )
     step = int(saved_state["step"])
     if step > cfg.train.max_steps:
         raise MusicgenError(
             f"config: train.max_steps: must be >= {step} (the step of {last}) to resume, "
-            f"got {cfg.train.max_steps}")
+            f"got {cfg.train.max_steps}"
+        )
     return TrainState(step=step, best=float(saved_state.get("best", math.inf))), payload
 
 
-def build_run(cfg: Config, out: Path, device: torch.device, ranks: Ranks, payload: dict | None,
-              start_step: int) -> Run:
+def build_run(
+    cfg: Config,
+    out: Path,
+    device: torch.device,
+    ranks: Ranks,
+    payload: dict | None,
+    start_step: int,
+) -> Run:
     """Model, optimiser, scaler (restored from `payload` when resuming), data loader from
     `start_step` on, and validation songs."""
     split = PreparedSplit(cfg.data.path, "train")
@@ -199,10 +208,22 @@ def build_run(cfg: Config, out: Path, device: torch.device, ranks: Ranks, payloa
         if "scaler" in payload["train_state"]:
             scaler.load_state_dict(payload["train_state"]["scaler"])
     data, loader = make_loader(cfg, split, ranks, start_step)
-    return Run(cfg=cfg, out=out, device=device, ranks=ranks, model=model,
-               wrapped=wrap_model(model, cfg, device, ranks), optim=optim, scaler=scaler,
-               amp=amp, precision=precision, tok=tok, data=data, loader=loader,
-               val_songs=load_songs(cfg.data.path, "validation", max_songs=cfg.train.val_songs))
+    return Run(
+        cfg=cfg,
+        out=out,
+        device=device,
+        ranks=ranks,
+        model=model,
+        wrapped=wrap_model(model, cfg, device, ranks),
+        optim=optim,
+        scaler=scaler,
+        amp=amp,
+        precision=precision,
+        tok=tok,
+        data=data,
+        loader=loader,
+        val_songs=load_songs(cfg.data.path, "validation", max_songs=cfg.train.val_songs),
+    )
 
 
 def data_tokenizer(cfg: Config, split: PreparedSplit) -> Tokenizer:
@@ -212,13 +233,15 @@ def data_tokenizer(cfg: Config, split: PreparedSplit) -> Tokenizer:
     if tok.name != cfg.tokenizer:
         raise MusicgenError(
             f"{cfg.data.path}: data was prepared with tokenizer '{tok.name}' but the config "
-            f"expects '{cfg.tokenizer}'")
+            f"expects '{cfg.tokenizer}'"
+        )
     if cfg.model.vocab_size == 0:
         cfg.model.vocab_size = tok.vocab_size
     elif cfg.model.vocab_size != tok.vocab_size:
         raise MusicgenError(
             f"{cfg.data.path}: vocabulary size {tok.vocab_size} does not match "
-            f"model.vocab_size={cfg.model.vocab_size}")
+            f"model.vocab_size={cfg.model.vocab_size}"
+        )
     return tok
 
 
@@ -227,8 +250,13 @@ def make_optimizer(model: torch.nn.Module, cfg: Config) -> torch.optim.Optimizer
     pass) on the devices that have it, CPU and CUDA, the default one elsewhere (MPS)."""
     opt_cls = torch.optim.AdamW if cfg.optim.weight_decay > 0 else torch.optim.Adam
     fused = next(model.parameters()).device.type in ("cpu", "cuda")
-    return opt_cls(model.parameters(), lr=cfg.optim.lr, betas=tuple(cfg.optim.betas),
-                   weight_decay=cfg.optim.weight_decay, fused=fused or None)
+    return opt_cls(
+        model.parameters(),
+        lr=cfg.optim.lr,
+        betas=tuple(cfg.optim.betas),
+        weight_decay=cfg.optim.weight_decay,
+        fused=fused or None,
+    )
 
 
 def autocast_for(device: torch.device, precision: str) -> tuple[AbstractContextManager, str]:
@@ -241,13 +269,15 @@ def autocast_for(device: torch.device, precision: str) -> tuple[AbstractContextM
     return torch.autocast(device_type=device.type, dtype=dtype), precision
 
 
-def wrap_model(model: torch.nn.Module, cfg: Config, device: torch.device,
-               ranks: Ranks) -> torch.nn.Module:
+def wrap_model(
+    model: torch.nn.Module, cfg: Config, device: torch.device, ranks: Ranks
+) -> torch.nn.Module:
     """DDP across ranks (gradients all-reduced in backward), then torch.compile if asked."""
     wrapped = model
     if ranks.world > 1:
         wrapped = torch.nn.parallel.DistributedDataParallel(
-            wrapped, device_ids=[device.index] if device.type == "cuda" else None)
+            wrapped, device_ids=[device.index] if device.type == "cuda" else None
+        )
     if cfg.train.compile:
         wrapped = torch.compile(wrapped)
     return wrapped
@@ -258,7 +288,12 @@ class StepSampler(Sampler[int]):
 
     def __init__(self, start_step: int, max_steps: int, per_step: int, rank: int, world: int):
         self.start, self.max, self.per_step, self.rank, self.world = (
-            start_step, max_steps, per_step, rank, world)
+            start_step,
+            max_steps,
+            per_step,
+            rank,
+            world,
+        )
 
     def __iter__(self):
         for step in range(self.start, self.max):
@@ -274,14 +309,16 @@ def crops_per_step(cfg: Config) -> int:
     return cfg.train.batch_size * cfg.train.grad_accum
 
 
-def make_loader(cfg: Config, split: PreparedSplit, ranks: Ranks,
-                start_step: int) -> tuple[torch.utils.data.Dataset, DataLoader]:
+def make_loader(
+    cfg: Config, split: PreparedSplit, ranks: Ranks, start_step: int
+) -> tuple[torch.utils.data.Dataset, DataLoader]:
     """The crops of every step and rank, and a loader giving this rank's from `start_step` on."""
     per_step = crops_per_step(cfg)
     data = make_train_dataset(cfg, split, cfg.train.max_steps * per_step * ranks.world)
     sampler = StepSampler(start_step, cfg.train.max_steps, per_step, ranks.rank, ranks.world)
-    loader = DataLoader(data, batch_size=cfg.train.batch_size, num_workers=cfg.data.workers,
-                        sampler=sampler)
+    loader = DataLoader(
+        data, batch_size=cfg.train.batch_size, num_workers=cfg.data.workers, sampler=sampler
+    )
     return data, loader
 
 
@@ -294,12 +331,19 @@ def open_outputs(run: Run, start_step: int) -> None:
         _truncate_log(run.out / "log.jsonl", start_step)
         run.log = open(run.out / "log.jsonl", "a")
         n_params = sum(p.numel() for p in run.model.parameters())
-        print(f"musicgen train: {n_params / 1e6:.1f} M parameters, device {run.device}, "
-              f"precision {run.precision}, world {run.ranks.world}, "
-              f"steps {start_step}->{run.cfg.train.max_steps}")
+        print(
+            f"musicgen train: {n_params / 1e6:.1f} M parameters, device {run.device}, "
+            f"precision {run.precision}, world {run.ranks.world}, "
+            f"steps {start_step}->{run.cfg.train.max_steps}"
+        )
         print(json.dumps(to_dict(run.cfg), indent=None))
-    run.bar = tqdm(total=run.cfg.train.max_steps, initial=start_step, disable=not run.ranks.main,
-                   desc="train", dynamic_ncols=True)
+    run.bar = tqdm(
+        total=run.cfg.train.max_steps,
+        initial=start_step,
+        disable=not run.ranks.main,
+        desc="train",
+        dynamic_ncols=True,
+    )
 
 
 def _truncate_log(path: Path, step: int) -> None:
@@ -327,15 +371,19 @@ def run_steps(run: Run, state: TrainState, stop: StopRequest) -> None:
         if done.leave:
             if run.ranks.main:
                 t = run.cfg.train
-                why = (f"after {t.max_minutes} minutes" if done.overtime and not stop.asked
-                       else "on request")
-                tqdm.write(f"stopping {why} at step {state.step}: saved {run.out / 'last.pt'}; "
-                           "--resume continues")
+                why = (
+                    f"after {t.max_minutes} minutes"
+                    if done.overtime and not stop.asked
+                    else "on request"
+                )
+                tqdm.write(
+                    f"stopping {why} at step {state.step}: saved {run.out / 'last.pt'}; "
+                    "--resume continues"
+                )
             return
 
 
-def train_step(run: Run, state: TrainState, batches: Iterator[dict],
-               stop: StopRequest) -> StepDone:
+def train_step(run: Run, state: TrainState, batches: Iterator[dict], stop: StopRequest) -> StepDone:
     """One optimiser step: seeded randomness, gradients over grad_accum micro-batches, one
     all-reduced decision (non-finite loss anywhere: raise; stop wanted anywhere: leave after this
     step), then the clipped update (through the GradScaler: fp16 skips steps with inf grads)."""
@@ -348,14 +396,14 @@ def train_step(run: Run, state: TrainState, batches: Iterator[dict],
     for group in run.optim.param_groups:
         group["lr"] = lr
     loss = accumulate_gradients(run, state, batches)
-    overtime = bool(cfg.train.max_minutes) and (
-        time.time() - state.t0 > 60 * cfg.train.max_minutes)
+    overtime = bool(cfg.train.max_minutes) and (time.time() - state.t0 > 60 * cfg.train.max_minutes)
     bad, leave = any_rank([not math.isfinite(loss), overtime or stop.asked], run.ranks, run.device)
     if bad:
         where = loss if not math.isfinite(loss) else "on another rank"
         raise MusicgenError(
             f"non-finite loss ({where}) at step {step}; stopped, the last good "
-            f"checkpoint in {run.out} is left intact (try a lower optim.lr)")
+            f"checkpoint in {run.out} is left intact (try a lower optim.lr)"
+        )
     run.scaler.unscale_(run.optim)
     torch.nn.utils.clip_grad_norm_(run.model.parameters(), cfg.optim.grad_clip)
     run.scaler.step(run.optim)
@@ -421,8 +469,18 @@ def report_step(run: Run, state: TrainState, done: StepDone) -> None:
     run.bar.set_postfix(loss=f"{done.loss:.3f}", lr=f"{done.lr:.2e}", tok_s=f"{tps:.0f}")
     if step % run.cfg.log.every == 0 or step == run.cfg.train.max_steps:
         epoch = run.data.pass_of((step - 1) * world * per_step)
-        _log(run.log, {"kind": "train", "step": step, "epoch": epoch, "loss": done.loss,
-                       "lr": done.lr, "tok_per_s": tps, "time": time.time() - state.t0})
+        _log(
+            run.log,
+            {
+                "kind": "train",
+                "step": step,
+                "epoch": epoch,
+                "loss": done.loss,
+                "lr": done.lr,
+                "tok_per_s": tps,
+                "time": time.time() - state.t0,
+            },
+        )
 
 
 def _due(run: Run, state: TrainState, every: int, leave: bool) -> bool:
@@ -437,33 +495,45 @@ def maybe_validate(run: Run, state: TrainState, leave: bool) -> None:
     res = validate(run.wrapped, run.val_songs, run.cfg, run.device, run.ranks)
     _log(run.log, {"kind": "val", "step": state.step, **res})
     if run.ranks.main:
-        tqdm.write(f"step {state.step}: val loss {res['loss']:.4f} (beyond crop: "
-                   f"{res['loss_beyond']})")
+        tqdm.write(
+            f"step {state.step}: val loss {res['loss']:.4f} (beyond crop: {res['loss_beyond']})"
+        )
     if res["loss"] < state.best:
         state.best = res["loss"]
         if run.ranks.main:
             save_state(run, state, "best.pt")
 
 
-def validate(model: torch.nn.Module, songs: list, cfg: Config, device: torch.device,
-             ranks: Ranks) -> dict:
+def validate(
+    model: torch.nn.Module, songs: list, cfg: Config, device: torch.device, ranks: Ranks
+) -> dict:
     """Mean loss within the crop length, beyond it (extrapolation), and per 128-token segment,
     over `train.val_seeds` seeded SPE draws (the same draws every time: best.pt is not picked on
     noise). Each rank scores songs[rank::world]; the sums are all-reduced, so every rank gets the
     numbers a single process would."""
-    sums, counts = seeded_nll(unwrap(model), songs[ranks.rank::ranks.world], cfg.train.val_max_len,
-                              device, seeds=cfg.train.val_seeds, seed=cfg.train.seed,
-                              first_index=ranks.rank, step=ranks.world)
+    sums, counts = seeded_nll(
+        unwrap(model),
+        songs[ranks.rank :: ranks.world],
+        cfg.train.val_max_len,
+        device,
+        seeds=cfg.train.val_seeds,
+        seed=cfg.train.seed,
+        first_index=ranks.rank,
+        step=ranks.world,
+    )
     if ranks.world > 1:
         both = torch.from_numpy(np.stack([sums, counts.astype(np.float64)])).to(device)
         dist.all_reduce(both)  # (2, val_max_len) float64
         sums, counts = both[0].cpu().numpy(), both[1].cpu().numpy().round().astype(np.int64)
     crop = cfg.data.crop_len
     beyond = range_mean(sums, counts, crop)
-    return {"loss": range_mean(sums, counts, 0, crop),
-            "loss_beyond": None if math.isnan(beyond) else beyond,
-            "loss_per_segment": [None if math.isnan(v) else v for v in segment_means(sums, counts)],
-            "segment": SEGMENT, "crop_len": crop}
+    return {
+        "loss": range_mean(sums, counts, 0, crop),
+        "loss_beyond": None if math.isnan(beyond) else beyond,
+        "loss_per_segment": [None if math.isnan(v) else v for v in segment_means(sums, counts)],
+        "segment": SEGMENT,
+        "crop_len": crop,
+    }
 
 
 def maybe_checkpoint(run: Run, state: TrainState, leave: bool) -> None:

@@ -70,8 +70,7 @@ def gemv_floor(model: torch.nn.Module, repeats: int = 5) -> float:
 
 
 def make(vocab: int, pe: str, gated: bool, n_layers: int = 24, **small):
-    cfg = ModelConfig(vocab_size=vocab, pe=pe, gated=gated, dropout=0.0, n_layers=n_layers,
-                      **small)
+    cfg = ModelConfig(vocab_size=vocab, pe=pe, gated=gated, dropout=0.0, n_layers=n_layers, **small)
     torch.manual_seed(0)
     return build_model(cfg).eval(), cfg
 
@@ -141,8 +140,17 @@ def invalid_rates(samples: int, max_tokens: int) -> dict:
     torch.set_num_threads(1)
     for name in ("remi", "groove"):
         tok = build_tokenizer(name)
-        cfg = ModelConfig(vocab_size=tok.vocab_size, n_layers=2, d_model=32, n_heads=2, d_ff=64,
-                          dropout=0.0, n_features=16, num_realizations=8, kernel_size=8)
+        cfg = ModelConfig(
+            vocab_size=tok.vocab_size,
+            n_layers=2,
+            d_model=32,
+            n_heads=2,
+            d_ff=64,
+            dropout=0.0,
+            n_features=16,
+            num_realizations=8,
+            kernel_size=8,
+        )
         torch.manual_seed(0)
         model = build_model(cfg).eval()
         row = {}
@@ -150,8 +158,14 @@ def invalid_rates(samples: int, max_tokens: int) -> dict:
             gen = torch.Generator().manual_seed(0)
             res = []
             for _ in range(samples // 50):
-                res += generate(model, tok, [[tok.bos_id]] * 50, SamplingOptions(1.0, 0, 1.0,
-                                grammar), max_new_tokens=max_tokens, generator=gen)
+                res += generate(
+                    model,
+                    tok,
+                    [[tok.bos_id]] * 50,
+                    SamplingOptions(1.0, 0, 1.0, grammar),
+                    max_new_tokens=max_tokens,
+                    generator=gen,
+                )
             row[grammar] = (invalid_rate(res), sum(r.sampled for r in res))
         out[name] = row
     torch.set_num_threads(threads)
@@ -165,8 +179,13 @@ def main() -> None:
     ap.add_argument("--long-layers", type=int, default=1, help="layers of the real long run")
     ap.add_argument("--doc", default=str(ROOT / "docs" / "benchmarks.md"))
     ap.add_argument("--layers", type=int, default=24, help="layers of the timed model")
-    ap.add_argument("--recompute", type=int, nargs="+", default=[128, 512, 1024, 2048],
-                    help="prefix lengths at which recomputation is timed")
+    ap.add_argument(
+        "--recompute",
+        type=int,
+        nargs="+",
+        default=[128, 512, 1024, 2048],
+        help="prefix lengths at which recomputation is timed",
+    )
     ap.add_argument("--threads", type=int, default=0, help="torch threads (0: torch's default)")
     ap.add_argument("--samples", type=int, default=200, help="samples per invalid-rate figure")
     ap.add_argument("--no-doc", action="store_true", help="print only")
@@ -188,15 +207,21 @@ def main() -> None:
         med = interleaved({pe: new_run(m, batch) for pe, m in models.items()}, args.steps)
         speed.update({(pe, batch): batch / t for pe, t in med.items()})
     print(f"tokens/s: {speed}", flush=True)
-    med = interleaved({(pe, where): new_run(m, 1, pos) for pe, m in models.items()
-                       for where, pos in (("near", 100), ("far", args.long - args.steps))},
-                      args.steps)
+    med = interleaved(
+        {
+            (pe, where): new_run(m, 1, pos)
+            for pe, m in models.items()
+            for where, pos in (("near", 100), ("far", args.long - args.steps))
+        },
+        args.steps,
+    )
     far = {pe: (med[(pe, "near")], med[(pe, "far")]) for pe in models}
     print(f"per token near 100 / {args.long}: {far}", flush=True)
     ape_model = models["ape"]
     del models
-    med = interleaved({p: new_run(ape_model, 1, p) for p in (100, 1000, 2048 - args.steps)},
-                      args.steps)
+    med = interleaved(
+        {p: new_run(ape_model, 1, p) for p in (100, 1000, 2048 - args.steps)}, args.steps
+    )
     step_2048 = 2048 * float(np.mean(list(med.values())))
     recompute, measured = recompute_total(ape_model, vocab, args.recompute, 2048)
     print(f"2048 tokens: step {step_2048:.1f} s, recompute {recompute:.1f} s", flush=True)
@@ -209,7 +234,8 @@ def main() -> None:
 
     bound = bytes_tok / (bw * 1e9)
     lines = [
-        SECTION, "",
+        SECTION,
+        "",
         f"`scripts/bench_generate.py {' '.join(sys.argv[1:])}` on {machine()}; {minutes:.1f} min. "
         f"Model: the default config ({args.layers} layers, d_model 512, 8 heads, FFN 2048, "
         f"FAVOR+ 128 features, R = 64; {n_params / 1e6:.1f} M parameters, REMI vocabulary "
@@ -217,18 +243,22 @@ def main() -> None:
         f"median of {args.steps} steps after 2 warm-up steps, the models or positions compared "
         "stepped in turn. The machine is shared with other jobs (load average "
         f"{load_start:.1f} at the start, {os.getloadavg()[0]:.1f} at the end, on 2 CPUs): expect "
-        "noise of tens of percent.", "",
+        "noise of tens of percent.",
+        "",
         "| positional encoding | tokens/s, batch 1 | tokens/s, batch 8 | vs APE (b1 / b8) |",
         "|---|---|---|---|",
     ]
     for pe, gated in PES:
         label = pe + (" (gated)" if gated else "")
         r1, r8 = speed[(pe, 1)] / speed[("ape", 1)], speed[(pe, 8)] / speed[("ape", 8)]
-        lines.append(f"| {label} | {speed[(pe, 1)]:.1f} | {speed[(pe, 8)]:.1f} | "
-                     f"{r1:.2f} / {r8:.2f} |")
+        lines.append(
+            f"| {label} | {speed[(pe, 1)]:.1f} | {speed[(pe, 8)]:.1f} | {r1:.2f} / {r8:.2f} |"
+        )
     lines += [
-        "", "Per-token time at batch 1, near position 100 and near position "
-        f"{args.long} (the state's position set directly: the state has a fixed size):", "",
+        "",
+        "Per-token time at batch 1, near position 100 and near position "
+        f"{args.long} (the state's position set directly: the state has a fixed size):",
+        "",
         f"| positional encoding | ms/token near 100 | ms/token near {args.long} | ratio |",
         "|---|---|---|---|",
     ]
@@ -236,9 +266,11 @@ def main() -> None:
         a, b = far[pe]
         lines.append(f"| {pe} | {a * 1e3:.1f} | {b * 1e3:.1f} | {b / a:.2f} |")
     lines += [
-        "", f"Real runs (a {args.long_layers}-layer model with d_model 128, 2 heads): one sequence "
+        "",
+        f"Real runs (a {args.long_layers}-layer model with d_model 128, 2 heads): one sequence "
         f"stepped from 0 to {args.long}, one from 0 to 100, then both stepped 100 more times in "
-        "turn; median ms/token:", "",
+        "turn; median ms/token:",
+        "",
         f"| positional encoding | positions 100-199 | positions {args.long}-{args.long + 99} "
         "| ratio |",
         "|---|---|---|---|",
@@ -248,38 +280,54 @@ def main() -> None:
         lines.append(f"| {pe} | {a * 1e3:.2f} | {b * 1e3:.2f} | {b / a:.2f} |")
     meas = ", ".join(f"{n}: {t:.2f} s" for n, t in measured.items())
     lines += [
-        "", f"Step-by-step vs recomputation, 2048 tokens, APE, batch 1: step-by-step "
+        "",
+        f"Step-by-step vs recomputation, 2048 tokens, APE, batch 1: step-by-step "
         f"{step_2048:.1f} s (2048 x the mean of the median step times near positions 100, 1000 "
         "and 2048); "
         f"recomputing the whole prefix for every new token {recompute:.0f} s, extrapolated from "
         f"forward passes timed at prefix lengths ({meas}) with a linear fit summed over "
-        f"n = 1..2048: **{recompute / step_2048:.0f}x** slower.", "",
+        f"n = 1..2048: **{recompute / step_2048:.0f}x** slower.",
+        "",
         f"Memory-bandwidth bound, batch 1: {bytes_tok / 1e6:.0f} MB of weights read per token "
         f"(every parameter once, one embedding row) / {bw:.1f} GB/s (copy of a 512 MiB tensor, "
         f"read + write) = {bound * 1e3:.1f} ms/token ({1 / bound:.1f} tokens/s); measured APE "
         f"batch 1: {1e3 / speed[('ape', 1)]:.1f} ms/token, **{speed[('ape', 1)] * bound:.2f}** "
         f"of the bound's speed. For scale: the batch-1 matrix-vector products with all Linear "
         f"weights alone (nothing else of a step) take {floor * 1e3:.1f} ms here "
-        f"({bound / floor:.2f} of the bound's speed).", "",
+        f"({bound / floor:.2f} of the bound's speed).",
+        "",
         f"Invalid-token rate of untrained tiny models (2 layers, d 32), {args.samples} samples of "
         "at most "
-        "128 tokens at T = 1 (grammar errors / sampled tokens):", "",
-        "| tokenizer | grammar off | grammar on |", "|---|---|---|",
+        "128 tokens at T = 1 (grammar errors / sampled tokens):",
+        "",
+        "| tokenizer | grammar off | grammar on |",
+        "|---|---|---|",
     ]
     for name, row in rates.items():
-        lines.append(f"| {name} | {row[False][0]:.3f} ({row[False][1]} tokens) | "
-                     f"{row[True][0]:.3f} ({row[True][1]} tokens) |")
+        lines.append(
+            f"| {name} | {row[False][0]:.3f} ({row[False][1]} tokens) | "
+            f"{row[True][0]:.3f} ({row[True][1]} tokens) |"
+        )
     worst_far = max(abs(b / a - 1) for a, b in far.values())
     spe_ratio = min(speed[(pe, b)] / speed[("ape", b)] for pe, _ in PES for b in (1, 8))
     slow_vs_bound = 1 / (speed[("ape", 1)] * bound)
     verdict = [
-        ("step-by-step >= 10x faster than recomputation at 2048",
-         recompute / step_2048 >= 10, f"{recompute / step_2048:.0f}x"),
-        (f"per-token time near {args.long} within 10 % of near 100", worst_far <= 0.10,
-         f"worst {worst_far * 100:.0f} %"),
+        (
+            "step-by-step >= 10x faster than recomputation at 2048",
+            recompute / step_2048 >= 10,
+            f"{recompute / step_2048:.0f}x",
+        ),
+        (
+            f"per-token time near {args.long} within 10 % of near 100",
+            worst_far <= 0.10,
+            f"worst {worst_far * 100:.0f} %",
+        ),
         ("SPE >= 0.8x APE tokens/s", spe_ratio >= 0.8, f"lowest {spe_ratio:.2f}x"),
-        ("batch 1 within 2x of the bandwidth bound", slow_vs_bound <= 2,
-         f"{slow_vs_bound:.1f}x the bound's time"),
+        (
+            "batch 1 within 2x of the bandwidth bound",
+            slow_vs_bound <= 2,
+            f"{slow_vs_bound:.1f}x the bound's time",
+        ),
     ]
     lines += ["", "Targets:", ""]
     lines += [f"- {what}: **{'met' if ok else 'not met'}** ({how})" for what, ok, how in verdict]

@@ -74,9 +74,14 @@ def worker(variant: str, length: int, layers: int, reps: int, threads: int) -> d
         model(ids).float().logsumexp(-1).mean().backward()
         times.append(time.perf_counter() - t0)
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-    return {"variant": variant, "length": length, "time_s": min(times[1:] or times),
-            "peak_mib": peak - base, "flops": train_flops(cfg, 1, length),
-            "peak_gflops": peak_gflops}
+    return {
+        "variant": variant,
+        "length": length,
+        "time_s": min(times[1:] or times),
+        "peak_mib": peak - base,
+        "flops": train_flops(cfg, 1, length),
+        "peak_gflops": peak_gflops,
+    }
 
 
 def _softmax_forward(attn, F):
@@ -95,11 +100,15 @@ def _softmax_forward(attn, F):
 
 def summarise(res: dict[str, list[dict]]) -> dict:
     """Medians over the repeats of each tree (time, memory, MFU against that worker's peak)."""
-    return {label: {"time_s": median([r["time_s"] for r in runs]),
-                    "peak_mib": median([r["peak_mib"] for r in runs]),
-                    "mfu": median([r["flops"] / r["time_s"] / (r["peak_gflops"] * 1e9)
-                                   for r in runs])}
-            for label, runs in res.items() if runs}
+    return {
+        label: {
+            "time_s": median([r["time_s"] for r in runs]),
+            "peak_mib": median([r["peak_mib"] for r in runs]),
+            "mfu": median([r["flops"] / r["time_s"] / (r["peak_gflops"] * 1e9) for r in runs]),
+        }
+        for label, runs in res.items()
+        if runs
+    }
 
 
 def report(rows: dict, lengths: list[int], header: str, baseline: bool) -> str:
@@ -112,13 +121,21 @@ def report(rows: dict, lengths: list[int], header: str, baseline: bool) -> str:
     lines.append("| variant | " + " | ".join(f"{n}" for n in lengths) + " |")
     lines.append("|---|" + "---:|" * len(lengths))
     for v in names:
-        cells = [f"{t[(v, n)]:.2f} s / {mem[(v, n)]:.0f} MiB / {res[(v, n)]['mfu']:.0%}"
-                 if (v, n) in res else "—" for n in lengths]
+        cells = [
+            f"{t[(v, n)]:.2f} s / {mem[(v, n)]:.0f} MiB / {res[(v, n)]['mfu']:.0%}"
+            if (v, n) in res
+            else "—"
+            for n in lengths
+        ]
         lines.append(f"| {v} | " + " | ".join(cells) + " |")
     if baseline:
-        lines += ["", "Speed-up over the base (base time / new time, same run, interleaved):", "",
-                  "| variant | " + " | ".join(f"{n}" for n in lengths) + " |",
-                  "|---|" + "---:|" * len(lengths)]
+        lines += [
+            "",
+            "Speed-up over the base (base time / new time, same run, interleaved):",
+            "",
+            "| variant | " + " | ".join(f"{n}" for n in lengths) + " |",
+            "|---|" + "---:|" * len(lengths),
+        ]
         for v in names:
             cells = []
             for n in lengths:
@@ -131,13 +148,19 @@ def report(rows: dict, lengths: list[int], header: str, baseline: bool) -> str:
         if (v, 8192) in t and (v, 1024) in t:
             r = t[(v, 8192)] / t[(v, 1024)]
             lines.append(f"- {v}: time(8192) / time(1024) = {r:.1f} (target <= 8.5)")
-    for v, lim in (("sineSPE", 1.15), ("convSPE", 1.3), ("sineSPE gated", 1.15),
-                   ("convSPE gated", 1.3)):
+    for v, lim in (
+        ("sineSPE", 1.15),
+        ("convSPE", 1.3),
+        ("sineSPE gated", 1.15),
+        ("convSPE gated", 1.3),
+    ):
         if (v, 2048) in t and ("APE", 2048) in t:
             rt = t[(v, 2048)] / t[("APE", 2048)]
             rm = mem[(v, 2048)] / max(mem[("APE", 2048)], 1e-9)
-            lines.append(f"- {v} vs APE at 2048: time x{rt:.2f} (target <= {lim}), "
-                         f"memory x{rm:.2f} (target <= 1.3)")
+            lines.append(
+                f"- {v} vs APE at 2048: time x{rt:.2f} (target <= {lim}), "
+                f"memory x{rm:.2f} (target <= 1.3)"
+            )
     lines += _reference_ratios(t, lengths)
     return "\n".join(lines) + "\n"
 
@@ -158,8 +181,11 @@ def _reference_ratios(t: dict, lengths: list[int]) -> list[str]:
         parts = ", ".join(f"{n}: x{t[('APE', n)] / t[(sm, n)]:.2f}" for n in pairs)
         lines.append(f"- linear (APE) time / softmax time: {parts}")
         from_ = next((n for i, n in enumerate(pairs) if all(faster[i:])), None)
-        lines.append(f"- linear beats softmax from length {from_} on" if from_ else
-                     "- linear did not beat softmax at the longest measured length")
+        lines.append(
+            f"- linear beats softmax from length {from_} on"
+            if from_
+            else "- linear did not beat softmax at the longest measured length"
+        )
     return lines
 
 
@@ -177,8 +203,9 @@ def main() -> None:
     args = ap.parse_args()
     if args.worker:
         reps = args.reps if int(args.worker[1]) <= 2048 else 1
-        print(json.dumps(worker(args.worker[0], int(args.worker[1]), args.layers, reps,
-                                args.threads)))
+        print(
+            json.dumps(worker(args.worker[0], int(args.worker[1]), args.layers, reps, args.threads))
+        )
         return
     sys.path.insert(0, str(ROOT))
     import torch
@@ -193,18 +220,34 @@ def main() -> None:
     with code_trees(args.baseline) as trees:
         for n in lengths:
             for v in variants:
-                cmd = [sys.executable, __file__, "--worker", v, str(n), "--layers",
-                       str(args.layers), "--reps", str(args.reps), "--threads", str(args.threads)]
-                res = interleaved(trees, args.repeats, lambda label, tree, cmd=cmd, w=f"{v} @ {n}":
-                                  run_worker(cmd, f"{w} {label}", tree))
+                cmd = [
+                    sys.executable,
+                    __file__,
+                    "--worker",
+                    v,
+                    str(n),
+                    "--layers",
+                    str(args.layers),
+                    "--reps",
+                    str(args.reps),
+                    "--threads",
+                    str(args.threads),
+                ]
+                res = interleaved(
+                    trees,
+                    args.repeats,
+                    lambda label, tree, cmd=cmd, w=f"{v} @ {n}": run_worker(
+                        cmd, f"{w} {label}", tree
+                    ),
+                )
                 rows[(v, n)] = summarise(res)
                 print(f"{v:>22} {n:>5}: {json.dumps(rows[(v, n)])}", flush=True)
     base = f", side by side with `{describe(args.baseline)}` (base)" if args.baseline else ""
     header = (
         f"`scripts/bench_model.py --lengths {args.lengths} --layers {args.layers} --threads "
         f"{args.threads} --repeats {args.repeats}"
-        + (f" --baseline {args.baseline}`" if args.baseline else "`") +
-        f"{base}: forward + backward of one batch (batch 1, random tokens, vocabulary 340) "
+        + (f" --baseline {args.baseline}`" if args.baseline else "`")
+        + f"{base}: forward + backward of one batch (batch 1, random tokens, vocabulary 340) "
         f"through the default model width (d_model 512, 8 heads, FFN 2048, FAVOR+ 128 features, "
         f"R = 64, K = 5, P = 128, chunk 64) but only **{args.layers} layers, not 24**, on this "
         f"CPU machine ({platform.processor() or platform.machine()}, {os.cpu_count()} logical "

@@ -32,10 +32,18 @@ def model_config(kind: str, m: int, args):
     from musicgen.config import ModelConfig, PerceiverConfig
 
     return ModelConfig(
-        vocab_size=VOCAB, n_layers=args.layers, d_model=args.d_model, n_heads=args.heads,
-        d_ff=4 * args.d_model, dropout=0.0, n_features=args.features, pe=args.pe,
-        num_realizations=args.r, head="perceiver_s" if kind == "Perceiver S" else "lm",
-        perceiver=PerceiverConfig(context_len=m, n_queries=args.n))
+        vocab_size=VOCAB,
+        n_layers=args.layers,
+        d_model=args.d_model,
+        n_heads=args.heads,
+        d_ff=4 * args.d_model,
+        dropout=0.0,
+        n_features=args.features,
+        pe=args.pe,
+        num_realizations=args.r,
+        head="perceiver_s" if kind == "Perceiver S" else "lm",
+        perceiver=PerceiverConfig(context_len=m, n_queries=args.n),
+    )
 
 
 def worker(kind: str, m: int, args) -> dict:
@@ -70,10 +78,16 @@ def worker(kind: str, m: int, args) -> dict:
     else:
         peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024 - base
     best = min(times[1:] or times)
-    return {"model": kind, "m": m, "step_s": best, "tok_s": args.batch * args.n / best,
-            "cpu_s": min(cpu[1:] or cpu),
-            "peak_mib": peak, "params": sum(p.numel() for p in model.parameters()),
-            "device": device.type}
+    return {
+        "model": kind,
+        "m": m,
+        "step_s": best,
+        "tok_s": args.batch * args.n / best,
+        "cpu_s": min(cpu[1:] or cpu),
+        "peak_mib": peak,
+        "params": sum(p.numel() for p in model.parameters()),
+        "device": device.type,
+    }
 
 
 def report(rows: list[dict], lengths: list[int], header: str) -> str:
@@ -85,12 +99,19 @@ def report(rows: list[dict], lengths: list[int], header: str) -> str:
         got = [res[(kind, m)] for m in lengths if (kind, m) in res]
         if not got:
             continue
-        cells = [f"{res[(kind, m)]['tok_s']:,.0f} tok/s / {res[(kind, m)]['peak_mib']:,.0f} MiB "
-                 f"({res[(kind, m)]['cpu_s']:.2f} CPU s)" if (kind, m) in res else "failed"
-                 for m in lengths]
+        cells = [
+            f"{res[(kind, m)]['tok_s']:,.0f} tok/s / {res[(kind, m)]['peak_mib']:,.0f} MiB "
+            f"({res[(kind, m)]['cpu_s']:.2f} CPU s)"
+            if (kind, m) in res
+            else "failed"
+            for m in lengths
+        ]
         lines.append(f"| {kind} | {got[0]['params'] / 1e6:.2f} M | " + " | ".join(cells) + " |")
-    ratios = [f"{m}: x{res[('Perceiver S', m)]['tok_s'] / res[('Performer', m)]['tok_s']:.1f}"
-              for m in lengths if ("Perceiver S", m) in res and ("Performer", m) in res]
+    ratios = [
+        f"{m}: x{res[('Perceiver S', m)]['tok_s'] / res[('Performer', m)]['tok_s']:.1f}"
+        for m in lengths
+        if ("Perceiver S", m) in res and ("Performer", m) in res
+    ]
     if ratios:
         lines += ["", "Perceiver S throughput / Performer throughput: " + ", ".join(ratios) + "."]
     return "\n".join(lines) + "\n"
@@ -115,11 +136,18 @@ def main() -> None:
         print(json.dumps(worker(args.worker[0], int(args.worker[1]), args)))
         return
 
-
     lengths = [int(x) for x in args.lengths.split(",")]
-    passthrough = [f"--n={args.n}", f"--layers={args.layers}", f"--d-model={args.d_model}",
-                   f"--heads={args.heads}", f"--features={args.features}", f"--pe={args.pe}",
-                   f"--r={args.r}", f"--batch={args.batch}", f"--reps={args.reps}"]
+    passthrough = [
+        f"--n={args.n}",
+        f"--layers={args.layers}",
+        f"--d-model={args.d_model}",
+        f"--heads={args.heads}",
+        f"--features={args.features}",
+        f"--pe={args.pe}",
+        f"--r={args.r}",
+        f"--batch={args.batch}",
+        f"--reps={args.reps}",
+    ]
     rows, start, load = [], time.time(), os.getloadavg()[0]
     for m in lengths:  # lengths outer: both models of one m run under the same machine load
         for kind in MODELS:
@@ -128,15 +156,21 @@ def main() -> None:
             rows.append(r or {"model": kind, "m": m})
             if r is None:
                 continue
-            print(f"{kind:>12} m={m:>6}: {r['step_s']:7.2f} s/step {r['tok_s']:9.0f} tok/s "
-                  f"{r['peak_mib']:8.0f} MiB", flush=True)
+            print(
+                f"{kind:>12} m={m:>6}: {r['step_s']:7.2f} s/step {r['tok_s']:9.0f} tok/s "
+                f"{r['peak_mib']:8.0f} MiB",
+                flush=True,
+            )
     import torch
 
     dev = next((r["device"] for r in rows if "device" in r), "cpu")
-    where = ("one CUDA GPU, peak = torch.cuda.max_memory_allocated" if dev == "cuda" else
-             f"this CPU machine ({platform.processor() or platform.machine()}, {os.cpu_count()} "
-             f"logical CPUs), peak = extra resident memory (ru_maxrss of a fresh process minus "
-             f"its size after building the model)")
+    where = (
+        "one CUDA GPU, peak = torch.cuda.max_memory_allocated"
+        if dev == "cuda"
+        else f"this CPU machine ({platform.processor() or platform.machine()}, {os.cpu_count()} "
+        f"logical CPUs), peak = extra resident memory (ru_maxrss of a fresh process minus "
+        f"its size after building the model)"
+    )
     header = (
         f"Training steps (forward + backward + Adam, batch {args.batch}, random tokens, "
         f"vocabulary {VOCAB}, float32) of Perceiver S and of the plain Performer at the same "

@@ -36,8 +36,11 @@ from benchlib import (
 )
 
 ROOT = Path(__file__).resolve().parents[1]
-PRESETS = {"tiny": "configs/pop909/tiny.yaml", "small": "configs/pop909/small.yaml",
-           "default": "configs/pop909/ape.yaml"}
+PRESETS = {
+    "tiny": "configs/pop909/tiny.yaml",
+    "small": "configs/pop909/small.yaml",
+    "default": "configs/pop909/ape.yaml",
+}
 PES = ["ape", "sine_spe", "sine_spe+gate", "conv_spe", "conv_spe+gate"]
 
 
@@ -82,12 +85,20 @@ def one(size: str, pe: str, steps: int, threads: int) -> dict:
         times.append(time.perf_counter() - t)
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     step = median(times[1:])
-    return {"size": size, "pe": pe, "batch": batch, "crop": cfg.data.crop_len,
-            "layers": cfg.model.n_layers, "d_model": cfg.model.d_model,
-            "params_m": sum(p.numel() for p in model.parameters()) / 1e6,
-            "flops": train_flops(cfg.model, batch, cfg.data.crop_len), "step_s": step,
-            "tok_s": batch * cfg.data.crop_len / step, "peak_gflops": peak_gflops,
-            "peak_mib": (peak - base) / 1024}
+    return {
+        "size": size,
+        "pe": pe,
+        "batch": batch,
+        "crop": cfg.data.crop_len,
+        "layers": cfg.model.n_layers,
+        "d_model": cfg.model.d_model,
+        "params_m": sum(p.numel() for p in model.parameters()) / 1e6,
+        "flops": train_flops(cfg.model, batch, cfg.data.crop_len),
+        "step_s": step,
+        "tok_s": batch * cfg.data.crop_len / step,
+        "peak_gflops": peak_gflops,
+        "peak_mib": (peak - base) / 1024,
+    }
 
 
 def main() -> None:
@@ -109,11 +120,25 @@ def main() -> None:
     with code_trees(args.baseline) as trees:
         for size in args.sizes:
             for pe in args.pes:
-                cmd = [sys.executable, __file__, "--one", size, pe, "--steps", str(args.steps),
-                       "--threads", str(args.threads)]
+                cmd = [
+                    sys.executable,
+                    __file__,
+                    "--one",
+                    size,
+                    pe,
+                    "--steps",
+                    str(args.steps),
+                    "--threads",
+                    str(args.threads),
+                ]
                 what = f"{size} {pe}"
-                res = interleaved(trees, args.repeats, lambda label, tree, cmd=cmd, what=what:
-                                  run_worker(cmd, f"{what} {label}", tree))
+                res = interleaved(
+                    trees,
+                    args.repeats,
+                    lambda label, tree, cmd=cmd, what=what: run_worker(
+                        cmd, f"{what} {label}", tree
+                    ),
+                )
                 rows.append(summarise(res))
                 print(json.dumps(rows[-1]), flush=True)
     write(args, [r for r in rows if r], time.time() - t0, load0, os.getloadavg()[0])
@@ -125,24 +150,33 @@ def summarise(res: dict[str, list[dict]]) -> dict:
     for label, runs in res.items():
         if not runs:
             continue
-        out.update({k: runs[0][k] for k in ("size", "pe", "batch", "crop", "layers", "d_model",
-                                            "params_m", "flops")})
-        out[label] = {"step_s": median([r["step_s"] for r in runs]),
-                      "tok_s": median([r["tok_s"] for r in runs]),
-                      "mfu": median([r["flops"] / r["step_s"] / (r["peak_gflops"] * 1e9)
-                                     for r in runs]),
-                      "peak_gflops": median([r["peak_gflops"] for r in runs]),
-                      "peak_mib": median([r["peak_mib"] for r in runs]), "n": len(runs)}
+        out.update(
+            {
+                k: runs[0][k]
+                for k in ("size", "pe", "batch", "crop", "layers", "d_model", "params_m", "flops")
+            }
+        )
+        out[label] = {
+            "step_s": median([r["step_s"] for r in runs]),
+            "tok_s": median([r["tok_s"] for r in runs]),
+            "mfu": median([r["flops"] / r["step_s"] / (r["peak_gflops"] * 1e9) for r in runs]),
+            "peak_gflops": median([r["peak_gflops"] for r in runs]),
+            "peak_mib": median([r["peak_mib"] for r in runs]),
+            "n": len(runs),
+        }
     return out
 
 
 def write(args, rows: list[dict], seconds: float, load0: float, load1: float) -> None:
     base = f" side by side with `{describe(args.baseline)}` (base)" if args.baseline else ""
-    cmd = (f"`scripts/bench_train.py --sizes {' '.join(args.sizes)} --steps {args.steps} "
-           f"--threads {args.threads} --repeats {args.repeats}"
-           + (f" --baseline {args.baseline}`" if args.baseline else "`"))
+    cmd = (
+        f"`scripts/bench_train.py --sizes {' '.join(args.sizes)} --steps {args.steps} "
+        f"--threads {args.threads} --repeats {args.repeats}"
+        + (f" --baseline {args.baseline}`" if args.baseline else "`")
+    )
     lines = [
-        "## training", "",
+        "## training",
+        "",
         f"{cmd} on {machine()}{base}; {seconds / 60:.1f} min, {args.threads} threads in each "
         "measured process. One training step = forward + backward + clipping + the trainer's "
         "optimizer (`musicgen.train.make_optimizer` where the tree has it, else plain Adam) on "
@@ -155,32 +189,43 @@ def write(args, rows: list[dict], seconds: float, load0: float, load1: float) ->
         "in the same process just before. Peak = resident memory above the process's size once "
         "the model is built (ru_maxrss). The `default` rows are the paper's 24-layer model at "
         f"batch 1. Load average {load0:.1f} at the start and {load1:.1f} at the end on this "
-        f"{os.cpu_count()}-CPU machine: compare rows of one run, not runs of different days.", "",
+        f"{os.cpu_count()}-CPU machine: compare rows of one run, not runs of different days.",
+        "",
         "| preset | layers x d_model | params | crop x batch | positional encoding | tokens/s | "
         "MFU | step (s) | peak (MiB) | vs APE time |"
         + (" base tokens/s | base MFU | speed-up | MFU ratio |" if args.baseline else ""),
-        "|---|---|---:|---|---|---:|---:|---:|---:|---:|" + ("---:|---:|---:|---:|"
-                                                             if args.baseline else "")]
+        "|---|---|---:|---|---|---:|---:|---:|---:|---:|"
+        + ("---:|---:|---:|---:|" if args.baseline else ""),
+    ]
     ape = {r["size"]: r["new"]["step_s"] for r in rows if r["pe"] == "ape" and "new" in r}
     for r in rows:
         new = r.get("new")
         if new is None:
             continue
         vs = f"{new['step_s'] / ape[r['size']]:.2f}" if r["size"] in ape else "—"
-        line = (f"| {r['size']} | {r['layers']} x {r['d_model']} | {r['params_m']:.2f} M | "
-                f"{r['crop']} x {r['batch']} | {r['pe']} | {new['tok_s']:.0f} | "
-                f"{new['mfu']:.0%} | {new['step_s']:.2f} | {new['peak_mib']:.0f} | {vs} |")
+        line = (
+            f"| {r['size']} | {r['layers']} x {r['d_model']} | {r['params_m']:.2f} M | "
+            f"{r['crop']} x {r['batch']} | {r['pe']} | {new['tok_s']:.0f} | "
+            f"{new['mfu']:.0%} | {new['step_s']:.2f} | {new['peak_mib']:.0f} | {vs} |"
+        )
         if args.baseline:
             b = r.get("base")
-            line += (f" {b['tok_s']:.0f} | {b['mfu']:.0%} | x{new['tok_s'] / b['tok_s']:.2f} | "
-                     f"x{new['mfu'] / b['mfu']:.2f} |" if b else " failed | — | — | — |")
+            line += (
+                f" {b['tok_s']:.0f} | {b['mfu']:.0%} | x{new['tok_s'] / b['tok_s']:.2f} | "
+                f"x{new['mfu'] / b['mfu']:.2f} |"
+                if b
+                else " failed | — | — | — |"
+            )
         lines.append(line)
     peaks = [r["new"]["peak_gflops"] for r in rows if "new" in r]
-    lines += ["", f"Matmul peak measured by the workers: median {median(peaks):.0f} GFLOP/s "
-              f"(range {min(peaks):.0f}-{max(peaks):.0f}). Speed-up = new tokens/s / base "
-              "tokens/s; MFU ratio = the same with each worker's step normalised by the matmul "
-              "rate it measured just before (less sensitive to load that changes between "
-              "workers)."]
+    lines += [
+        "",
+        f"Matmul peak measured by the workers: median {median(peaks):.0f} GFLOP/s "
+        f"(range {min(peaks):.0f}-{max(peaks):.0f}). Speed-up = new tokens/s / base "
+        "tokens/s; MFU ratio = the same with each worker's step normalised by the matmul "
+        "rate it measured just before (less sensitive to load that changes between "
+        "workers).",
+    ]
     write_section(args.write, "## training", "\n".join(lines) + "\n")
 
 

@@ -89,8 +89,9 @@ def code_trees(baseline: str | None) -> Iterator[list[tuple[str, Path]]]:
         return
     tmp = Path(tempfile.mkdtemp(prefix="musicgen-baseline-")) / "tree"
     git = ["git", "-C", str(ROOT)]
-    subprocess.run(git + ["worktree", "add", "--detach", str(tmp), baseline], check=True,
-                   capture_output=True)
+    subprocess.run(
+        git + ["worktree", "add", "--detach", str(tmp), baseline], check=True, capture_output=True
+    )
     try:
         yield trees + [("base", tmp)]
     finally:
@@ -100,13 +101,15 @@ def code_trees(baseline: str | None) -> Iterator[list[tuple[str, Path]]]:
 
 def describe(rev: str) -> str:
     """'abc1234 subject' of a revision (or the revision itself outside git)."""
-    out = subprocess.run(["git", "-C", str(ROOT), "log", "-1", "--format=%h %s", rev],
-                         capture_output=True, text=True)
+    out = subprocess.run(
+        ["git", "-C", str(ROOT), "log", "-1", "--format=%h %s", rev], capture_output=True, text=True
+    )
     return out.stdout.strip() or rev
 
 
-def interleaved(trees: list[tuple[str, Path]], repeats: int,
-                run: Callable[[str, Path], dict | None]) -> dict[str, list[dict]]:
+def interleaved(
+    trees: list[tuple[str, Path]], repeats: int, run: Callable[[str, Path], dict | None]
+) -> dict[str, list[dict]]:
     """`run(label, tree)` `repeats` times per tree, alternating trees (and which goes first), so
     both see the same machine load; results per label (failures dropped)."""
     out: dict[str, list[dict]] = {label: [] for label, _ in trees}

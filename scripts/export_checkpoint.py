@@ -47,9 +47,14 @@ def main() -> None:
     src = args.run / args.which
     loaded = load_checkpoint(src)
     info = summary(args.run, int(loaded.train_state.get("step", 0)))
-    path = save_checkpoint(args.out / "model.pt", loaded.model, loaded.config, loaded.tokenizer,
-                           train_state={"step": info["step"], "summary": json.dumps(info)},
-                           half=True)
+    path = save_checkpoint(
+        args.out / "model.pt",
+        loaded.model,
+        loaded.config,
+        loaded.tokenizer,
+        train_state={"step": info["step"], "summary": json.dumps(info)},
+        half=True,
+    )
     info["file"] = str(path)
     info["megabytes"] = round(path.stat().st_size / 1e6, 2)
     print(json.dumps(info, indent=1))

@@ -42,9 +42,16 @@ from musicgen.train import train  # noqa: E402
 SECTION = "## gpu check"
 CONFIG = ROOT / "configs" / "pop909" / "sine_spe_gated.yaml"
 DRY = os.environ.get("GPU_CHECK_DRY") == "1"  # CPU, tiny sizes: exercises every code path
-TINY = ["model.n_layers=2", "model.d_model=64", "model.n_heads=2", "model.d_ff=128",
-        "model.n_features=16", "model.num_realizations=8", "data.crop_len=128",
-        "train.val_max_len=256"]
+TINY = [
+    "model.n_layers=2",
+    "model.d_model=64",
+    "model.n_heads=2",
+    "model.d_ff=128",
+    "model.n_features=16",
+    "model.num_realizations=8",
+    "data.crop_len=128",
+    "train.val_max_len=256",
+]
 
 
 def prepared_songs(tmp: Path) -> Path:
@@ -59,11 +66,19 @@ def prepared_songs(tmp: Path) -> Path:
 
 
 def training(tmp: Path, device: str, steps: int, minutes: float):
-    overrides = [f"train.max_steps={steps}", f"train.device={device}",
-                 f"train.max_minutes={minutes}",
-                 "train.precision=bf16", f"train.val_every={steps}",
-                 f"train.ckpt_every={steps}", "train.val_songs=1", "train.val_seeds=1",
-                 "log.every=1", "optim.warmup_steps=20", *(TINY if DRY else [])]
+    overrides = [
+        f"train.max_steps={steps}",
+        f"train.device={device}",
+        f"train.max_minutes={minutes}",
+        "train.precision=bf16",
+        f"train.val_every={steps}",
+        f"train.ckpt_every={steps}",
+        "train.val_songs=1",
+        "train.val_seeds=1",
+        "log.every=1",
+        "optim.warmup_steps=20",
+        *(TINY if DRY else []),
+    ]
     cfg = load_config(CONFIG, overrides)
     cfg.data.path = str(prepared_songs(tmp))
     if device == "cuda":
@@ -76,12 +91,22 @@ def training(tmp: Path, device: str, steps: int, minutes: float):
     last = logged[-1]
     val = [r for r in rows if r["kind"] == "val"][-1]
     peak = torch.cuda.max_memory_allocated() / 2**30 if device == "cuda" else float("nan")
-    info = {"steps": result.step, "layers": cfg.model.n_layers, "d_model": cfg.model.d_model,
-            "crop": cfg.data.crop_len, "batch": cfg.train.batch_size,
-            "params_m": sum(p.numel() for p in result.model.parameters()) / 1e6,
-            "tok_s": last["tok_per_s"], "s_per_step": wall / result.step, "peak_gib": peak,
-            "first_loss": logged[0]["loss"], "last_loss": last["loss"], "val_loss": val["loss"],
-            "precision": "bf16", "max_minutes": minutes}
+    info = {
+        "steps": result.step,
+        "layers": cfg.model.n_layers,
+        "d_model": cfg.model.d_model,
+        "crop": cfg.data.crop_len,
+        "batch": cfg.train.batch_size,
+        "params_m": sum(p.numel() for p in result.model.parameters()) / 1e6,
+        "tok_s": last["tok_per_s"],
+        "s_per_step": wall / result.step,
+        "peak_gib": peak,
+        "first_loss": logged[0]["loss"],
+        "last_loss": last["loss"],
+        "val_loss": val["loss"],
+        "precision": "bf16",
+        "max_minutes": minutes,
+    }
     return result.model.eval(), info
 
 
@@ -92,8 +117,9 @@ def agreement(model, device: str, n: int) -> dict:
     ids = ids.to(device)
     out, ref = {}, None
     for name, dtype in (("fp32", None), ("bf16", torch.bfloat16)):
-        ctx = torch.autocast(device, dtype=dtype) if dtype else torch.autocast(device,
-                                                                                enabled=False)
+        ctx = (
+            torch.autocast(device, dtype=dtype) if dtype else torch.autocast(device, enabled=False)
+        )
         with ctx:
             full = model(ids, noise=model.new_noise(device, seed=3)).float()  # (1, n, V)
             state, steps = model.init_state(1, device, seed=3), []
@@ -102,9 +128,11 @@ def agreement(model, device: str, n: int) -> dict:
                 steps.append(logits.float())
         par, rec = full.log_softmax(-1), torch.stack(steps, 1).log_softmax(-1)
         ref = par if ref is None else ref  # fp32 parallel: the scale of bf16's own rounding
-        out[name] = {"max_abs_logp": float((par - rec).abs().max()),
-                     "vs_fp32": float((par - ref).abs().max()),
-                     "argmax_agree": float((par.argmax(-1) == rec.argmax(-1)).float().mean())}
+        out[name] = {
+            "max_abs_logp": float((par - rec).abs().max()),
+            "vs_fp32": float((par - ref).abs().max()),
+            "argmax_agree": float((par.argmax(-1) == rec.argmax(-1)).float().mean()),
+        }
     return out
 
 
@@ -116,8 +144,14 @@ def generation(model, tokenizer, device: str, tokens: int) -> dict:
             if device == "cuda":
                 torch.cuda.synchronize()
             t0 = time.perf_counter()
-            done = generate(model, tokenizer, [[tokenizer.bos_id]] * batch, SamplingOptions(),
-                            tokens, generator=gen)
+            done = generate(
+                model,
+                tokenizer,
+                [[tokenizer.bos_id]] * batch,
+                SamplingOptions(),
+                tokens,
+                generator=gen,
+            )
             if device == "cuda":
                 torch.cuda.synchronize()
             seconds = time.perf_counter() - t0
@@ -126,34 +160,49 @@ def generation(model, tokenizer, device: str, tokens: int) -> dict:
     return out
 
 
-def write(path: str, device: str, tests: str, tr: dict, agree: dict, gen: dict,
-          seconds: float) -> None:
+def write(
+    path: str, device: str, tests: str, tr: dict, agree: dict, gen: dict, seconds: float
+) -> None:
     gpu = torch.cuda.get_device_name() if device == "cuda" else "the CPU (GPU_CHECK_DRY dry run)"
     peak = f"{tr['peak_gib']:.2f} GiB" if device == "cuda" else "n/a (CPU)"
     lines = [
-        SECTION, "",
+        SECTION,
+        "",
         f"`bash scripts/gpu_check.sh` on {gpu}; {machine()}; {seconds / 60:.1f} min for the "
-        "measurements below.", "",
-        f"Test suite with MUSICGEN_TEST_DEVICE={device}: {tests}.", "",
+        "measurements below.",
+        "",
+        f"Test suite with MUSICGEN_TEST_DEVICE={device}: {tests}.",
+        "",
         f"Training: configs/pop909/sine_spe_gated.yaml ({tr['layers']} layers, d_model "
         f"{tr['d_model']}, {tr['params_m']:.1f} M parameters), {tr['precision']}, batch "
         f"{tr['batch']} x {tr['crop']} tokens, {tr['steps']} steps on the 3 bundled POP909 "
         "songs, at most "
         f"{tr['max_minutes']:g} min (loss from "
         f"{tr['first_loss']:.2f} to {tr['last_loss']:.2f}; validation {tr['val_loss']:.2f} on the "
-        "held-out one).", "",
+        "held-out one).",
+        "",
         "| tokens/s (trainer log) | s/step (wall, incl. start-up and validation) | peak memory |",
         "|---:|---:|---:|",
-        f"| {tr['tok_s']:.0f} | {tr['s_per_step']:.3f} | {peak} |", "",
-        "Parallel forward vs recurrent `step` on the trained model, same SPE noise:", "",
+        f"| {tr['tok_s']:.0f} | {tr['s_per_step']:.3f} | {peak} |",
+        "",
+        "Parallel forward vs recurrent `step` on the trained model, same SPE noise:",
+        "",
         "| precision | tokens | max abs log-prob difference | argmax agreement | parallel vs "
         "fp32 parallel |",
-        "|---|---:|---:|---:|---:|"]
+        "|---|---:|---:|---:|---:|",
+    ]
     for name, a in agree.items():
-        lines.append(f"| {name} | {a['n']} | {a['max_abs_logp']:.2e} | "
-                     f"{100 * a['argmax_agree']:.1f} % | {a['vs_fp32']:.2e} |")
-    lines += ["", "Generation (`musicgen.sample.generate`, grammar on, T = 1, bf16):", "",
-              "| batch | sampled tokens | seconds | tokens/s |", "|---:|---:|---:|---:|"]
+        lines.append(
+            f"| {name} | {a['n']} | {a['max_abs_logp']:.2e} | "
+            f"{100 * a['argmax_agree']:.1f} % | {a['vs_fp32']:.2e} |"
+        )
+    lines += [
+        "",
+        "Generation (`musicgen.sample.generate`, grammar on, T = 1, bf16):",
+        "",
+        "| batch | sampled tokens | seconds | tokens/s |",
+        "|---:|---:|---:|---:|",
+    ]
     for batch, g in gen.items():
         lines.append(f"| {batch} | {g['sampled']} | {g['seconds']:.1f} | {g['tok_s']:.0f} |")
     write_section(path, SECTION, "\n".join(lines) + "\n")
@@ -162,8 +211,12 @@ def write(path: str, device: str, tests: str, tr: dict, agree: dict, gen: dict,
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--steps", type=int, default=5 if DRY else 300)
-    ap.add_argument("--train-minutes", type=float, default=2.0,
-                    help="the trainer's max_minutes: fewer steps if they do not fit")
+    ap.add_argument(
+        "--train-minutes",
+        type=float,
+        default=2.0,
+        help="the trainer's max_minutes: fewer steps if they do not fit",
+    )
     ap.add_argument("--agree-len", type=int, default=64 if DRY else 512)
     ap.add_argument("--gen-tokens", type=int, default=32 if DRY else 256)
     ap.add_argument("--tests", default="not run", help="the test suite's summary line")

@@ -29,8 +29,9 @@ def main() -> int:
     ap.add_argument("--max-bars", type=int, default=48)
     a = ap.parse_args()
     try:
-        rows = build_trio(a.pop909, a.groove, a.out, a.songs, a.seed, a.songs_per_style,
-                          a.min_bars, a.max_bars)
+        rows = build_trio(
+            a.pop909, a.groove, a.out, a.songs, a.seed, a.songs_per_style, a.min_bars, a.max_bars
+        )
     except MusicgenError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1

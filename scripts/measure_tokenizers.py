@@ -33,18 +33,33 @@ FINE = {(0, 1): 32, (1, 2): 16, (2, 8): 8}  # time shifts / durations: 15.6 ms s
 CANDIDATES = {
     "remi (today: 4/beat, 24 vel)": ("musicgen", {}, None),
     "remi 4/beat, 24 vel, file tempos": ("musicgen", dict(TEMPOS), None),
-    "remi 16/beat, 32 vel": ("musicgen", {"positions_per_beat": 16, "num_velocities": 32,
-                                          "max_duration_beats": 8, **TEMPOS}, None),
-    "remi 32/beat, 64 vel": ("musicgen", {"positions_per_beat": 32, "num_velocities": 64,
-                                          "max_duration_beats": 8, **TEMPOS}, None),
+    "remi 16/beat, 32 vel": (
+        "musicgen",
+        {"positions_per_beat": 16, "num_velocities": 32, "max_duration_beats": 8, **TEMPOS},
+        None,
+    ),
+    "remi 32/beat, 64 vel": (
+        "musicgen",
+        {"positions_per_beat": 32, "num_velocities": 64, "max_duration_beats": 8, **TEMPOS},
+        None,
+    ),
     "miditok REMI 32/beat, 32 vel": ("REMI", FINE, 32),
     "TSD fine, 32 vel": ("TSD", FINE, 32),
     "MIDI-Like fine, 32 vel": ("MIDILike", FINE, 32),
 }
 PEDALS = ("none", "tokens", "folded")
-KEYS = ("onset_median_ms", "onset_p95_ms", "duration_median_ms", "duration_p95_ms",
-        "sounding_median_ms", "sounding_p95_ms", "velocity_mean_abs", "velocity_levels_used",
-        "note_ratio", "tokens_per_second")
+KEYS = (
+    "onset_median_ms",
+    "onset_p95_ms",
+    "duration_median_ms",
+    "duration_p95_ms",
+    "sounding_median_ms",
+    "sounding_p95_ms",
+    "velocity_mean_abs",
+    "velocity_levels_used",
+    "note_ratio",
+    "tokens_per_second",
+)
 
 
 def one_track(score: symusic.Score) -> symusic.Score:
@@ -64,16 +79,26 @@ def one_track(score: symusic.Score) -> symusic.Score:
 
 def miditok_codec(kind: str, beat_res: dict, num_velocities: int, pedal_tokens: bool):
     cls = {"REMI": REMI, "TSD": TSD, "MIDILike": MIDILike}[kind]
-    tok = cls(TokenizerConfig(
-        pitch_range=(21, 108), beat_res=beat_res, num_velocities=num_velocities,
-        use_tempos=True, num_tempos=131, tempo_range=(30, 420), use_sustain_pedals=pedal_tokens,
-        use_programs=False, use_time_signatures=False, remove_duplicated_notes=False,
-    ))
+    tok = cls(
+        TokenizerConfig(
+            pitch_range=(21, 108),
+            beat_res=beat_res,
+            num_velocities=num_velocities,
+            use_tempos=True,
+            num_tempos=131,
+            tempo_range=(30, 420),
+            use_sustain_pedals=pedal_tokens,
+            use_programs=False,
+            use_time_signatures=False,
+            remove_duplicated_notes=False,
+        )
+    )
 
     def codec(score):
         seq = tok.encode(score)
         seq = seq[0] if isinstance(seq, list) else seq
         return len(seq.ids), tok.decode([seq])
+
     codec.vocab_size = len(tok.vocab)
     return codec
 
@@ -84,6 +109,7 @@ def musicgen_codec(options: dict):
     def codec(score):
         ids = tok.encode(score)
         return len(ids), tok.decode(ids)
+
     codec.vocab_size = tok.vocab_size
     return codec
 
@@ -102,6 +128,7 @@ def build(name: str, pedal: str):
 
     def folded(score):
         return base(fold_pedal(score))
+
     folded.vocab_size = base.vocab_size
     return folded
 

@@ -31,17 +31,56 @@ CATEGORIES = [  # (category, substrings of aten op names), first match wins
     ("dropout", ("bernoulli", "dropout", "rand")),
     ("norm / softmax / GELU", ("layer_norm", "gelu", "softmax", "log_softmax", "nll")),
     ("reductions / scans", ("sum", "amax", "max", "cummax", "cumsum", "norm", "mean")),
-    ("copies / layout", ("copy", "cat", "stack", "index", "clone", "contiguous", "pad", "fill",
-                         "zero", "empty", "embedding", "to", "where", "tril", "masked")),
-    ("elementwise", ("mul", "add", "sub", "div", "exp", "sqrt", "sigmoid", "softplus", "cos",
-                     "sin", "floor", "neg", "pow", "rsqrt", "fmod")),
+    (
+        "copies / layout",
+        (
+            "copy",
+            "cat",
+            "stack",
+            "index",
+            "clone",
+            "contiguous",
+            "pad",
+            "fill",
+            "zero",
+            "empty",
+            "embedding",
+            "to",
+            "where",
+            "tril",
+            "masked",
+        ),
+    ),
+    (
+        "elementwise",
+        (
+            "mul",
+            "add",
+            "sub",
+            "div",
+            "exp",
+            "sqrt",
+            "sigmoid",
+            "softplus",
+            "cos",
+            "sin",
+            "floor",
+            "neg",
+            "pow",
+            "rsqrt",
+            "fmod",
+        ),
+    ),
 ]
 PARTS = {  # forward parts, timed by record_function around these callables
-    "feature maps": [(features.FavorFeatures, "query"), (features.FavorFeatures, "key_causal"),
-                     (features.ReluFeatures, "query"), (features.ReluFeatures, "key_causal")],
+    "feature maps": [
+        (features.FavorFeatures, "query"),
+        (features.FavorFeatures, "key_causal"),
+        (features.ReluFeatures, "query"),
+        (features.ReluFeatures, "key_causal"),
+    ],
     "SPE tables + contractions": [(positional.SPECodes, "project")],
-    "SPE codes (Omega, noise, FFT)": [(positional.SineSPE, "codes"),
-                                      (positional.ConvSPE, "codes")],
+    "SPE codes (Omega, noise, FFT)": [(positional.SineSPE, "codes"), (positional.ConvSPE, "codes")],
 }
 
 
@@ -82,9 +121,10 @@ def labelled_parts():
 def build(size: str, pe: str) -> tuple[torch.nn.Module, ModelConfig, int, int]:
     kind, gated = pe.split("+")[0], pe.endswith("+gate")
     if size == "small":
-        cfg = load_config(ROOT / "configs/pop909/small.yaml",
-                          [f"model.pe={kind}", f"model.gated={str(gated).lower()}",
-                           "model.vocab_size=345"]).model
+        cfg = load_config(
+            ROOT / "configs/pop909/small.yaml",
+            [f"model.pe={kind}", f"model.gated={str(gated).lower()}", "model.vocab_size=345"],
+        ).model
         batch, n = 4, 512
     else:  # the default width and length, 4 of its 24 layers (each layer costs the same)
         cfg = ModelConfig(vocab_size=345, n_layers=4, pe=kind, gated=gated)
@@ -125,20 +165,33 @@ def measure(size: str, pe: str) -> dict:
     ops = sum(cats.values())
     cats["overhead (Python, autograd, dispatch)"] = max(wall - ops, 0.0)
     flops = forward_flops(cfg, batch, n)
-    return {"wall": wall, "cats": dict(cats), "parts": parts, "flops": flops,
-            "peak": matmul_peak_gflops(), "batch": batch, "n": n, "cfg": cfg}
+    return {
+        "wall": wall,
+        "cats": dict(cats),
+        "parts": parts,
+        "flops": flops,
+        "peak": matmul_peak_gflops(),
+        "batch": batch,
+        "n": n,
+        "cfg": cfg,
+    }
 
 
 def section(size: str, pe: str, r: dict, threads: int) -> str:
     cfg, wall = r["cfg"], r["wall"]
     fl = r["flops"]
-    lines = [f"## {size} {pe}", "",
-             f"{cfg.n_layers} layers x d_model {cfg.d_model}, batch {r['batch']} x {r['n']} "
-             f"tokens, {threads} threads; one step {wall:.2f} s under the profiler. Model FLOPs "
-             f"per step (3 x forward): dense {3 * fl['dense'] / 1e9:.1f} G, attention "
-             f"{3 * fl['attn'] / 1e9:.1f} G, SPE {3 * fl['spe'] / 1e9:.1f} G; matmul peak "
-             f"{r['peak']:.0f} GFLOP/s -> MFU {3 * sum(fl.values()) / wall / r['peak'] / 1e9:.0%}.",
-             "", "| operators (whole step) | s | share |", "|---|---:|---:|"]
+    lines = [
+        f"## {size} {pe}",
+        "",
+        f"{cfg.n_layers} layers x d_model {cfg.d_model}, batch {r['batch']} x {r['n']} "
+        f"tokens, {threads} threads; one step {wall:.2f} s under the profiler. Model FLOPs "
+        f"per step (3 x forward): dense {3 * fl['dense'] / 1e9:.1f} G, attention "
+        f"{3 * fl['attn'] / 1e9:.1f} G, SPE {3 * fl['spe'] / 1e9:.1f} G; matmul peak "
+        f"{r['peak']:.0f} GFLOP/s -> MFU {3 * sum(fl.values()) / wall / r['peak'] / 1e9:.0%}.",
+        "",
+        "| operators (whole step) | s | share |",
+        "|---|---:|---:|",
+    ]
     for cat, t in sorted(r["cats"].items(), key=lambda kv: -kv[1]):
         lines.append(f"| {cat} | {t:.3f} | {t / wall:.0%} |")
     fwd = r["parts"].get("phase::forward", float("nan"))
@@ -146,8 +199,10 @@ def section(size: str, pe: str, r: dict, threads: int) -> str:
     for key, t in sorted(r["parts"].items(), key=lambda kv: -kv[1]):
         lines.append(f"| {key.split('::')[1]} | {t:.3f} | {t / wall:.0%} |")
     rest = fwd - sum(t for k, t in r["parts"].items() if k.startswith("part::"))
-    lines.append(f"| forward, everything else (projections, FFN, norms, head) | {rest:.3f} | "
-                 f"{rest / wall:.0%} |")
+    lines.append(
+        f"| forward, everything else (projections, FFN, norms, head) | {rest:.3f} | "
+        f"{rest / wall:.0%} |"
+    )
     return "\n".join(lines) + "\n"
 
 
@@ -166,14 +221,16 @@ def main() -> None:
             text = section(size, pe, r, args.threads)
             write_section(args.write, f"## {size} {pe}", text)
             print(text, flush=True)
-    intro = ("# Profile of one training step\n\nWritten by `scripts/profile_step.py "
-             f"--sizes {' '.join(args.sizes)} --pes {' '.join(args.pes)} --threads "
-             f"{args.threads}` on {machine()}; load average {load:.1f} when it started (the "
-             "machine was shared, so the seconds are inflated; the shares are what to read). "
-             "Operator times are the profiler's self CPU time per aten op (on the calling "
-             "thread, so intra-op threads are not double counted); overhead = wall time minus "
-             "all operator time. The forward parts are record_function scopes; backward time "
-             "is not split by part (autograd runs it outside them).\n")
+    intro = (
+        "# Profile of one training step\n\nWritten by `scripts/profile_step.py "
+        f"--sizes {' '.join(args.sizes)} --pes {' '.join(args.pes)} --threads "
+        f"{args.threads}` on {machine()}; load average {load:.1f} when it started (the "
+        "machine was shared, so the seconds are inflated; the shares are what to read). "
+        "Operator times are the profiler's self CPU time per aten op (on the calling "
+        "thread, so intra-op threads are not double counted); overhead = wall time minus "
+        "all operator time. The forward parts are record_function scopes; backward time "
+        "is not split by part (autograd runs it outside them).\n"
+    )
     write_section(args.write, "## about", "## about\n\n" + intro.split("\n\n", 1)[1])
 
 

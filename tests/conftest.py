@@ -60,8 +60,17 @@ def make_checkpoint(folder: Path, name: str, pe: str = "sine_spe") -> Path:
 
     tok = build_tokenizer(name)
     model_cfg = ModelConfig(
-        vocab_size=tok.vocab_size, n_layers=2, d_model=32, n_heads=2, d_ff=64, dropout=0.0,
-        n_features=16, num_realizations=8, num_sines=2, kernel_size=8, pe=pe,
+        vocab_size=tok.vocab_size,
+        n_layers=2,
+        d_model=32,
+        n_heads=2,
+        d_ff=64,
+        dropout=0.0,
+        n_features=16,
+        num_realizations=8,
+        num_sines=2,
+        kernel_size=8,
+        pe=pe,
     )
     torch.manual_seed(0)
     model = build_model(model_cfg).eval()

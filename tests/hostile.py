@@ -29,8 +29,13 @@ def vlq(value: int) -> bytes:
 def midi_bytes(events: list[tuple[int, bytes]], tpb: int = 480, fmt: int = 0) -> bytes:
     """A one-track MIDI file from (delta ticks, event bytes) pairs; end-of-track added."""
     body = b"".join(vlq(d) + e for d, e in events) + b"\x00\xff\x2f\x00"
-    return (b"MThd" + struct.pack(">IHHH", 6, fmt, 1, tpb)
-            + b"MTrk" + struct.pack(">I", len(body)) + body)
+    return (
+        b"MThd"
+        + struct.pack(">IHHH", 6, fmt, 1, tpb)
+        + b"MTrk"
+        + struct.pack(">I", len(body))
+        + body
+    )
 
 
 def notes(pitches: list[int], gap: int, length: int, delay: int = 0) -> list[tuple[int, bytes]]:
@@ -53,8 +58,9 @@ def huge_delta(tpb: int) -> bytes:
     return midi_bytes(notes([60], 0, tpb, delay=MAX_DELTA), tpb)
 
 
-def raw_midi(tracks: list[bytes], tpb_field: bytes = b"\x01\xe0", fmt: int = 1,
-             ntracks: int | None = None) -> bytes:
+def raw_midi(
+    tracks: list[bytes], tpb_field: bytes = b"\x01\xe0", fmt: int = 1, ntracks: int | None = None
+) -> bytes:
     """A MIDI file from raw track bodies, with a free header (division bytes, track count)."""
     n = len(tracks) if ntracks is None else ntracks
     head = b"MThd" + struct.pack(">IHH", 6, fmt, n) + tpb_field
@@ -69,8 +75,12 @@ def odd_corpus() -> dict[str, bytes]:
         "smpte_division.mid": raw_midi([note + eot], tpb_field=b"\xe7\x28"),  # 25 fps x 40
         "format2.mid": raw_midi([note + eot, note + eot], fmt=2),
         "too_many_tracks_declared.mid": raw_midi([note + eot], ntracks=65535),
-        "chunk_length_lies.mid": b"MThd" + struct.pack(">IHHH", 6, 0, 1, 480)
-        + b"MTrk" + struct.pack(">I", 0x7FFFFFFF) + note + eot,
+        "chunk_length_lies.mid": b"MThd"
+        + struct.pack(">IHHH", 6, 0, 1, 480)
+        + b"MTrk"
+        + struct.pack(">I", 0x7FFFFFFF)
+        + note
+        + eot,
         "meta_length_lies.mid": raw_midi([b"\x00\xff\x01" + vlq(2**27) + b"abc" + note + eot]),
         "zero_tempo.mid": raw_midi([b"\x00\xff\x51\x03\x00\x00\x00" + note + eot]),
         "odd_time_signature.mid": raw_midi([b"\x00\xff\x58\x04\x00\xff\x18\x08" + note + eot]),

@@ -111,8 +111,19 @@ def test_orthogonal_rows_in_blocks():
 
 
 def _tiny(**kw) -> ModelConfig:
-    base = dict(vocab_size=30, n_layers=2, d_model=16, n_heads=2, d_ff=32, dropout=0.0,
-                n_features=16, num_realizations=8, kernel_size=4, num_sines=3, chunk_size=8)
+    base = dict(
+        vocab_size=30,
+        n_layers=2,
+        d_model=16,
+        n_heads=2,
+        d_ff=32,
+        dropout=0.0,
+        n_features=16,
+        num_realizations=8,
+        kernel_size=4,
+        num_sines=3,
+        chunk_size=8,
+    )
     base.update(kw)
     return ModelConfig(**base)
 
@@ -153,8 +164,10 @@ def test_unknown_backend_and_missing_fast_transformers():
             build_model(_tiny(backend="fast_transformers"))
 
 
-@pytest.mark.skipif(not fast_transformers_available(), reason="pytorch-fast-transformers not "
-                    "installed (`make install-fast`)")
+@pytest.mark.skipif(
+    not fast_transformers_available(),
+    reason="pytorch-fast-transformers not installed (`make install-fast`)",
+)
 def test_fast_transformers_reference_outputs_and_gradients():
     phi_q, phi_k, v, fm = _features("favor", 70)
     leaves = [t.detach().requires_grad_() for t in (phi_q, phi_k, v)]
@@ -171,8 +184,10 @@ def test_fast_transformers_reference_outputs_and_gradients():
         assert (a - t.grad).abs().max() < 1e-4 * (1 + a.abs().max())
 
 
-@pytest.mark.skipif(not fast_transformers_available(), reason="pytorch-fast-transformers not "
-                    "installed (`make install-fast`)")
+@pytest.mark.skipif(
+    not fast_transformers_available(),
+    reason="pytorch-fast-transformers not installed (`make install-fast`)",
+)
 def test_fast_transformers_backend_model_matches_torch_backend():
     torch.manual_seed(0)
     a = build_model(_tiny(pe="sine_spe")).eval()

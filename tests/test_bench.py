@@ -17,8 +17,17 @@ import benchlib  # noqa: E402
 
 @pytest.mark.parametrize("pe", ["ape", "sine_spe", "conv_spe"])
 def test_dense_flops_are_two_per_linear_weight_and_token(pe):
-    cfg = ModelConfig(vocab_size=50, n_layers=3, d_model=32, n_heads=4, d_ff=64, n_features=16,
-                      num_realizations=8, pe=pe, gated=True)
+    cfg = ModelConfig(
+        vocab_size=50,
+        n_layers=3,
+        d_model=32,
+        n_heads=4,
+        d_ff=64,
+        n_features=16,
+        num_realizations=8,
+        pe=pe,
+        gated=True,
+    )
     model = build_model(cfg)
     weights = sum(m.weight.numel() for m in model.modules() if isinstance(m, torch.nn.Linear))
     f = benchlib.forward_flops(cfg, 2, 100)

@@ -63,12 +63,23 @@ def accepted(tok, ids) -> bool:
 @pytest.mark.parametrize(
     "label, root, quality",
     [
-        ("C:maj", 0, "maj"), ("A:min7", 9, "7min"), ("Bb:min", 10, "min"), ("C#:7", 1, "7dom"),
+        ("C:maj", 0, "maj"),
+        ("A:min7", 9, "7min"),
+        ("Bb:min", 10, "min"),
+        ("C#:7", 1, "7dom"),
         ("F#:maj7/5", 6, "7maj"),  # inversion: root position, same root
-        ("Eb:min/b3", 3, "min"), ("G:maj6", 7, "maj"),  # sixth folded onto the triad
-        ("Ab:min6", 8, "min"), ("D:minmaj7", 2, "min"), ("B:sus4(b7)", 11, "sus4"),
-        ("E:hdim7", 4, "7halfdim"), ("F:dim7", 5, "7dim"), ("A:aug", 9, "aug"),
-        ("G:sus2", 7, "sus2"), ("D:dim", 2, "dim"), ("Cb:maj", 11, "maj"), ("E", 4, "maj"),
+        ("Eb:min/b3", 3, "min"),
+        ("G:maj6", 7, "maj"),  # sixth folded onto the triad
+        ("Ab:min6", 8, "min"),
+        ("D:minmaj7", 2, "min"),
+        ("B:sus4(b7)", 11, "sus4"),
+        ("E:hdim7", 4, "7halfdim"),
+        ("F:dim7", 5, "7dim"),
+        ("A:aug", 9, "aug"),
+        ("G:sus2", 7, "sus2"),
+        ("D:dim", 2, "dim"),
+        ("Cb:maj", 11, "maj"),
+        ("E", 4, "maj"),
     ],
 )
 def test_labels_fold_onto_the_tokenizer_qualities(label, root, quality):
@@ -140,24 +151,30 @@ def constructed_score() -> symusic.Score:
 
 def test_chords_sit_at_their_grid_positions_before_the_notes(tok):
     spans = [
-        ChordSpan(0.0, 1.0, "C:maj"), ChordSpan(1.0, 1.375, "C:maj"),  # repeat: merged
+        ChordSpan(0.0, 1.0, "C:maj"),
+        ChordSpan(1.0, 1.375, "C:maj"),  # repeat: merged
         ChordSpan(1.375, 1.625, "A:min7"),  # 2.75 beats: position 11, where no note starts
         ChordSpan(1.625, 2.0, "D:min"),  # 3.25 beats: position 13
-        ChordSpan(2.0, 2.5, "N"), ChordSpan(2.5, 3.0, "D:min"),  # N ends it: written again
+        ChordSpan(2.0, 2.5, "N"),
+        ChordSpan(2.5, 3.0, "D:min"),  # N ends it: written again
         ChordSpan(3.0, 3.5, "C:5"),  # no quality fits: dropped, and it ends D:min too
         ChordSpan(3.5, 4.0, "D:min"),
         ChordSpan(9.0, 10.0, "G:7"),  # bar 4, after the last bar: left out
     ]
     ids = tok.encode(constructed_score(), chords=spans)
     assert timed_chords(tok, ids) == [
-        (0, 0, "C:maj"), (0, 11, "A:7min"), (0, 13, "D:min"), (1, 4, "D:min"), (1, 12, "D:min"),
+        (0, 0, "C:maj"),
+        (0, 11, "A:7min"),
+        (0, 13, "D:min"),
+        (1, 4, "D:min"),
+        (1, 12, "D:min"),
     ]
     assert accepted(tok, ids)
     names = [tok.token_name(i) for i in ids]
     at11 = names.index("Chord_A:7min")  # a Position of its own, between the notes' positions
     assert names[at11 - 1] == "Position_11" and names[at11 + 1] == "Position_12"
     first = names.index("Chord_C:maj")  # after Position_0 and the Tempo, before the first note
-    assert names[first - 2: first] == ["Position_0", "Tempo_119.0"]
+    assert names[first - 2 : first] == ["Position_0", "Tempo_119.0"]
     assert names[first + 1].startswith("Pitch_")
     # the notes are exactly those of the plain encoding
     plain = tok.decode(tok.encode(constructed_score()))
@@ -165,8 +182,12 @@ def test_chords_sit_at_their_grid_positions_before_the_notes(tok):
 
 
 def test_two_changes_on_one_position_keep_the_later(tok):
-    spans = [ChordSpan(0.0, 0.02, "C:maj"), ChordSpan(0.02, 0.5, "G:maj"),  # both on position 0
-             ChordSpan(0.5, 0.53, "E:min"), ChordSpan(0.53, 2.0, "G:maj")]  # E:min on 4, then G
+    spans = [
+        ChordSpan(0.0, 0.02, "C:maj"),
+        ChordSpan(0.02, 0.5, "G:maj"),  # both on position 0
+        ChordSpan(0.5, 0.53, "E:min"),
+        ChordSpan(0.53, 2.0, "G:maj"),
+    ]  # E:min on 4, then G
     ids = tok.encode(constructed_score(), chords=spans)
     assert timed_chords(tok, ids) == [(0, 0, "G:maj")]  # 0.53 s rounds onto position 4 too
 
@@ -184,8 +205,11 @@ def test_annotated_chords_follow_the_tempo_map_of_real_songs(tok):
         ticks = seconds_to_ticks(score, np.array([s.start for s in spans]))
         grid = np.floor(ticks * 4 / score.ticks_per_quarter + 0.5).astype(int)
         last_bar = int(np.sum(np.asarray(ids) == tok.bar_id)) - 1
-        starts = {(int(g) // 16, int(g) % 16) for g, s in zip(grid, spans, strict=True)
-                  if s.label != "N" and int(g) // 16 <= last_bar}
+        starts = {
+            (int(g) // 16, int(g) % 16)
+            for g, s in zip(grid, spans, strict=True)
+            if s.label != "N" and int(g) // 16 <= last_bar
+        }
         assert {(b, p) for b, p, _ in got} <= starts
         assert len(got) > 5 * len(chord_names(tok, plain)), song  # many more than detection
 

@@ -8,8 +8,11 @@ from musicgen.config import Config, apply_overrides, config_from_dict, load_conf
 from musicgen.errors import MusicgenError
 
 ROOT = Path(__file__).resolve().parents[1]
-PRESETS = sorted(p for p in (ROOT / "configs").glob("*/*.yaml")
-                 if p.parent.name != "tokenizer" and not p.name.startswith("_"))
+PRESETS = sorted(
+    p
+    for p in (ROOT / "configs").glob("*/*.yaml")
+    if p.parent.name != "tokenizer" and not p.name.startswith("_")
+)
 
 
 @pytest.mark.parametrize("preset", PRESETS, ids=lambda p: f"{p.parent.name}/{p.stem}")
@@ -23,7 +26,11 @@ def test_paper_settings_in_presets():
     ape = load_config(ROOT / "configs/pop909/ape.yaml")
     spe = load_config(ROOT / "configs/pop909/conv_spe_gated.yaml")
     assert (ape.model.n_layers, ape.model.d_model, ape.model.n_heads, ape.model.d_ff) == (
-        24, 512, 8, 2048)
+        24,
+        512,
+        8,
+        2048,
+    )
     assert ape.optim.lr == 1e-4 and spe.optim.lr == 2e-4
     assert spe.model.pe == "conv_spe" and spe.model.gated and spe.model.kernel_size == 128
     assert ape.data.crop_len == 2048 and ape.train.batch_size == 4 and ape.optim.grad_clip == 0.5
@@ -49,8 +56,15 @@ def test_wrong_type_is_an_error():
 
 
 def test_dotted_overrides_parse_yaml_scalars():
-    cfg = load_config(None, ["--model.pe=sine_spe", "--optim.lr=2e-4", "--data.transpose=[-3, 4]",
-                             "--train.max_steps=7"])
+    cfg = load_config(
+        None,
+        [
+            "--model.pe=sine_spe",
+            "--optim.lr=2e-4",
+            "--data.transpose=[-3, 4]",
+            "--train.max_steps=7",
+        ],
+    )
     assert cfg.model.pe == "sine_spe" and cfg.optim.lr == 2e-4
     assert cfg.data.transpose == [-3, 4] and cfg.train.max_steps == 7
     assert cfg.optim.lr == pytest.approx(2e-4)
@@ -64,4 +78,10 @@ def test_override_needs_equals_sign():
 def test_defaults_are_the_paper_model():
     m = Config().model
     assert (m.n_layers, m.d_model, m.n_heads, m.d_ff, m.n_features, m.num_realizations) == (
-        24, 512, 8, 2048, 128, 64)
+        24,
+        512,
+        8,
+        2048,
+        128,
+        64,
+    )

@@ -14,9 +14,12 @@ def test_demo_writes_pieces_from_every_shipped_checkpoint(tmp_path, capsys):
     out = capsys.readouterr().out
     assert code == 0, out
     midis = sorted(p.name for p in tmp_path.glob("*.mid"))
-    assert midis == ["groove_sine_spe_gated_trio_test_prompt_1_0.mid",
-                     "pop909_sine_spe_gated_1_0.mid", "pop909_sine_spe_gated_1_1.mid",
-                     "pop909_sine_spe_gated_pop909_005_1_0.mid"]
+    assert midis == [
+        "groove_sine_spe_gated_trio_test_prompt_1_0.mid",
+        "pop909_sine_spe_gated_1_0.mid",
+        "pop909_sine_spe_gated_1_1.mid",
+        "pop909_sine_spe_gated_pop909_005_1_0.mid",
+    ]
     for name in midis:
         assert symusic.Score(str(tmp_path / name)).note_num() > 0
         assert (tmp_path / name).with_suffix(".png").is_file()

@@ -140,10 +140,13 @@ def test_evaluate_nll_several_checkpoints(run):
     assert saved["models"].keys() == res["models"].keys()
     assert png_size(out / "nll.png") == (800, 500)
     # the SPE noise is seeded: the same numbers twice
-    again = [evaluate_nll([ckpts["conv_spe"]], data, root / f"nll{i}", max_songs=1, seed=5)
-             for i in range(2)]
-    assert [next(iter(r["models"].values()))["per_segment"] for r in again][0] == \
-        next(iter(again[1]["models"].values()))["per_segment"]
+    again = [
+        evaluate_nll([ckpts["conv_spe"]], data, root / f"nll{i}", max_songs=1, seed=5)
+        for i in range(2)
+    ]
+    assert [next(iter(r["models"].values()))["per_segment"] for r in again][0] == next(
+        iter(again[1]["models"].values())
+    )["per_segment"]
 
 
 def test_seeded_nll_averages_draws_independent_of_batching_and_sharding(run):
@@ -159,8 +162,10 @@ def test_seeded_nll_averages_draws_independent_of_batching_and_sharding(run):
     assert torch.equal(torch.get_rng_state(), before)  # the caller's RNG is untouched
     batched = seeded_nll(model, songs, 128, "cpu", seeds=3, seed=2, batch_size=3)
     assert np.array_equal(batched[1], counts)  # a batch shares one draw: only counts agree
-    shards = [seeded_nll(model, songs[r::2], 128, "cpu", seeds=3, seed=2, first_index=r,
-                         step=2) for r in range(2)]
+    shards = [
+        seeded_nll(model, songs[r::2], 128, "cpu", seeds=3, seed=2, first_index=r, step=2)
+        for r in range(2)
+    ]
     assert np.allclose(shards[0][0] + shards[1][0], sums, atol=1e-9)
     assert np.array_equal(shards[0][1] + shards[1][1], counts)
     draws = [seeded_nll(model, songs, 128, "cpu", seed=2)[0]]  # draw 0 alone
@@ -171,13 +176,24 @@ def test_seeded_nll_averages_draws_independent_of_batching_and_sharding(run):
     res = evaluate_nll([ckpts["conv_spe"]], data, root / "nll3", max_len=128, seed=2, seeds=3)
     curve = next(iter(res["models"].values()))
     assert res["seeds"] == 3 and curve["mean_within"] == pytest.approx(
-        range_mean(sums, counts, 0, 128))
+        range_mean(sums, counts, 0, 128)
+    )
 
 
 def test_cli_evaluate_nll_seeds(run, capsys):
     root, data, ckpts = run
-    args = ["evaluate", "nll", "--checkpoint", str(ckpts["sine_spe"]), "--data", str(data),
-            "--max-len", "128", "--out", str(root / "cli")]
+    args = [
+        "evaluate",
+        "nll",
+        "--checkpoint",
+        str(ckpts["sine_spe"]),
+        "--data",
+        str(data),
+        "--max-len",
+        "128",
+        "--out",
+        str(root / "cli"),
+    ]
     assert main([*args, "--seeds", "2"]) == 0
     assert json.loads((root / "cli" / "nll.json").read_text())["seeds"] == 2
     assert main([*args, "--seeds", "0"]) == 1
@@ -224,7 +240,7 @@ def test_true_continuation_is_what_followed_the_prompt(remi, songs):
     truth = true_continuation(remi, ids, prompt, max_tokens=400)
     assert truth[: len(prompt)] == prompt and len(truth) == 400
     body = truth[1:]  # without BOS: a contiguous run of the source
-    assert any(ids[i: i + len(body)] == body for i in range(len(ids) - len(body) + 1))
+    assert any(ids[i : i + len(body)] == body for i in range(len(ids) - len(body) + 1))
     # the continuation starts where the prompt's bars end: decoded, it begins at bar 2
     notes = notes_from_score(remi.decode(truth))
     assert notes.onset[notes.onset >= 2 * BAR_BEATS].size > 0
@@ -362,17 +378,26 @@ def test_attention_rejects_bad_layer(run, songs):
 def test_every_plot_is_a_png_of_the_fixed_size(tmp_path):
     rng = np.random.default_rng(0)
     paths = [
-        plot_nll_curves({"ape": [3, 2.5, 2.9], "conv": [3, 2.4, 2.4]}, 128, 256,
-                        tmp_path / "a.png"),
-        plot_style_boxes({"time_pitch": [rng.random(5) for _ in range(4)],
-                          "onset_duration": [[], [0.5], [0.2, 0.3], [1.0]]}, tmp_path / "b.png"),
+        plot_nll_curves(
+            {"ape": [3, 2.5, 2.9], "conv": [3, 2.4, 2.4]}, 128, 256, tmp_path / "a.png"
+        ),
+        plot_style_boxes(
+            {
+                "time_pitch": [rng.random(5) for _ in range(4)],
+                "onset_duration": [[], [0.5], [0.2, 0.3], [1.0]],
+            },
+            tmp_path / "b.png",
+        ),
         plot_kernels({"head 0": rng.random((3, 9))}, np.arange(-4, 5), tmp_path / "c.png"),
         plot_attention({"l0 h0": np.tril(rng.random((6, 6)))}, tmp_path / "d.png"),
-        plot_training_log([{"kind": "train", "step": s, "loss": 4 - s / 50, "lr": 1e-4}
-                           for s in range(0, 100, 5)] + [{"kind": "val", "step": 50, "loss": 3}],
-                          tmp_path / "e.png"),
-        plot_music_stats({"polyphony": [2, 3], "entropy": [float("nan")]}, None,
-                         tmp_path / "f.png"),
+        plot_training_log(
+            [{"kind": "train", "step": s, "loss": 4 - s / 50, "lr": 1e-4} for s in range(0, 100, 5)]
+            + [{"kind": "val", "step": 50, "loss": 3}],
+            tmp_path / "e.png",
+        ),
+        plot_music_stats(
+            {"polyphony": [2, 3], "entropy": [float("nan")]}, None, tmp_path / "f.png"
+        ),
     ]
     for p in paths:
         assert png_size(p) == (800, 500)
@@ -380,10 +405,21 @@ def test_every_plot_is_a_png_of_the_fixed_size(tmp_path):
 
 def test_cli_plot_log(tmp_path, capsys):
     log = tmp_path / "log.jsonl"
-    lines = [json.dumps({"kind": "train", "step": s, "loss": 5 - s / 100, "lr": 2e-4})
-             for s in range(0, 300, 10)]
-    lines.append(json.dumps({"kind": "val", "step": 100, "loss": 3.0, "segment": 128,
-                             "loss_per_segment": [3.0, 3.1, None]}))
+    lines = [
+        json.dumps({"kind": "train", "step": s, "loss": 5 - s / 100, "lr": 2e-4})
+        for s in range(0, 300, 10)
+    ]
+    lines.append(
+        json.dumps(
+            {
+                "kind": "val",
+                "step": 100,
+                "loss": 3.0,
+                "segment": 128,
+                "loss_per_segment": [3.0, 3.1, None],
+            }
+        )
+    )
     lines.append('{"kind": "train", "st')  # torn last line (crash mid-write)
     log.write_text("\n".join(lines))
     assert main(["plot", "log", str(tmp_path), "--out", str(tmp_path / "o")]) == 0
@@ -396,14 +432,45 @@ def test_cli_plot_log(tmp_path, capsys):
 def test_cli_plot_kernels_and_attention(run, tmp_path, capsys):
     _, _, ckpts = run
     out = tmp_path / "o"
-    assert main(["plot", "kernels", "--checkpoint", str(ckpts["conv_spe"]), "--out", str(out),
-                 "--heads", "0", "1", "--features", "2"]) == 0
+    assert (
+        main(
+            [
+                "plot",
+                "kernels",
+                "--checkpoint",
+                str(ckpts["conv_spe"]),
+                "--out",
+                str(out),
+                "--heads",
+                "0",
+                "1",
+                "--features",
+                "2",
+            ]
+        )
+        == 0
+    )
     assert png_size(out / "kernels.png") == (800, 500)
     saved = json.loads((out / "kernels.json").read_text())
     assert len(saved["lags"]) == 2 * 16 + 1 and len(saved["kernels"]["head 1"]) == 2
     midi = POP909 / "001" / "001.mid"
-    assert main(["plot", "attention", "--checkpoint", str(ckpts["sine_spe"]), "--midi", str(midi),
-                 "--max-tokens", "48", "--out", str(out)]) == 0
+    assert (
+        main(
+            [
+                "plot",
+                "attention",
+                "--checkpoint",
+                str(ckpts["sine_spe"]),
+                "--midi",
+                str(midi),
+                "--max-tokens",
+                "48",
+                "--out",
+                str(out),
+            ]
+        )
+        == 0
+    )
     assert png_size(out / "attention.png") == (800, 500)
     assert main(["plot", "kernels", "--checkpoint", str(ckpts["ape"]), "--out", str(out)]) == 1
     assert "no learned positional kernel" in capsys.readouterr().err
@@ -429,14 +496,31 @@ def test_evaluate_nll_split_all_scores_every_song(run, tmp_path, capsys):
     folder = tmp_path / "data"
     shutil.copytree(data, folder)
     shutil.copytree(data / "validation", folder / "train")  # train: the same three songs
-    per = {s: evaluate_nll([ckpts["ape"]], folder, tmp_path / s, split=s)
-           for s in ("train", "validation", "all")}
+    per = {
+        s: evaluate_nll([ckpts["ape"]], folder, tmp_path / s, split=s)
+        for s in ("train", "validation", "all")
+    }
     assert per["all"]["songs"] == 6 and per["all"]["split"] == "all"
     m = {s: next(iter(r["models"].values())) for s, r in per.items()}
     assert m["all"]["notes"] == 2 * m["validation"]["notes"]
     assert m["all"]["nll_per_note"] == pytest.approx(m["validation"]["nll_per_note"], rel=1e-5)
-    assert main(["evaluate", "nll", "--checkpoint", str(ckpts["ape"]), "--data", str(folder),
-                 "--split", "all", "--out", str(tmp_path / "cli")]) == 0
+    assert (
+        main(
+            [
+                "evaluate",
+                "nll",
+                "--checkpoint",
+                str(ckpts["ape"]),
+                "--data",
+                str(folder),
+                "--split",
+                "all",
+                "--out",
+                str(tmp_path / "cli"),
+            ]
+        )
+        == 0
+    )
     assert "per note = " in capsys.readouterr().out
     with pytest.raises(MusicgenError, match="split 'nope' not found"):
         evaluate_nll([ckpts["ape"]], folder, tmp_path / "x", split="nope")
@@ -463,9 +547,25 @@ def test_cli_evaluate_style_prints_the_other_song_baseline(run, tmp_path, capsys
     prompts.mkdir()
     for n in ("004", "010"):
         (prompts / f"{n}.mid").write_bytes((POP909 / n / f"{n}.mid").read_bytes())
-    assert main(["evaluate", "style", "--checkpoint", str(ckpts["ape"]), "--prompts",
-                 str(prompts), "--max-tokens", "160", "--samples", "1", "--out",
-                 str(tmp_path / "o")]) == 0
+    assert (
+        main(
+            [
+                "evaluate",
+                "style",
+                "--checkpoint",
+                str(ckpts["ape"]),
+                "--prompts",
+                str(prompts),
+                "--max-tokens",
+                "160",
+                "--samples",
+                "1",
+                "--out",
+                str(tmp_path / "o"),
+            ]
+        )
+        == 0
+    )
     out = capsys.readouterr().out
     assert "time_pitch (true continuation): seg1" in out and "time_pitch (other song): seg1" in out
     res = json.loads((tmp_path / "o" / "style.json").read_text())

@@ -72,8 +72,14 @@ def test_remi_on_a_bundled_song_stays_within_half_a_grid_step():
     s = symusic.Score(str(DATA / "pop909" / "001" / "001.mid"))
     s.tempos = symusic.Score(TPQ).tempos  # empty, then one 120 bpm tempo at 0
     s.tempos.append(symusic.Tempo(0, 120.0))
-    tok = RemiTokenizer({"positions_per_beat": 16, "num_velocities": 32,
-                         "tempo_range": [30, 420], "num_tempos": 131})
+    tok = RemiTokenizer(
+        {
+            "positions_per_beat": 16,
+            "num_velocities": 32,
+            "tempo_range": [30, 420],
+            "num_tempos": 131,
+        }
+    )
 
     def codec(score):
         ids = tok.encode(score)
@@ -108,8 +114,14 @@ def test_expressive_remi_folds_the_pedal_and_keeps_the_grammar():
     assert err["sounding_p95_ms"] <= 500 / 16 / 2 + 0.5  # the pedal is in the durations
     assert err["velocity_levels_used"] == 20  # 20 distinct velocities stay distinct
     assert load_tokenizer(tok.to_dict()).options["fold_pedal"] is True
-    plain = RemiTokenizer({"positions_per_beat": 16, "num_velocities": 32,
-                           "tempo_range": [30, 420], "num_tempos": 131})
+    plain = RemiTokenizer(
+        {
+            "positions_per_beat": 16,
+            "num_velocities": 32,
+            "tempo_range": [30, 420],
+            "num_tempos": 131,
+        }
+    )
     assert roundtrip_error(s, plain.decode(plain.encode(s)))["sounding_p95_ms"] > 1000
 
 

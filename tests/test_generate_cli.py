@@ -32,8 +32,24 @@ def run_cli(capsys, *argv) -> tuple[int, str, str]:
 
 def test_generate_writes_pieces_never_overwrites_and_exports(ckpts, tmp_path, capsys):
     out = tmp_path / "out" / "nested"
-    args = ["generate", "--checkpoint", ckpts["remi"], "--out", out, "--num", 3,
-            "--max-tokens", 48, "--seed", 7, "--batch-size", 2, "--save-tokens", "--device", "cpu"]
+    args = [
+        "generate",
+        "--checkpoint",
+        ckpts["remi"],
+        "--out",
+        out,
+        "--num",
+        3,
+        "--max-tokens",
+        48,
+        "--seed",
+        7,
+        "--batch-size",
+        2,
+        "--save-tokens",
+        "--device",
+        "cpu",
+    ]
     rc, stdout, _ = run_cli(capsys, *args)
     assert rc == 0
     names = sorted(p.name for p in out.glob("*.mid"))
@@ -56,8 +72,9 @@ def test_generate_writes_pieces_never_overwrites_and_exports(ckpts, tmp_path, ca
 
     # export the saved tokens: the same MIDI content
     exported = tmp_path / "again.mid"
-    rc, _, _ = run_cli(capsys, "export", out / "tiny_remi_7_0.json", "--checkpoint",
-                       ckpts["remi"], "-o", exported)
+    rc, _, _ = run_cli(
+        capsys, "export", out / "tiny_remi_7_0.json", "--checkpoint", ckpts["remi"], "-o", exported
+    )
     assert rc == 0
     a, b = symusic.Score(str(exported)), symusic.Score(str(out / "tiny_remi_7_0.mid"))
     assert a.note_num() == b.note_num()
@@ -66,8 +83,21 @@ def test_generate_writes_pieces_never_overwrites_and_exports(ckpts, tmp_path, ca
 
 
 def test_generate_by_bars_with_groove_defaults(ckpts, tmp_path, capsys):
-    rc, stdout, _ = run_cli(capsys, "generate", "--checkpoint", ckpts["groove"], "--out", tmp_path,
-                            "--num", 2, "--bars", 1, "--seed", 1, "--save-tokens")
+    rc, stdout, _ = run_cli(
+        capsys,
+        "generate",
+        "--checkpoint",
+        ckpts["groove"],
+        "--out",
+        tmp_path,
+        "--num",
+        2,
+        "--bars",
+        1,
+        "--seed",
+        1,
+        "--save-tokens",
+    )
     assert rc == 0
     tok = build_tokenizer("groove")
     for i in range(2):
@@ -79,17 +109,46 @@ def test_generate_by_bars_with_groove_defaults(ckpts, tmp_path, capsys):
 
 
 def test_no_grammar_reports_the_invalid_rate(ckpts, tmp_path, capsys):
-    rc, stdout, _ = run_cli(capsys, "generate", "--checkpoint", ckpts["groove"], "--out", tmp_path,
-                            "--num", 4, "--max-tokens", 32, "--no-grammar", "--seed", 0)
+    rc, stdout, _ = run_cli(
+        capsys,
+        "generate",
+        "--checkpoint",
+        ckpts["groove"],
+        "--out",
+        tmp_path,
+        "--num",
+        4,
+        "--max-tokens",
+        32,
+        "--no-grammar",
+        "--seed",
+        0,
+    )
     assert rc == 0 and "invalid token rate (grammar off)" in stdout
     assert len(list(tmp_path.glob("*.mid"))) == 4
 
 
 def test_continue_keeps_the_prompt_at_its_tempo(ckpts, tmp_path, capsys):
     tok = build_tokenizer("groove")
-    rc, _, _ = run_cli(capsys, "continue", "--checkpoint", ckpts["groove"], "--prompt", DRUMS,
-                       "--bars", 2, "--out", tmp_path, "--num", 2, "--max-tokens", 40,
-                       "--seed", 3, "--save-tokens")
+    rc, _, _ = run_cli(
+        capsys,
+        "continue",
+        "--checkpoint",
+        ckpts["groove"],
+        "--prompt",
+        DRUMS,
+        "--bars",
+        2,
+        "--out",
+        tmp_path,
+        "--num",
+        2,
+        "--max-tokens",
+        40,
+        "--seed",
+        3,
+        "--save-tokens",
+    )
     assert rc == 0
     prompt = prompt_from_file(tok, DRUMS, 0, 2).ids
     song = tok.encode(DRUMS)
@@ -107,9 +166,26 @@ def test_continue_keeps_the_prompt_at_its_tempo(ckpts, tmp_path, capsys):
         head = {(n.time, n.pitch) for t in score.tracks for n in t.notes if n.time < bar2}
         assert head == ref_notes
 
-    rc, _, _ = run_cli(capsys, "continue", "--checkpoint", ckpts["groove"], "--prompt", DRUMS,
-                       "--prompt-bars", "3:5", "--out", tmp_path / "only", "--num", 1,
-                       "--max-tokens", 30, "--seed", 3, "--save-tokens", "--continuation-only")
+    rc, _, _ = run_cli(
+        capsys,
+        "continue",
+        "--checkpoint",
+        ckpts["groove"],
+        "--prompt",
+        DRUMS,
+        "--prompt-bars",
+        "3:5",
+        "--out",
+        tmp_path / "only",
+        "--num",
+        1,
+        "--max-tokens",
+        30,
+        "--seed",
+        3,
+        "--save-tokens",
+        "--continuation-only",
+    )
     assert rc == 0
     record = json.loads(next((tmp_path / "only").glob("*.json")).read_text())
     assert record["prompt_len"] == 1 and len(record["ids"]) <= 1 + 30 + 3 * 128 + 1
@@ -121,9 +197,23 @@ def test_continue_remi_prompt_bars_is_a_valid_prefix(ckpts, tmp_path, capsys):
     assert prompt[0] == tok.bos_id and prompt[1] == tok.bar_id
     # two prompt bars, then the Bar that opens bar 3: the model can only write from there on
     assert len(tok.bar_starts(np.asarray(prompt))) == 3 and prompt[-1] == tok.bar_id
-    rc, stdout, _ = run_cli(capsys, "continue", "--checkpoint", ckpts["remi"], "--prompt", SONG,
-                            "--prompt-bars", "4:6", "--out", tmp_path, "--num", 1,
-                            "--max-tokens", 24, "--render")
+    rc, stdout, _ = run_cli(
+        capsys,
+        "continue",
+        "--checkpoint",
+        ckpts["remi"],
+        "--prompt",
+        SONG,
+        "--prompt-bars",
+        "4:6",
+        "--out",
+        tmp_path,
+        "--num",
+        1,
+        "--max-tokens",
+        24,
+        "--render",
+    )
     assert rc == 0
     assert len(list(tmp_path.glob("*.mid"))) == 1 and len(list(tmp_path.glob("*.png"))) == 1
 
@@ -152,8 +242,9 @@ def test_export_hand_written_names_and_mismatches(ckpts, tmp_path, capsys):
     for data, message in cases:
         bad = tmp_path / "bad.json"
         bad.write_text(json.dumps(data))
-        rc, _, err = run_cli(capsys, "export", bad, "--checkpoint", ckpts["remi"],
-                             "-o", tmp_path / "b.mid")
+        rc, _, err = run_cli(
+            capsys, "export", bad, "--checkpoint", ckpts["remi"], "-o", tmp_path / "b.mid"
+        )
         assert rc == 1 and message in err and err.count("\n") == 1, err
 
 
@@ -171,8 +262,17 @@ def _bad_files(tmp_path: Path) -> dict[str, Path]:
 def test_bad_prompts_are_one_line_errors(kind, ckpts, tmp_path, capsys):
     prompt = SONG if kind == "short" else _bad_files(tmp_path)[kind]
     bars = ["--prompt-bars", "0:5000"] if kind == "short" else ["--bars", "2"]
-    rc, _, err = run_cli(capsys, "continue", "--checkpoint", ckpts["remi"], "--prompt", prompt,
-                         *bars, "--out", tmp_path / "o")
+    rc, _, err = run_cli(
+        capsys,
+        "continue",
+        "--checkpoint",
+        ckpts["remi"],
+        "--prompt",
+        prompt,
+        *bars,
+        "--out",
+        tmp_path / "o",
+    )
     assert rc == 1 and err.startswith("error: ") and err.count("\n") == 1, err
     assert str(prompt) in err
     assert not list((tmp_path / "o").glob("*.mid")) if (tmp_path / "o").exists() else True
@@ -202,26 +302,59 @@ def test_bad_checkpoints_are_one_line_errors(tmp_path, capsys):
     ],
 )
 def test_options_out_of_range(option, message, ckpts, tmp_path, capsys):
-    rc, _, err = run_cli(capsys, "generate", "--checkpoint", ckpts["remi"], "--out", tmp_path,
-                         *option)
+    rc, _, err = run_cli(
+        capsys, "generate", "--checkpoint", ckpts["remi"], "--out", tmp_path, *option
+    )
     assert rc == 1 and message in err and err.count("\n") == 1, err
-    rc, _, err = run_cli(capsys, "continue", "--checkpoint", ckpts["remi"], "--prompt", SONG,
-                         "--out", tmp_path, *option)
+    rc, _, err = run_cli(
+        capsys,
+        "continue",
+        "--checkpoint",
+        ckpts["remi"],
+        "--prompt",
+        SONG,
+        "--out",
+        tmp_path,
+        *option,
+    )
     assert rc == 1 and message in err, err
 
 
 def test_bad_prompt_bars(ckpts, tmp_path, capsys):
     for spec in ("2", "3:1", "a:b"):  # (and --bars with --prompt-bars below)
-        rc, _, err = run_cli(capsys, "continue", "--checkpoint", ckpts["remi"], "--prompt", SONG,
-                             "--prompt-bars", spec, "--out", tmp_path)
+        rc, _, err = run_cli(
+            capsys,
+            "continue",
+            "--checkpoint",
+            ckpts["remi"],
+            "--prompt",
+            SONG,
+            "--prompt-bars",
+            spec,
+            "--out",
+            tmp_path,
+        )
         assert rc == 1 and "--prompt-bars" in err, err
-    rc, _, err = run_cli(capsys, "continue", "--checkpoint", ckpts["remi"], "--prompt", SONG,
-                         "--prompt-bars", "0:2", "--bars", "2", "--out", tmp_path)
+    rc, _, err = run_cli(
+        capsys,
+        "continue",
+        "--checkpoint",
+        ckpts["remi"],
+        "--prompt",
+        SONG,
+        "--prompt-bars",
+        "0:2",
+        "--bars",
+        "2",
+        "--out",
+        tmp_path,
+    )
     assert rc == 1 and "not both" in err, err
 
 
 @pytest.mark.skipif(torch.cuda.is_available(), reason="needs a machine without CUDA")
 def test_unavailable_device_is_an_error(ckpts, tmp_path, capsys):
-    rc, _, err = run_cli(capsys, "generate", "--checkpoint", ckpts["remi"], "--out", tmp_path,
-                         "--device", "cuda")
+    rc, _, err = run_cli(
+        capsys, "generate", "--checkpoint", ckpts["remi"], "--out", tmp_path, "--device", "cuda"
+    )
     assert rc == 1 and "--device" in err and err.count("\n") == 1, err

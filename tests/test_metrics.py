@@ -117,10 +117,12 @@ def test_per_track_similarity_matches_roles():
 
 def test_pitch_class_entropy_exact():
     assert pitch_class_entropy(make_notes([0, 1, 2], [1] * 3, [60, 64, 67])) == pytest.approx(
-        math.log2(3))
+        math.log2(3)
+    )
     assert pitch_class_entropy(make_notes([0, 1], [1, 1], [60, 72])) == 0.0
     assert pitch_class_entropy(make_notes(range(12), [1] * 12, range(60, 72))) == pytest.approx(
-        math.log2(12))
+        math.log2(12)
+    )
 
 
 def test_scale_consistency_exact():
@@ -228,8 +230,10 @@ def test_texture_statistics_of_a_constructed_piece():
     q = make_notes([0, 0.125], [1, 1], [60, 60])
     assert notes_per_onset(q) == 1.0 and duplicate_note_rate(q) == 0.0
     empty = make_notes([], [], [])
-    assert all(math.isnan(f(empty)) for f in (notes_per_onset, stacked_onset_rate,
-                                               duplicate_note_rate, sparse_bar_rate))
+    assert all(
+        math.isnan(f(empty))
+        for f in (notes_per_onset, stacked_onset_rate, duplicate_note_rate, sparse_bar_rate)
+    )
 
 
 def test_texture_statistics_from_a_midi_score():

@@ -14,9 +14,22 @@ TRAIN_LEN = 16
 
 
 def _tiny(**kw) -> ModelConfig:
-    base = dict(vocab_size=40, n_layers=2, d_model=16, n_heads=2, d_ff=32, dropout=0.0,
-                n_features=16, num_realizations=8, kernel_size=6, num_sines=3, chunk_size=8,
-                max_len=512, redraw="every", redraw_every=1)
+    base = dict(
+        vocab_size=40,
+        n_layers=2,
+        d_model=16,
+        n_heads=2,
+        d_ff=32,
+        dropout=0.0,
+        n_features=16,
+        num_realizations=8,
+        kernel_size=6,
+        num_sines=3,
+        chunk_size=8,
+        max_len=512,
+        redraw="every",
+        redraw_every=1,
+    )
     base.update(kw)
     return ModelConfig(**base)
 
@@ -182,10 +195,15 @@ def test_weight_tying_is_optional():
 
 @pytest.mark.parametrize(
     "override,match",
-    [(dict(pe="rope"), "model.pe"), (dict(feature_map="elu"), "model.feature_map"),
-     (dict(redraw="sometimes"), "model.redraw"), (dict(vocab_size=0), "model.vocab_size"),
-     (dict(n_heads=3), "model.n_heads"), (dict(norm="sandwich"), "model.norm"),
-     (dict(head="mlp"), "model.head")],
+    [
+        (dict(pe="rope"), "model.pe"),
+        (dict(feature_map="elu"), "model.feature_map"),
+        (dict(redraw="sometimes"), "model.redraw"),
+        (dict(vocab_size=0), "model.vocab_size"),
+        (dict(n_heads=3), "model.n_heads"),
+        (dict(norm="sandwich"), "model.norm"),
+        (dict(head="mlp"), "model.head"),
+    ],
 )
 def test_bad_config_is_a_one_line_error(override, match):
     with pytest.raises(MusicgenError, match=match) as err:
@@ -197,8 +215,10 @@ def test_bad_config_is_a_one_line_error(override, match):
 def test_init_state_noise_from_a_generator_or_the_global_rng(head):
     """A caller's generator alone fixes the SPE noise; without one the global RNG does."""
     model = build_model(_tiny(pe="sine_spe", head=head)).eval()
-    seeds = [model.init_state(1, "cpu", generator=torch.Generator().manual_seed(4)).noise.seed
-             for _ in range(2)]
+    seeds = [
+        model.init_state(1, "cpu", generator=torch.Generator().manual_seed(4)).noise.seed
+        for _ in range(2)
+    ]
     torch.manual_seed(0)
     first = model.init_state(1, "cpu", generator=torch.Generator().manual_seed(5)).noise.seed
     assert seeds[0] == seeds[1] != first

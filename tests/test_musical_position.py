@@ -20,8 +20,9 @@ from musicgen.tokenizers import build_tokenizer
 
 ROOT = Path(__file__).resolve().parents[1]
 POP_SONGS = sorted((ROOT / "tests" / "data" / "pop909").glob("*/*.mid"))
-DRUMS = sorted((ROOT.parent / "shared" / "data" / "groove_drums" / "drummer1" / "eval_session")
-               .glob("*.mid"))[:3]
+DRUMS = sorted(
+    (ROOT.parent / "shared" / "data" / "groove_drums" / "drummer1" / "eval_session").glob("*.mid")
+)[:3]
 SHIPPED = sorted((ROOT / "checkpoints").glob("*/model.pt"))
 
 
@@ -69,8 +70,11 @@ def test_remi_onsets_match_token_walk_and_decoded_notes(remi, song):
     score = remi.decode(ids)
     per_sub = score.ticks_per_quarter // tables.positions_per_beat
     decoded = sorted((n.time // per_sub, n.pitch) for t in score.tracks for n in t.notes)
-    pitch_at = [(int(o), int(n.split("_")[1])) for o, n in zip(onset, names, strict=True)
-                if n.startswith("Pitch_")]
+    pitch_at = [
+        (int(o), int(n.split("_")[1]))
+        for o, n in zip(onset, names, strict=True)
+        if n.startswith("Pitch_")
+    ]
     assert decoded == sorted(pitch_at) and len(decoded) > 500
     assert onset.max() // 16 == names.count("Bar_None") - 1  # bar index of the last token
 
@@ -83,10 +87,14 @@ def test_groove_onsets_match_token_walk_and_decoded_notes(groove, song):
     assert onset.tolist() == _groove_walk(names)
     score = groove.decode(ids)
     scale = score.ticks_per_quarter // 12
-    decoded = sorted((k, n.pitch, n.time // scale) for k, t in enumerate(score.tracks)
-                     for n in t.notes)
-    on = [(int(groove.tables.track[i]), int(groove.tables.pitch[i]), int(o))
-          for i, o, name in zip(ids, onset, names, strict=True) if name.startswith("NoteOn_")]
+    decoded = sorted(
+        (k, n.pitch, n.time // scale) for k, t in enumerate(score.tracks) for n in t.notes
+    )
+    on = [
+        (int(groove.tables.track[i]), int(groove.tables.pitch[i]), int(o))
+        for i, o, name in zip(ids, onset, names, strict=True)
+        if name.startswith("NoteOn_")
+    ]
     assert decoded == sorted(on) and len(decoded) > 100
     # bar lines fall between tokens: each bar start (a crop start) is at a whole bar
     starts = groove.bar_starts(ids)
@@ -96,9 +104,21 @@ def test_groove_onsets_match_token_walk_and_decoded_notes(groove, song):
 
 def _tiny(tok, **kw) -> ModelConfig:
     musical = MusicalConfig(**kw.pop("musical", {}))
-    base = dict(vocab_size=tok.vocab_size, n_layers=2, d_model=16, n_heads=2, d_ff=32,
-                dropout=0.0, n_features=16, num_realizations=8, num_sines=3, chunk_size=8,
-                pe="sine_spe", gated=True, musical=musical)
+    base = dict(
+        vocab_size=tok.vocab_size,
+        n_layers=2,
+        d_model=16,
+        n_heads=2,
+        d_ff=32,
+        dropout=0.0,
+        n_features=16,
+        num_realizations=8,
+        num_sines=3,
+        chunk_size=8,
+        pe="sine_spe",
+        gated=True,
+        musical=musical,
+    )
     base.update(kw)
     return ModelConfig(**base)
 
@@ -127,8 +147,9 @@ VARIANTS = [
     dict(musical={"spe": "sine_spe"}),
     dict(musical={"spe": "sine_spe"}, pe="none"),
     dict(musical={"embed": True, "spe": "sine_spe"}, pe="ape"),
-    dict(musical={"embed": True, "spe": "sine_spe", "phrase_bars": 8}, spe_shared=False,
-         gated=False),
+    dict(
+        musical={"embed": True, "spe": "sine_spe", "phrase_bars": 8}, spe_shared=False, gated=False
+    ),
 ]
 
 
@@ -174,8 +195,9 @@ def _empirical(codes_fn, n: int, draws: int, h: int, d: int) -> torch.Tensor:
     with torch.no_grad():
         for s in range(draws):
             codes = codes_fn(SPENoise(s, "cpu"))
-            acc += torch.einsum("dmhr,dnhr->dhmn", codes.project(eye, "q", None),
-                                codes.project(eye, "k", None))
+            acc += torch.einsum(
+                "dmhr,dnhr->dhmn", codes.project(eye, "q", None), codes.project(eye, "k", None)
+            )
     return acc / draws
 
 
@@ -237,8 +259,10 @@ def test_musical_spe_beside_token_spe_sums_the_kernels():
 
 def test_config_errors_and_defaults(remi):
     assert Config().model.musical == MusicalConfig(embed=False, phrase_bars=4, spe="none")
-    for musical, msg in (({"spe": "conv"}, "model.musical.spe: unknown 'conv'"),
-                         ({"embed": True, "phrase_bars": 0}, "model.musical.phrase_bars")):
+    for musical, msg in (
+        ({"spe": "conv"}, "model.musical.spe: unknown 'conv'"),
+        ({"embed": True, "phrase_bars": 0}, "model.musical.phrase_bars"),
+    ):
         with pytest.raises(MusicgenError, match=msg):
             build_model(_tiny(remi, musical=musical), remi)
     with pytest.raises(MusicgenError, match="needs the tokenizer's time tables"):
@@ -261,8 +285,9 @@ def test_shipped_checkpoints_load_unchanged(ckpt):
     plain = build_model(loaded.config.model)
     plain.load_state_dict({k: v.float() for k, v in payload["model"].items()})
     plain.eval()
-    ids = torch.tensor([loaded.tokenizer.encode(POP_SONGS[0] if "pop" in str(ckpt) else DRUMS[0])
-                        [:120]])
+    ids = torch.tensor(
+        [loaded.tokenizer.encode(POP_SONGS[0] if "pop" in str(ckpt) else DRUMS[0])[:120]]
+    )
     state = loaded.model.init_state(1, "cpu", seed=2)
     with torch.no_grad():
         assert torch.equal(loaded.model(ids, noise=state.noise), plain(ids, noise=state.noise))
@@ -293,7 +318,7 @@ class _Fixed(torch.nn.Module):
         b, n = ids.shape
         if self.song is None:
             return torch.zeros(b, n, self.vocab)
-        nxt = torch.from_numpy(self.song[1: n + 1])
+        nxt = torch.from_numpy(self.song[1 : n + 1])
         return torch.nn.functional.one_hot(nxt, self.vocab).float()[None] * 100.0
 
 
@@ -322,9 +347,15 @@ def test_train_generate_and_evaluate_end_to_end(prepared, tmp_path):
     from musicgen.sample import default_options, generate
     from musicgen.train import train
 
-    cfg = load_config(ROOT / "configs" / "pop909" / "tiny.yaml",
-                      ["model.musical.embed=true", "model.musical.spe=sine_spe",
-                       "train.max_steps=4", "train.val_every=4"])
+    cfg = load_config(
+        ROOT / "configs" / "pop909" / "tiny.yaml",
+        [
+            "model.musical.embed=true",
+            "model.musical.spe=sine_spe",
+            "train.max_steps=4",
+            "train.val_every=4",
+        ],
+    )
     cfg.data.path = str(prepared)
     result = train(cfg, tmp_path / "run")
     loaded = load_checkpoint(result.last)
@@ -348,6 +379,11 @@ def test_presets_switch_embed_on_for_pop909_lm_only():
 
     for name in ("pop909/small.yaml", "pop909/tiny.yaml", "pop909/ape.yaml"):
         assert musical(name) == MusicalConfig(embed=True, phrase_bars=4, spe="none")
-    for name in ("pop909/perceiver_tiny.yaml", "pop909/perceiver_s.yaml", "groove/small.yaml",
-                 "maestro/perceiver_s.yaml", "pop909/musical_compare.yaml"):
+    for name in (
+        "pop909/perceiver_tiny.yaml",
+        "pop909/perceiver_s.yaml",
+        "groove/small.yaml",
+        "maestro/perceiver_s.yaml",
+        "pop909/musical_compare.yaml",
+    ):
         assert musical(name) == MusicalConfig()

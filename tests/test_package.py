@@ -46,7 +46,11 @@ def digest(weights: dict[str, torch.Tensor]) -> str:
 def test_shipped_model_folders_hold_the_trained_weights(name):
     folder = ROOT / "checkpoints" / name
     assert sorted(p.name for p in folder.iterdir()) == [
-        "README.md", "config.json", "model.safetensors", "tokenizer.json"]
+        "README.md",
+        "config.json",
+        "model.safetensors",
+        "tokenizer.json",
+    ]
     payload = read_payload(folder)
     assert digest(payload["model"]) == SHIPPED_DIGESTS[name]
     assert json.loads((folder / "config.json").read_text())["format"] == "musicgen-model/1"
@@ -73,13 +77,59 @@ def test_pt_to_folder_is_bit_identical_and_loads_the_same(tiny_checkpoints, tmp_
 def test_every_command_accepts_a_model_folder(tiny_checkpoints, tmp_path, capsys):
     folder = convert_to_folder(tiny_checkpoints["remi"], tmp_path / "tiny_remi")
     out = tmp_path / "out"
-    assert main(["generate", "--checkpoint", str(folder), "--out", str(out), "--num", "1",
-                 "--max-tokens", "24", "--seed", "1", "--save-tokens"]) == 0
+    assert (
+        main(
+            [
+                "generate",
+                "--checkpoint",
+                str(folder),
+                "--out",
+                str(out),
+                "--num",
+                "1",
+                "--max-tokens",
+                "24",
+                "--seed",
+                "1",
+                "--save-tokens",
+            ]
+        )
+        == 0
+    )
     assert (out / "tiny_remi_1_0.mid").is_file()
-    assert main(["continue", "--checkpoint", str(folder), "--prompt", str(SONG), "--out",
-                 str(out), "--num", "1", "--max-tokens", "16", "--seed", "1"]) == 0
-    assert main(["export", str(out / "tiny_remi_1_0.json"), "--checkpoint", str(folder),
-                 "-o", str(out / "again.mid")]) == 0
+    assert (
+        main(
+            [
+                "continue",
+                "--checkpoint",
+                str(folder),
+                "--prompt",
+                str(SONG),
+                "--out",
+                str(out),
+                "--num",
+                "1",
+                "--max-tokens",
+                "16",
+                "--seed",
+                "1",
+            ]
+        )
+        == 0
+    )
+    assert (
+        main(
+            [
+                "export",
+                str(out / "tiny_remi_1_0.json"),
+                "--checkpoint",
+                str(folder),
+                "-o",
+                str(out / "again.mid"),
+            ]
+        )
+        == 0
+    )
     capsys.readouterr()
 
 
@@ -129,7 +179,7 @@ def test_api_results(tiny_checkpoints, tmp_path):
 
 def readme_example() -> str:
     text = (ROOT / "README.md").read_text()
-    section = text[text.index("## Python"):]
+    section = text[text.index("## Python") :]
     return re.search(r"```python\n(.*?)```", section, re.S).group(1)
 
 
@@ -142,8 +192,13 @@ def test_readme_python_example_runs(tmp_path, monkeypatch, capsys):
     exec(compile(code, "README.md", "exec"), ns)  # the README's own example
     assert symusic.Score("new.mid").note_num() > 0
     prompt = ns["m"].prompt("song.mid", bars=2)  # continued.mid starts with these notes
-    head = [(n.time, n.duration, n.pitch) for t in symusic.Score("continued.mid").tracks
-            for n in t.notes if n.time < prompt.end_tick]
-    assert sorted(head) == sorted((n.time, n.duration, n.pitch) for t in prompt.notes.tracks
-                                  for n in t.notes)
+    head = [
+        (n.time, n.duration, n.pitch)
+        for t in symusic.Score("continued.mid").tracks
+        for n in t.notes
+        if n.time < prompt.end_tick
+    ]
+    assert sorted(head) == sorted(
+        (n.time, n.duration, n.pitch) for t in prompt.notes.tracks for n in t.notes
+    )
     assert float(capsys.readouterr().out.strip().splitlines()[-1]) > 0

@@ -29,11 +29,25 @@ TINY = ROOT / "configs" / "pop909" / "perceiver_tiny.yaml"
 M, N, V = 24, 8, 40  # window, queries, vocabulary of the hand-sized models
 
 
-def tiny_model(pe: str = "sine_spe", combine: str = "sum", m: int = M, n: int = N,
-               seed: int = 0, extra: tuple[str, ...] = ()) -> PerceiverS:
-    cfg = load_config(TINY, [f"model.pe={pe}", f"model.vocab_size={V}",
-                             f"model.perceiver.context_len={m}", f"model.perceiver.n_queries={n}",
-                             f"model.perceiver.combine={combine}", *extra]).model
+def tiny_model(
+    pe: str = "sine_spe",
+    combine: str = "sum",
+    m: int = M,
+    n: int = N,
+    seed: int = 0,
+    extra: tuple[str, ...] = (),
+) -> PerceiverS:
+    cfg = load_config(
+        TINY,
+        [
+            f"model.pe={pe}",
+            f"model.vocab_size={V}",
+            f"model.perceiver.context_len={m}",
+            f"model.perceiver.n_queries={n}",
+            f"model.perceiver.combine={combine}",
+            *extra,
+        ],
+    ).model
     torch.manual_seed(seed)
     model = build_model(cfg)
     assert isinstance(model, PerceiverS) and model.predicts_last == n
@@ -83,8 +97,9 @@ def test_cross_attention_masks_hide_exactly_what_they_should(pe):
         assert torch.all(full[i, :3] == 0)  # padding keys are masked (and only through q: none)
 
 
-@pytest.mark.parametrize("pe,combine", [("ape", "sum"), ("sine_spe", "sum"),
-                                        ("conv_spe", "sequential")])
+@pytest.mark.parametrize(
+    "pe,combine", [("ape", "sum"), ("sine_spe", "sum"), ("conv_spe", "sequential")]
+)
 def test_whole_model_prediction_never_sees_later_tokens(pe, combine):
     model = tiny_model(pe, combine)
     ids = song_ids(2, M)
@@ -112,9 +127,16 @@ def test_real_queries_ignore_padding_completely():
 # forward / score / step agree where they should
 
 
-@pytest.mark.parametrize("pe,combine,shared", [
-    ("ape", "sum", True), ("ape_learned", "sequential", True), ("sine_spe", "sum", True),
-    ("conv_spe", "sum", False), ("none", "sum", True)])
+@pytest.mark.parametrize(
+    "pe,combine,shared",
+    [
+        ("ape", "sum", True),
+        ("ape_learned", "sequential", True),
+        ("sine_spe", "sum", True),
+        ("conv_spe", "sum", False),
+        ("none", "sum", True),
+    ],
+)
 def test_step_by_step_equals_score_at_every_position(pe, combine, shared):
     model = tiny_model(pe, combine, extra=(f"model.spe_shared={str(shared).lower()}",))
     length = 3 * N + 5  # several query blocks, windows sliding past the song's head
@@ -260,8 +282,16 @@ def test_tiny_training_lowers_the_loss_and_the_checkpoint_generates_midi(prepare
     from musicgen.sample import SamplingOptions, generate
     from musicgen.train import train
 
-    cfg = load_config(TINY, [f"data.path={prepared}", "train.max_steps=30", "train.val_every=30",
-                             "train.ckpt_every=30", "train.device=cpu"])
+    cfg = load_config(
+        TINY,
+        [
+            f"data.path={prepared}",
+            "train.max_steps=30",
+            "train.val_every=30",
+            "train.ckpt_every=30",
+            "train.device=cpu",
+        ],
+    )
     last = train(cfg, tmp_path / "run").last
     log = [json.loads(line) for line in (tmp_path / "run" / "log.jsonl").read_text().splitlines()]
     losses = [r["loss"] for r in log if r["kind"] == "train"]
@@ -274,8 +304,14 @@ def test_tiny_training_lowers_the_loss_and_the_checkpoint_generates_midi(prepare
     tok = loaded.tokenizer
     gen = torch.Generator().manual_seed(0)
     max_new = 2 * cfg.model.perceiver.context_len  # past one window: the context slides
-    out = generate(loaded.model, tok, [[tok.bos_id]] * 2, SamplingOptions(temperature=1.0),
-                   max_new, generator=gen)
+    out = generate(
+        loaded.model,
+        tok,
+        [[tok.bos_id]] * 2,
+        SamplingOptions(temperature=1.0),
+        max_new,
+        generator=gen,
+    )
     for k, res in enumerate(out):
         assert res.errors == 0  # grammar masking keeps every sampled id valid
         path = tmp_path / f"sample{k}.mid"

@@ -71,7 +71,7 @@ def test_conv_spe_statistics_match_cross_correlation_and_vanish_past_p():
 @pytest.mark.parametrize("kind", ["sine", "conv"])
 def test_gated_statistics_mix_kernel_and_constant(kind):
     torch.manual_seed(0)
-    spe = (SineSPE(2, 2, 256, 3) if kind == "sine" else ConvSPE(2, 2, 256, 3))
+    spe = SineSPE(2, 2, 256, 3) if kind == "sine" else ConvSPE(2, 2, 256, 3)
     gate = torch.logit(torch.tensor([[0.3, 0.7], [0.5, 0.1]]))  # delta per (head, feature)
     emp, want = _empirical_kernel(spe, 8, 100, gate), _designed(spe, 8)
     delta = torch.sigmoid(gate).T[:, :, None, None]  # (D, H, 1, 1)
@@ -157,7 +157,8 @@ def test_learned_table_refuses_positions_past_max_len():
 @pytest.mark.parametrize("tables", [True, False])
 @pytest.mark.parametrize("block", [16, 10_000])
 def test_sine_tables_and_blocked_contraction_equal_the_direct_one_with_gradients(
-        monkeypatch, tables, block):
+    monkeypatch, tables, block
+):
     """Both contraction paths (shared (N, H, D, R) tables; per layer, in position blocks under
     checkpointing) give the paper's sum_d q_d Qbar_d[m] and the frequencies' gradients of
     contracting (q * Omega) with lambda Z directly."""
@@ -180,7 +181,6 @@ def test_sine_tables_and_blocked_contraction_equal_the_direct_one_with_gradients
     assert torch.allclose(out, direct, atol=1e-5)
     assert torch.allclose(g_table, spe.freq.grad, atol=1e-4, rtol=1e-4)
     assert ("q" in codes._tables) == tables  # built once, shared by the layers
-
 
 
 @pytest.mark.parametrize("min_batch", [1, 100])

@@ -78,8 +78,19 @@ def test_good_songs_are_prepared_and_bad_ones_reported(tmp_path, capsys):
     shutil.copy(SONGS[1], inp / "001" / "versions" / "001-v2.mid")  # POP909 versions: ignored
     reasons = plant_bad_files(inp)
     code = main(
-        ["prepare", "--dataset", "pop909", "--input", str(inp), "--output", str(out),
-         "--workers", "1", "--max-size-mb", "0.04"]
+        [
+            "prepare",
+            "--dataset",
+            "pop909",
+            "--input",
+            str(inp),
+            "--output",
+            str(out),
+            "--workers",
+            "1",
+            "--max-size-mb",
+            "0.04",
+        ]
     )
     assert code == 0
     line = capsys.readouterr().out.strip().splitlines()[-1]
@@ -171,8 +182,10 @@ def test_split_folders_and_official_csv_are_honoured(tmp_path):
     for song in SONGS[:3]:
         shutil.copy(song, maestro / "2018" / song.name)
     rows = ["canonical_composer,canonical_title,split,year,midi_filename,audio_filename,duration"]
-    rows += [f"x,y,{s},2018,2018/{song.name},a.wav,1.0"
-             for s, song in zip(("test", "validation", "train"), SONGS, strict=False)]
+    rows += [
+        f"x,y,{s},2018,2018/{song.name},a.wav,1.0"
+        for s, song in zip(("test", "validation", "train"), SONGS, strict=False)
+    ]
     (maestro / "maestro-v3.0.0.csv").write_text("\n".join(rows) + "\n")
     summary = prepare("maestro", maestro, tmp_path / "out_m", workers=1)
     assert (summary["train"], summary["validation"], summary["test"]) == (1, 1, 1)
@@ -191,8 +204,10 @@ def test_find_midi_is_recursive_and_case_insensitive(tmp_path):
 
 def test_input_problems_are_one_line_errors(tmp_path, capsys):
     out = str(tmp_path / "out")
-    assert main(["prepare", "--dataset", "folder", "--input", str(tmp_path / "nope"),
-                 "--output", out]) == 1
+    assert (
+        main(["prepare", "--dataset", "folder", "--input", str(tmp_path / "nope"), "--output", out])
+        == 1
+    )
     err = capsys.readouterr().err.strip()
     assert err.startswith("error: ") and "input folder not found" in err and "\n" not in err
     (tmp_path / "empty").mkdir()

@@ -24,8 +24,9 @@ GROOVES = sorted((DATA / "groove_drums").rglob("*.mid"))
 
 
 def note_set(score: symusic.Score, keep=lambda n: True) -> list[tuple]:
-    return sorted((n.time, n.duration, n.pitch, n.velocity)
-                  for t in score.tracks for n in t.notes if keep(n))
+    return sorted(
+        (n.time, n.duration, n.pitch, n.velocity) for t in score.tracks for n in t.notes if keep(n)
+    )
 
 
 @pytest.fixture(scope="module")
@@ -54,7 +55,7 @@ def test_remi_prompt_is_fed_up_to_the_next_bar(models):
     ids = tok.encode(POP[0])
     starts = tok.bar_starts(np.asarray(ids))
     prompt = prompt_from_file(tok, POP[0], 1, 3)
-    assert prompt.ids == [tok.bos_id, *ids[starts[1]: starts[3] + 1]]  # ends with bar 4's Bar
+    assert prompt.ids == [tok.bos_id, *ids[starts[1] : starts[3] + 1]]  # ends with bar 4's Bar
     assert prompt.bars == 2 and prompt.offset == starts[1]
 
 
@@ -71,13 +72,20 @@ def test_overlap_rules():
     # 1 bar of 4/4 at 4 ticks per quarter: the continuation starts at tick 16
     prompt_notes = midi_pairing(_score([(0, 8, 60), (4, 2, 60), (12, 10, 64), (14, 1, 62)]))
     # nested same-pitch notes keep their onsets and ends; the earlier onset takes the earlier end
-    assert note_set(prompt_notes) == [(0, 6, 60, 80), (4, 4, 60, 80), (12, 10, 64, 80),
-                                      (14, 1, 62, 80)]
+    assert note_set(prompt_notes) == [
+        (0, 6, 60, 80),
+        (4, 4, 60, 80),
+        (12, 10, 64, 80),
+        (14, 1, 62, 80),
+    ]
     prompt = Prompt(ids=[1], bars=1, notes=prompt_notes)
     generated = _score([(2, 3, 67), (16, 4, 64), (22, 4, 64), (16, 8, 67)])
     merged = merge(prompt, generated)
     assert note_set(merged) == [
-        (0, 6, 60, 80), (4, 4, 60, 80), (12, 10, 64, 80), (14, 1, 62, 80),  # the prompt
+        (0, 6, 60, 80),
+        (4, 4, 60, 80),
+        (12, 10, 64, 80),
+        (14, 1, 62, 80),  # the prompt
         (16, 8, 67, 80),  # the continuation from bar 2 on (67 at tick 2 is in the prompt's bar)
         (22, 4, 64, 80),  # 64 at 16 dropped: it starts while the prompt's 64 sounds (to 22)
     ]

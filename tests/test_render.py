@@ -77,8 +77,14 @@ def test_wav_with_pip_packages_only(tmp_path, capsys):
     """No fluidsynth program: the pip synthesizer and pretty_midi's GM soundfont make the WAV."""
     midi = short_midi(tmp_path / "short.mid")
     assert pip_soundfont() is not None and pip_soundfont().name == "TimGM6mb.sf2"
-    written = render_midi(midi, tmp_path / "out", png=True, wav=True, ogg=True,
-                          fluidsynth=str(tmp_path / "no-such-fluidsynth"))
+    written = render_midi(
+        midi,
+        tmp_path / "out",
+        png=True,
+        wav=True,
+        ogg=True,
+        fluidsynth=str(tmp_path / "no-such-fluidsynth"),
+    )
     out = tmp_path / "out"
     assert written == [out / "short.png", out / "short.wav", out / "short.ogg"]
     check_audio(out / "short.wav", midi)
@@ -94,14 +100,22 @@ def test_audio_of_a_real_song_has_its_length(tmp_path):
 def test_missing_soundfont_is_one_line_error(tmp_path):
     midi = short_midi(tmp_path / "short.mid")
     with pytest.raises(MusicgenError, match="missing.sf2: soundfont not found"):
-        render_midi(midi, tmp_path, png=False, wav=True, soundfont=tmp_path / "missing.sf2",
-                    fluidsynth=str(tmp_path / "none"))
+        render_midi(
+            midi,
+            tmp_path,
+            png=False,
+            wav=True,
+            soundfont=tmp_path / "missing.sf2",
+            fluidsynth=str(tmp_path / "none"),
+        )
     with pytest.raises(MusicgenError, match="audio must be .wav or .ogg"):
         synthesize(midi, tmp_path / "x.flac")
 
 
-@pytest.mark.skipif(find_fluidsynth() is None or find_soundfont() is None,
-                    reason="fluidsynth / fluid-soundfont-gm not installed")
+@pytest.mark.skipif(
+    find_fluidsynth() is None or find_soundfont() is None,
+    reason="fluidsynth / fluid-soundfont-gm not installed",
+)
 def test_wav_through_fluidsynth(tmp_path):
     midi = short_midi(tmp_path / "short.mid")
     written = render_midi(midi, tmp_path, png=False, wav=True)

@@ -145,14 +145,40 @@ def test_limits_are_read_from_the_end_tick_before_tokenizing(corpus):
 
 def test_prepare_token_and_bar_limits_are_options(corpus, tmp_path, capsys):
     folder = corpus["good_scale.mid"].parent
-    rc, out, _ = run_cli(capsys, "prepare", "--dataset", "folder", "--input", folder, "--output",
-                         tmp_path / "a", "--tokenizer", "remi", "--workers", 1,
-                         "--max-bars", 5)
+    rc, out, _ = run_cli(
+        capsys,
+        "prepare",
+        "--dataset",
+        "folder",
+        "--input",
+        folder,
+        "--output",
+        tmp_path / "a",
+        "--tokenizer",
+        "remi",
+        "--workers",
+        1,
+        "--max-bars",
+        5,
+    )
     assert rc == 0 and "prepared 1 songs" in out  # 4 bars kept, 6 bars skipped
     assert "6 bars > the limit of 5" in (tmp_path / "a" / "skipped.csv").read_text()
-    rc, _, err = run_cli(capsys, "prepare", "--dataset", "folder", "--input", folder,
-                         "--output", tmp_path / "b", "--tokenizer", "remi", "--workers", 1,
-                         "--max-tokens", 20)
+    rc, _, err = run_cli(
+        capsys,
+        "prepare",
+        "--dataset",
+        "folder",
+        "--input",
+        folder,
+        "--output",
+        tmp_path / "b",
+        "--tokenizer",
+        "remi",
+        "--workers",
+        1,
+        "--max-tokens",
+        20,
+    )
     assert rc == 1 and "none of the" in one_line_error(err)
     assert "tokens" in (tmp_path / "b" / "skipped.csv").read_text()
 
@@ -166,10 +192,10 @@ def test_tokenizers_refuse_hostile_files_with_one_line(corpus, name):
         assert "\n" not in str(info.value)
 
 
-def test_render_refuses_a_huge_piece_and_long_pieces_draw_few_bar_lines(corpus, tmp_path,
-                                                                         capsys):
-    rc, _, err = run_cli(capsys, "render", corpus["huge_delta_tpb1.mid"], "--png", "--out",
-                         tmp_path)
+def test_render_refuses_a_huge_piece_and_long_pieces_draw_few_bar_lines(corpus, tmp_path, capsys):
+    rc, _, err = run_cli(
+        capsys, "render", corpus["huge_delta_tpb1.mid"], "--png", "--out", tmp_path
+    )
     assert rc == 1 and "too long" in one_line_error(err)
     assert len(bar_lines(4.0 * 2**26)) <= MAX_BAR_LINES
     assert bar_lines(16.0) == [0.0, 4.0, 8.0, 12.0, 16.0]
@@ -178,18 +204,31 @@ def test_render_refuses_a_huge_piece_and_long_pieces_draw_few_bar_lines(corpus, 
 
 
 def test_continue_refuses_a_huge_prompt(corpus, ckpts, tmp_path, capsys):
-    rc, _, err = run_cli(capsys, "continue", "--checkpoint", ckpts["remi"], "--prompt",
-                         corpus["huge_delta_tpb1.mid"], "--out", tmp_path, "--device", "cpu")
+    rc, _, err = run_cli(
+        capsys,
+        "continue",
+        "--checkpoint",
+        ckpts["remi"],
+        "--prompt",
+        corpus["huge_delta_tpb1.mid"],
+        "--out",
+        tmp_path,
+        "--device",
+        "cpu",
+    )
     assert rc == 1 and "too long" in one_line_error(err)
 
 
 def test_evaluate_music_skips_hostile_files_and_goes_on(corpus, tmp_path, capsys):
     folder = corpus["good_scale.mid"].parent
-    rc, _, _ = run_cli(capsys, "evaluate", "music", folder, "--out", tmp_path, "--tokenizer",
-                       "remi")
+    rc, _, _ = run_cli(
+        capsys, "evaluate", "music", folder, "--out", tmp_path, "--tokenizer", "remi"
+    )
     assert rc == 0
-    skipped = {Path(s["path"]).name: s["reason"]
-               for s in json.loads((tmp_path / "music.json").read_text())["skipped"]}
+    skipped = {
+        Path(s["path"]).name: s["reason"]
+        for s in json.loads((tmp_path / "music.json").read_text())["skipped"]
+    }
     assert set(skipped) == set(REASONS)
     assert "too long" in skipped["huge_delta_tpb1.mid"]
 
@@ -262,8 +301,9 @@ def small_fs(tmp_path):
     mnt.mkdir()
     if os.geteuid() != 0 or shutil.which("mount") is None:
         pytest.skip("mounting a tmpfs needs root; the simulated ENOSPC/EROFS tests cover it")
-    proc = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=256k", "tmpfs", str(mnt)],
-                          capture_output=True)
+    proc = subprocess.run(
+        ["mount", "-t", "tmpfs", "-o", "size=256k", "tmpfs", str(mnt)], capture_output=True
+    )
     if proc.returncode != 0:
         pytest.skip("cannot mount a tmpfs here; the simulated ENOSPC/EROFS tests cover it")
     yield mnt
@@ -285,10 +325,22 @@ def song_bytes() -> bytes:
     return SONGS[0].read_bytes()
 
 
-def test_generate_on_a_full_disk_fails_in_one_line_and_keeps_the_old_file(ckpts, small_fs,
-                                                                         capsys):
-    args = ["generate", "--checkpoint", ckpts["remi"], "--out", small_fs, "--num", 1,
-            "--max-tokens", 16, "--seed", 3, "--device", "cpu"]
+def test_generate_on_a_full_disk_fails_in_one_line_and_keeps_the_old_file(ckpts, small_fs, capsys):
+    args = [
+        "generate",
+        "--checkpoint",
+        ckpts["remi"],
+        "--out",
+        small_fs,
+        "--num",
+        1,
+        "--max-tokens",
+        16,
+        "--seed",
+        3,
+        "--device",
+        "cpu",
+    ]
     old = small_fs / "tiny_remi_3_0.mid"
     old.write_bytes(song_bytes())
     fill(small_fs)
@@ -302,29 +354,50 @@ def test_generate_on_a_full_disk_fails_in_one_line_and_keeps_the_old_file(ckpts,
     assert all(p.name.startswith("filler") for p in small_fs.iterdir())  # no empty .mid, .tmp
 
 
-def test_export_on_a_full_disk_keeps_the_file_it_would_overwrite(ckpts, small_fs, tmp_path,
-                                                                 capsys):
+def test_export_on_a_full_disk_keeps_the_file_it_would_overwrite(ckpts, small_fs, tmp_path, capsys):
     tok = build_tokenizer("remi")
     tokens = tmp_path / "t.json"
     tokens.write_text(json.dumps({"tokenizer": "remi", "ids": tok.encode(SONGS[0])[:200]}))
     target = small_fs / "song.mid"
     target.write_bytes(song_bytes())
     fill(small_fs)
-    rc, out, err = run_cli(capsys, "export", tokens, "--checkpoint", ckpts["remi"], "-o",
-                           target, "--overwrite")
+    rc, out, err = run_cli(
+        capsys, "export", tokens, "--checkpoint", ckpts["remi"], "-o", target, "--overwrite"
+    )
     assert rc == 1 and f"{target}: cannot write" in one_line_error(err)
     assert target.read_bytes() == song_bytes()
 
 
 def test_prepare_and_train_on_a_full_disk_are_one_line_errors(prepared, small_fs, capsys):
     fill(small_fs)
-    rc, _, err = run_cli(capsys, "prepare", "--dataset", "folder", "--input", SONGS[0].parent,
-                         "--output", small_fs / "p", "--workers", 1, "--tokenizer", "remi")
+    rc, _, err = run_cli(
+        capsys,
+        "prepare",
+        "--dataset",
+        "folder",
+        "--input",
+        SONGS[0].parent,
+        "--output",
+        small_fs / "p",
+        "--workers",
+        1,
+        "--tokenizer",
+        "remi",
+    )
     assert rc == 1 and "No space left on device" in one_line_error(err)
     (small_fs / "filler0").unlink()
     (small_fs / "filler1").write_bytes(b"\0" * 200_000)  # room for the log, not a checkpoint
-    rc, _, err = run_cli(capsys, "train", "--config", TINY, "--data", prepared, "--out",
-                         small_fs / "run", "--train.max_steps=2")
+    rc, _, err = run_cli(
+        capsys,
+        "train",
+        "--config",
+        TINY,
+        "--data",
+        prepared,
+        "--out",
+        small_fs / "run",
+        "--train.max_steps=2",
+    )
     assert rc == 1 and "cannot write" in one_line_error(err)
     assert not list((small_fs / "run").glob("*.pt"))
 
@@ -404,8 +477,7 @@ def test_simulated_full_disk_under_torch_save(tmp_path, monkeypatch, ckpts):
 
     cfg = config_from_dict(payload["config"])
     with pytest.raises(MusicgenError, match="cannot write .*is the disk full"):
-        save_checkpoint(tmp_path / "last.pt", build_model(cfg.model), cfg,
-                        build_tokenizer("remi"))
+        save_checkpoint(tmp_path / "last.pt", build_model(cfg.model), cfg, build_tokenizer("remi"))
     assert list(tmp_path.iterdir()) == []
 
 
@@ -434,8 +506,10 @@ def misuse_files(tmp_path_factory, ckpts, corpus) -> dict[str, Path]:
     (d / "run_torn").mkdir()
     (d / "run_torn" / "log.jsonl").write_text('{"kind": "train", "step": 1}\n{"ki\n{"step": 3}\n')
     (d / "tokens.json").write_text('{"tokenizer": "remi", "ids": [1, 2]}')
-    files = {"no_config": _incomplete(d, ckpts["remi"], "config"),
-             "no_version": _incomplete(d, ckpts["remi"], "version")}
+    files = {
+        "no_config": _incomplete(d, ckpts["remi"], "config"),
+        "no_version": _incomplete(d, ckpts["remi"], "version"),
+    }
     return {**files, **{p.name: p for p in d.iterdir()}, **corpus, **ckpts}
 
 
@@ -458,8 +532,11 @@ MISUSE = [
     ("train --config TINY --data.transpose=[6,-6]", 1, "with low <= high"),
     ("train --config TINY --train.grad_accum=0", 1, "train.grad_accum: must be >= 1"),
     ("train --config TINY --train.max_steps=-1", 1, "train.max_steps: must be >= 0"),
-    ("train --config TINY --train.precision=fp64", 1, "train.precision: unknown value 'fp64'; "
-     "choose one of: auto, fp32, bf16, fp16"),
+    (
+        "train --config TINY --train.precision=fp64",
+        1,
+        "train.precision: unknown value 'fp64'; choose one of: auto, fp32, bf16, fp16",
+    ),
     ("train --config TINY --optim.schedule=linear", 1, "optim.schedule: unknown value 'linear'"),
     (f"train --config TINY --train.seed={2**70}", 1, "train.seed: must be >= 0 and <= 4294967295"),
     ("train --config TINY --train.seed=-1", 1, "train.seed: must be >= 0"),
@@ -467,8 +544,11 @@ MISUSE = [
     ("train --config TINY --train.device=mps --data={a_file}", 1, "MPS (Apple GPU) was asked"),
     ("train --config TINY --train.device=tpu --data={a_file}", 1, "unknown device 'tpu'"),
     ("train --config TINY --data={a_file} --out={a_file}.run --resume", 1, "nothing to resume"),
-    (f"generate --checkpoint {{remi}} --out OUT --seed {2**70}", 1,
-     "--seed: must be >= 0 and <= 4294967295"),
+    (
+        f"generate --checkpoint {{remi}} --out OUT --seed {2**70}",
+        1,
+        "--seed: must be >= 0 and <= 4294967295",
+    ),
     ("generate --checkpoint {remi} --out OUT --seed -5", 1, "--seed: must be >= 0"),
     ("generate --checkpoint {remi} --out OUT --device mps", 1, "MPS (Apple GPU) was asked"),
     ("generate --checkpoint {remi} --out OUT --device cuda:7", 1, "--device"),
@@ -485,8 +565,11 @@ MISUSE = [
     ("continue --checkpoint {remi} --prompt {empty.mid} --out OUT", 1, "empty file"),
     ("continue --checkpoint {remi} --prompt {huge_delta_tpb480.mid} --out OUT", 1, "too long"),
     ("continue --checkpoint {remi} --prompt {folder.mid} --out OUT", 1, "is a directory"),
-    ("evaluate nll --checkpoint {remi} --data {a_file} --batch-size 0", 1,
-     "--batch-size: must be >= 1, got 0"),
+    (
+        "evaluate nll --checkpoint {remi} --data {a_file} --batch-size 0",
+        1,
+        "--batch-size: must be >= 1, got 0",
+    ),
     ("evaluate nll --checkpoint {remi} --data {a_file} --max-len 1", 1, "--max-len: must be >="),
     ("evaluate nll --checkpoint {remi} --data {a_file} --seed -1", 1, "--seed: must be >= 0"),
     ("evaluate style --checkpoint {remi} --prompts {a_file} --samples 0", 1, "--samples"),
@@ -500,8 +583,11 @@ MISUSE = [
     ("export {tokens.json} --checkpoint {remi} -o {a_file}/x.mid", 1, "is a file, not a folder"),
     ("export {tokens.json} --checkpoint {no_config} -o OUT/x.mid", 1, "incomplete checkpoint"),
     ("prepare --dataset folder --input {a_file} --output OUT", 1, "input folder not found"),
-    ("prepare --dataset folder --input IN --output OUT --workers 0", 1,
-     "--workers: must be >= 1, got 0"),
+    (
+        "prepare --dataset folder --input IN --output OUT --workers 0",
+        1,
+        "--workers: must be >= 1, got 0",
+    ),
     ("prepare --dataset folder --input IN --output OUT --max-bars 0", 1, "--max-bars: must be"),
     ("prepare --dataset folder --input IN --output {a_file}", 1, "is a file, not a folder"),
     ("prepare --dataset jazz --input IN --output OUT", 2, "invalid choice: 'jazz'"),
@@ -517,12 +603,21 @@ MISUSE = [
     ("generate --checkpoint {remi} --out OUT --bars 0", 1, "--bars: must be >= 1"),
     ("generate --checkpoint {remi} --out OUT --bars 2 --max-tokens 9", 2, "not allowed with"),
     ("generate --checkpoint {remi}", 2, "the following arguments are required: --out"),
-    ("continue --checkpoint {remi} --prompt {good_scale.mid} --out OUT --prompt-bars 3:1", 1,
-     "need 0 <= START < END"),
-    ("continue --checkpoint {remi} --prompt {good_scale.mid} --out OUT --prompt-bars x", 1,
-     "expected START:END"),
-    ("continue --checkpoint {remi} --prompt {good_scale.mid} --out OUT --bars 9", 1,
-     "has 4 bars, fewer than the 9"),
+    (
+        "continue --checkpoint {remi} --prompt {good_scale.mid} --out OUT --prompt-bars 3:1",
+        1,
+        "need 0 <= START < END",
+    ),
+    (
+        "continue --checkpoint {remi} --prompt {good_scale.mid} --out OUT --prompt-bars x",
+        1,
+        "expected START:END",
+    ),
+    (
+        "continue --checkpoint {remi} --prompt {good_scale.mid} --out OUT --bars 9",
+        1,
+        "has 4 bars, fewer than the 9",
+    ),
     ("continue --checkpoint {remi} --prompt {a_file}.mid --out OUT", 1, "prompt file not found"),
     ("train --config TINY --model.nlayers=2", 1, "unknown key 'model.nlayers'"),
     ("train --config TINY --train.batch_size=abc", 1, "'train.batch_size' must be int"),
@@ -536,10 +631,16 @@ MISUSE = [
     ("export {random_bytes.mid} --checkpoint {remi} -o OUT/x.mid", 1, "not a text or JSON"),
     ("export {tokens.json} --checkpoint {groove} -o OUT/x.mid", 1, "not 'groove'"),
     ("plot kernels --checkpoint {garbage.pt} --out OUT", 1, "not a musicgen checkpoint"),
-    ("plot attention --checkpoint {remi} --midi {good_scale.mid} --max-tokens 1 --out OUT", 1,
-     "--max-tokens: must be >= 2"),
-    ("plot attention --checkpoint {remi} --midi {good_scale.mid} --seed -1 --out OUT", 1,
-     "--seed: must be >= 0"),
+    (
+        "plot attention --checkpoint {remi} --midi {good_scale.mid} --max-tokens 1 --out OUT",
+        1,
+        "--max-tokens: must be >= 2",
+    ),
+    (
+        "plot attention --checkpoint {remi} --midi {good_scale.mid} --seed -1 --out OUT",
+        1,
+        "--seed: must be >= 0",
+    ),
     ("plot attention --checkpoint {remi} --midi {huge_delta_tpb1.mid} --out OUT", 1, "too long"),
     ("render {a_file}.mid --png --out OUT", 1, "MIDI file not found"),
     ("render {folder.mid} --png --out OUT", 1, "MIDI file not found"),
@@ -548,12 +649,14 @@ MISUSE = [
 
 
 @pytest.mark.parametrize("argv,code,message", MISUSE, ids=[m[0][:60] for m in MISUSE])
-def test_cli_misuse_is_one_line_and_a_nonzero_exit(argv, code, message, misuse_files, tmp_path,
-                                                   capsys):
+def test_cli_misuse_is_one_line_and_a_nonzero_exit(
+    argv, code, message, misuse_files, tmp_path, capsys
+):
     (tmp_path / "out").mkdir()
     subs = {"TINY": str(TINY), "OUT": str(tmp_path / "out"), "IN": str(SONGS[0].parent)}
-    words = [re.sub(r"\{([^}]+)\}", lambda m: str(misuse_files[m.group(1)]), w)
-             for w in argv.split()]
+    words = [
+        re.sub(r"\{([^}]+)\}", lambda m: str(misuse_files[m.group(1)]), w) for w in argv.split()
+    ]
     words = [subs.get(w, w.replace("OUT/", f"{tmp_path / 'out'}/")) for w in words]
     if code == 2:  # argparse's own usage errors
         with pytest.raises(SystemExit) as info:
@@ -591,8 +694,17 @@ def tiny(prepared: Path, *overrides: str):
 
 
 def test_max_steps_zero_writes_the_initialised_model(prepared, tmp_path, capsys):
-    rc, out, _ = run_cli(capsys, "train", "--config", TINY, "--data", prepared, "--out",
-                         tmp_path, "--train.max_steps=0")
+    rc, out, _ = run_cli(
+        capsys,
+        "train",
+        "--config",
+        TINY,
+        "--data",
+        prepared,
+        "--out",
+        tmp_path,
+        "--train.max_steps=0",
+    )
     assert rc == 0 and f"wrote {tmp_path / 'last.pt'} (step 0)" in out
     assert read_payload(tmp_path / "last.pt")["train_state"]["step"] == 0
 
@@ -631,9 +743,22 @@ def test_resume_with_a_binary_log_is_one_line(prepared, tmp_path):
 
 def test_sigterm_saves_like_ctrl_c(prepared, tmp_path):
     run = tmp_path / "run"
-    cmd = [sys.executable, "-m", "musicgen.cli", "train", "--config", str(TINY), "--data",
-           str(prepared), "--out", str(run), "--train.max_steps=100000",
-           "--train.ckpt_every=100000", "--train.val_every=100000", "--log.every=1"]
+    cmd = [
+        sys.executable,
+        "-m",
+        "musicgen.cli",
+        "train",
+        "--config",
+        str(TINY),
+        "--data",
+        str(prepared),
+        "--out",
+        str(run),
+        "--train.max_steps=100000",
+        "--train.ckpt_every=100000",
+        "--train.val_every=100000",
+        "--log.every=1",
+    ]
     proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     deadline = time.time() + 300
     while time.time() < deadline and proc.poll() is None:

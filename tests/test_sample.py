@@ -143,8 +143,17 @@ def test_paper_defaults():
 
 def tiny_model(tokenizer, pe: str = "ape", seed: int = 0):
     cfg = ModelConfig(
-        vocab_size=tokenizer.vocab_size, n_layers=2, d_model=32, n_heads=2, d_ff=64,
-        dropout=0.0, n_features=16, num_realizations=8, num_sines=2, kernel_size=8, pe=pe,
+        vocab_size=tokenizer.vocab_size,
+        n_layers=2,
+        d_model=32,
+        n_heads=2,
+        d_ff=64,
+        dropout=0.0,
+        n_features=16,
+        num_realizations=8,
+        num_sines=2,
+        kernel_size=8,
+        pe=pe,
     )
     torch.manual_seed(seed)
     return build_model(cfg).eval()
@@ -157,8 +166,14 @@ def test_grammar_masking_makes_every_sample_valid(name, tmp_path):
     gen = torch.Generator().manual_seed(1)
     results = []
     for _ in range(4):
-        results += generate(model, tok, [[tok.bos_id]] * 50, SamplingOptions(temperature=1.0),
-                            max_new_tokens=96, generator=gen)
+        results += generate(
+            model,
+            tok,
+            [[tok.bos_id]] * 50,
+            SamplingOptions(temperature=1.0),
+            max_new_tokens=96,
+            generator=gen,
+        )
     assert len(results) == 200
     with_notes = 0
     for k, res in enumerate(results):
@@ -186,8 +201,14 @@ def test_without_grammar_invalid_tokens_appear_and_are_counted(name):
     tok = build_tokenizer(name)
     model = tiny_model(tok)
     gen = torch.Generator().manual_seed(2)
-    results = generate(model, tok, [[tok.bos_id]] * 50, SamplingOptions(1.0, grammar=False),
-                       max_new_tokens=64, generator=gen)
+    results = generate(
+        model,
+        tok,
+        [[tok.bos_id]] * 50,
+        SamplingOptions(1.0, grammar=False),
+        max_new_tokens=64,
+        generator=gen,
+    )
     for res in results:
         grammar = tok.grammar()
         errors = sum(not grammar.advance(t) for t in res.ids[: res.prompt_len + res.sampled])
@@ -205,13 +226,23 @@ def test_seeded_runs_repeat_and_greedy_rows_do_not_interact(pe):
 
     def run(prompts, options, seed):
         torch.manual_seed(seed)  # the positional noise drawn by init_state
-        return [r.ids for r in generate(model, tok, prompts, options, max_new_tokens=24,
-                                        generator=torch.Generator().manual_seed(seed))]
+        return [
+            r.ids
+            for r in generate(
+                model,
+                tok,
+                prompts,
+                options,
+                max_new_tokens=24,
+                generator=torch.Generator().manual_seed(seed),
+            )
+        ]
 
     assert run([[tok.bos_id]] * 4, opts, 5) == run([[tok.bos_id]] * 4, opts, 5)
     greedy = SamplingOptions(temperature=0.0)
-    song = tok.encode(DATA / "groove_drums" / "drummer1" / "eval_session"
-                      / "1_funk-groove1_138_beat_4-4.mid")
+    song = tok.encode(
+        DATA / "groove_drums" / "drummer1" / "eval_session" / "1_funk-groove1_138_beat_4-4.mid"
+    )
     prompts = [[tok.bos_id], song[:30], song[:7]]  # rows end at different steps
     alone = [run([p], greedy, 3)[0] for p in prompts]
     assert run(prompts, greedy, 3) == alone  # rows (and the padding of ended rows) independent
@@ -223,8 +254,14 @@ def test_prompts_of_different_lengths_are_kept_and_continued():
     starts = tok.bar_starts(np.asarray(song))
     prompts = [[tok.bos_id], song[: int(starts[1])], song[: int(starts[3])]]
     model = tiny_model(tok)
-    results = generate(model, tok, prompts, SamplingOptions(1.2, top_p=0.9), max_new_tokens=40,
-                       generator=torch.Generator().manual_seed(0))
+    results = generate(
+        model,
+        tok,
+        prompts,
+        SamplingOptions(1.2, top_p=0.9),
+        max_new_tokens=40,
+        generator=torch.Generator().manual_seed(0),
+    )
     for prompt, res in zip(prompts, results, strict=True):
         assert res.ids[: len(prompt)] == prompt and res.prompt_len == len(prompt)
         assert res.continuation == res.ids[len(prompt) :]
@@ -236,8 +273,15 @@ def test_prompts_of_different_lengths_are_kept_and_continued():
 def test_bars_limit_cuts_at_the_next_bar(name):
     tok = build_tokenizer(name)
     model = tiny_model(tok, seed=3)
-    results = generate(model, tok, [[tok.bos_id]] * 20, SamplingOptions(1.0), max_new_tokens=400,
-                       bars=2, generator=torch.Generator().manual_seed(0))
+    results = generate(
+        model,
+        tok,
+        [[tok.bos_id]] * 20,
+        SamplingOptions(1.0),
+        max_new_tokens=400,
+        bars=2,
+        generator=torch.Generator().manual_seed(0),
+    )
     assert any(r.stop == "bars" for r in results)
     for res in results:
         # (the completion may add note-offs exactly on the next bar line; the sampled ids may not)
@@ -260,14 +304,29 @@ def test_invalid_prompt_is_an_error():
 def test_perceiver_head_decodes_through_the_same_loop():
     tok = build_tokenizer("groove")
     cfg = ModelConfig(
-        vocab_size=tok.vocab_size, n_layers=2, d_model=32, n_heads=2, d_ff=64, dropout=0.0,
-        n_features=16, num_realizations=8, num_sines=2, pe="sine_spe", head="perceiver_s",
+        vocab_size=tok.vocab_size,
+        n_layers=2,
+        d_model=32,
+        n_heads=2,
+        d_ff=64,
+        dropout=0.0,
+        n_features=16,
+        num_realizations=8,
+        num_sines=2,
+        pe="sine_spe",
+        head="perceiver_s",
         perceiver=PerceiverConfig(context_len=32, n_queries=8),
     )
     torch.manual_seed(0)
     model = build_model(cfg).eval()
-    results = generate(model, tok, [[tok.bos_id]] * 10, SamplingOptions(1.0), max_new_tokens=60,
-                       generator=torch.Generator().manual_seed(0))  # past one context window
+    results = generate(
+        model,
+        tok,
+        [[tok.bos_id]] * 10,
+        SamplingOptions(1.0),
+        max_new_tokens=60,
+        generator=torch.Generator().manual_seed(0),
+    )  # past one context window
     for res in results:
         grammar = tok.grammar()
         assert all(grammar.advance(t) for t in res.ids) and grammar.finished()
@@ -278,12 +337,19 @@ def test_bar_counter_equals_bar_starts_at_every_prefix(name):
     """Generation counts bars one id at a time; at every prefix of real songs and of random id
     sequences that count is exactly `bar_starts` of the whole prefix."""
     tok = build_tokenizer(name)
-    song = (tok.encode(DATA / "pop909" / "001" / "001.mid")[:600] if name == "remi" else
-            tok.encode(DATA / "groove_drums" / "drummer1" / "eval_session"
-                       / "1_funk-groove1_138_beat_4-4.mid")[:600])
+    song = (
+        tok.encode(DATA / "pop909" / "001" / "001.mid")[:600]
+        if name == "remi"
+        else tok.encode(
+            DATA / "groove_drums" / "drummer1" / "eval_session" / "1_funk-groove1_138_beat_4-4.mid"
+        )[:600]
+    )
     rng = np.random.default_rng(0)
-    seqs = [song, [tok.bos_id] + rng.integers(0, tok.vocab_size, 300).tolist(),
-            rng.integers(0, tok.vocab_size, 300).tolist()]
+    seqs = [
+        song,
+        [tok.bos_id] + rng.integers(0, tok.vocab_size, 300).tolist(),
+        rng.integers(0, tok.vocab_size, 300).tolist(),
+    ]
     for seq in seqs:
         counter = tok.bar_counter()
         for n, t in enumerate(seq, 1):

@@ -45,8 +45,9 @@ def quantised(track, tpq: int) -> list[tuple[int, int, int]]:
 
 
 def decoded(score: symusic.Score) -> list[list[tuple[int, int, int]]]:
-    return [sorted((n.time // SCALE, n.end // SCALE, n.pitch) for n in t.notes)
-            for t in score.tracks]
+    return [
+        sorted((n.time // SCALE, n.end // SCALE, n.pitch) for n in t.notes) for t in score.tracks
+    ]
 
 
 def multitrack() -> symusic.Score:
@@ -142,11 +143,25 @@ def test_transpose_moves_pitched_tracks_never_drums(tok):
         for role in (0, 2):
             assert after[role] == [(a, b, p + k) for a, b, p in before[role]]
     assert tok.transpose(ids, 200) is None
-    low = np.array([tok.bos_id, tok.token_id("NoteOn_bass_2"), tok.token_id("TimeShift_1_0"),
-                    tok.token_id("NoteOff_bass_2"), tok.eos_id])
+    low = np.array(
+        [
+            tok.bos_id,
+            tok.token_id("NoteOn_bass_2"),
+            tok.token_id("TimeShift_1_0"),
+            tok.token_id("NoteOff_bass_2"),
+            tok.eos_id,
+        ]
+    )
     assert tok.transpose(low, -3) is None
-    drum = np.array([tok.bos_id, tok.token_id("NoteOn_drums_2"), tok.token_id("TimeShift_1_0"),
-                     tok.token_id("NoteOff_drums_2"), tok.eos_id])
+    drum = np.array(
+        [
+            tok.bos_id,
+            tok.token_id("NoteOn_drums_2"),
+            tok.token_id("TimeShift_1_0"),
+            tok.token_id("NoteOff_drums_2"),
+            tok.eos_id,
+        ]
+    )
     assert np.array_equal(tok.transpose(drum, -3), drum)
 
 
@@ -173,8 +188,11 @@ def test_drop_tracks_never_drops_everything(tok):
 
 def test_bar_starts_fall_on_bar_lines(tok):
     path = trio_songs()[10]
-    bars = int(next(r for r in csv.DictReader(open(TRIO / "metadata.csv")) if
-                    TRIO / r["song"] == path)["bars"])
+    bars = int(
+        next(r for r in csv.DictReader(open(TRIO / "metadata.csv")) if TRIO / r["song"] == path)[
+            "bars"
+        ]
+    )
     ids = np.asarray(tok.encode(path))
     starts = tok.bar_starts(ids)
     shift = tok.tables.shift[ids]
@@ -240,8 +258,10 @@ def test_third_track_choice(tok, tmp_path):
     piano = decoded(tok.decode(ids))[2]
     assert len(piano) == len({(n.time, n.pitch) for n in score.tracks[2].notes})
     rnd = GrooveTokenizer({"third_track": "random", "seed": 4})
-    chosen = {len(decoded(rnd.decode(rnd.encode(score, rng=np.random.default_rng(s))))[2])
-              for s in range(12)}
+    chosen = {
+        len(decoded(rnd.decode(rnd.encode(score, rng=np.random.default_rng(s))))[2])
+        for s in range(12)
+    }
     assert len(chosen) >= 2
     assert rnd.encode(POP) == rnd.encode(POP)  # deterministic per file without an rng
 
@@ -302,7 +322,12 @@ def test_files_lacking_a_role_still_tokenize(tok, tmp_path):
     ids = tok.encode(path)
     # the silent first beat lies inside bar 0, so it stays (only whole empty bars are dropped)
     assert [tok.token_name(i) for i in ids] == [
-        "BOS", "TimeShift_1_0", "NoteOn_bass_40", "TimeShift_1_0", "NoteOff_bass_40", "EOS",
+        "BOS",
+        "TimeShift_1_0",
+        "NoteOn_bass_40",
+        "TimeShift_1_0",
+        "NoteOff_bass_40",
+        "EOS",
     ]
     late = symusic.Track("Bass", 35, False)
     late.notes.append(symusic.Note(480 * 9, 480, 40, 90))  # beat 9 = bar 2, beat 1
@@ -337,13 +362,16 @@ def test_roles_by_program_and_name(tok, tmp_path):
             t.notes.append(symusic.Note(480 * k, 240, p, 80))
         return t
 
-    path = write_score(tmp_path / "roles.mid", [
-        track("Bassoon", 70, False, [50, 52]),  # not a bass: a candidate third track
-        track("bass guitar", 0, False, [40]),  # bass by name
-        track("Fretless", 35, False, [41]),  # bass by program, merged with the one above
-        track("Kit", 0, True, [36, 38, 42]),
-        track("Strings", 48, False, [60, 62, 64]),  # most notes: the third track
-    ])
+    path = write_score(
+        tmp_path / "roles.mid",
+        [
+            track("Bassoon", 70, False, [50, 52]),  # not a bass: a candidate third track
+            track("bass guitar", 0, False, [40]),  # bass by name
+            track("Fretless", 35, False, [41]),  # bass by program, merged with the one above
+            track("Kit", 0, True, [36, 38, 42]),
+            track("Strings", 48, False, [60, 62, 64]),  # most notes: the third track
+        ],
+    )
     got = decoded(tok.decode(tok.encode(path)))
     assert [p for _, _, p in got[0]] == [40, 41]
     assert [p for _, _, p in got[1]] == [36, 38, 42]

@@ -42,8 +42,16 @@ def test_vocabulary_families_follow_the_paper(tok):
         fam.setdefault(tok.token_name(i).split("_")[0], []).append(i)
     sizes = {k: len(v) for k, v in fam.items()}
     assert sizes == {
-        "PAD": 1, "BOS": 1, "EOS": 1, "Bar": 1, "Position": 16, "Pitch": 88, "Velocity": 24,
-        "Duration": 16, "Tempo": 65, "Chord": 132,
+        "PAD": 1,
+        "BOS": 1,
+        "EOS": 1,
+        "Bar": 1,
+        "Position": 16,
+        "Pitch": 88,
+        "Velocity": 24,
+        "Duration": 16,
+        "Tempo": 65,
+        "Chord": 132,
     }
     assert tok.vocab_size == 345
     assert tok.token_name(0) == "PAD_None" and tok.pad_id == 0
@@ -190,8 +198,10 @@ def test_transposed_crop_decodes_to_the_original_notes_shifted(tok, encoded, k):
     for key in ("time", "duration", "velocity"):
         np.testing.assert_array_equal(b[key], a[key])
     is_chord = tok.tables.family[crop] == RemiTables.CHORD
-    chords = [(tok.tables.chord[int(x)], tok.tables.chord[int(y)])
-              for x, y in zip(crop[is_chord], shifted[is_chord], strict=True)]
+    chords = [
+        (tok.tables.chord[int(x)], tok.tables.chord[int(y)])
+        for x, y in zip(crop[is_chord], shifted[is_chord], strict=True)
+    ]
     assert chords, "the crop should contain chord tokens"
     for (root, quality), (root2, quality2) in chords:
         assert quality2 == quality and root2 == (root + k) % 12

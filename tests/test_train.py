@@ -113,8 +113,11 @@ def test_half_checkpoints_keep_spe_and_gates_in_float32(prepared, tmp_path, pe):
     spe = {k: v for k, v in stored.items() if k.startswith("spe.")}
     assert spe and all(v.dtype == torch.float32 for v in spe.values())
     half = load_checkpoint(tmp_path / "half.pt").model
-    assert all(torch.equal(p, model.state_dict()[k]) for k, p in half.state_dict().items()
-               if k in spe or k.endswith(".gate"))
+    assert all(
+        torch.equal(p, model.state_dict()[k])
+        for k, p in half.state_dict().items()
+        if k in spe or k.endswith(".gate")
+    )
     if pe == "sine_spe":
         for lag in (2048, 8192):
             assert _phase_error(model, half, lag) < 1e-9, lag
@@ -141,15 +144,30 @@ def test_exact_resume_after_kill(prepared, tmp_path, precision):
     test-only hook; last.pt is from step 6), then resumed: the same losses as an uninterrupted
     run, in fp32 and in fp16 (whose GradScaler state is part of the checkpoint)."""
     steps, kill_at = 12, 7
-    args = [f"train.max_steps={steps}", "train.ckpt_every=3", "train.val_every=1000",
-            f"train.precision={precision}"]
+    args = [
+        f"train.max_steps={steps}",
+        "train.ckpt_every=3",
+        "train.val_every=1000",
+        f"train.precision={precision}",
+    ]
     train(tiny(prepared, *args), tmp_path / "whole")
     reference = losses(tmp_path / "whole")
 
     run = tmp_path / "killed"
-    cmd = [sys.executable, "-m", "musicgen.cli", "train", "--config", str(TINY),
-           "--data", str(prepared), "--out", str(run), *(f"--{a}" for a in args),
-           f"--train.device={DEVICE}"]
+    cmd = [
+        sys.executable,
+        "-m",
+        "musicgen.cli",
+        "train",
+        "--config",
+        str(TINY),
+        "--data",
+        str(prepared),
+        "--out",
+        str(run),
+        *(f"--{a}" for a in args),
+        f"--train.device={DEVICE}",
+    ]
     # one thread, as in this process: fp16 sums differ in the last bits between thread counts
     env = {**os.environ, "MUSICGEN_TEST_KILL_AT_STEP": str(kill_at), "OMP_NUM_THREADS": "1"}
     done = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=300)
@@ -171,9 +189,13 @@ def test_fp16_scaler_state_is_saved_and_restored(prepared, tmp_path):
     scaler = payload["train_state"]["scaler"]
     assert scaler["scale"] > 0 and scaler["_growth_tracker"] in range(4)  # <= 3 finite steps
     scaler.update(scale=1024.0, _growth_tracker=5)  # as if it had backed off earlier
-    save_checkpoint(tmp_path / "last.pt", load_checkpoint(tmp_path / "last.pt").model,
-                    config_from_dict(payload["config"]), build_tokenizer("remi"),
-                    payload["train_state"])
+    save_checkpoint(
+        tmp_path / "last.pt",
+        load_checkpoint(tmp_path / "last.pt").model,
+        config_from_dict(payload["config"]),
+        build_tokenizer("remi"),
+        payload["train_state"],
+    )
     train(tiny(prepared, "train.max_steps=5", *args), tmp_path, resume=True)
     after = read_payload(tmp_path / "last.pt")["train_state"]["scaler"]
     assert after["scale"] == 1024.0 and after["_growth_tracker"] == 7  # restored, then 2 steps
@@ -226,8 +248,15 @@ def test_data_and_tokenizer_mismatches_are_one_line_errors(prepared, tmp_path):
 
 
 def test_non_finite_loss_stops_and_keeps_the_checkpoint(prepared, tmp_path):
-    cfg = tiny(prepared, "train.max_steps=10", "train.ckpt_every=1", "optim.lr=1.0e+30",
-               "optim.warmup_steps=1", "optim.grad_clip=1.0e+30", "model.pe=ape")
+    cfg = tiny(
+        prepared,
+        "train.max_steps=10",
+        "train.ckpt_every=1",
+        "optim.lr=1.0e+30",
+        "optim.warmup_steps=1",
+        "optim.grad_clip=1.0e+30",
+        "model.pe=ape",
+    )
     with pytest.raises(MusicgenError, match="non-finite loss"):
         train(cfg, tmp_path)
     assert (tmp_path / "last.pt").is_file()
@@ -237,8 +266,18 @@ def test_non_finite_loss_stops_and_keeps_the_checkpoint(prepared, tmp_path):
 def test_cli_train_runs_and_reports(prepared, tmp_path, capsys):
     from musicgen.cli import main
 
-    code = main(["train", "--config", str(TINY), "--data", str(prepared), "--out",
-                 str(tmp_path), "--train.max_steps=2"])
+    code = main(
+        [
+            "train",
+            "--config",
+            str(TINY),
+            "--data",
+            str(prepared),
+            "--out",
+            str(tmp_path),
+            "--train.max_steps=2",
+        ]
+    )
     assert code == 0 and "step 2" in capsys.readouterr().out
     assert main(["train", "--config", str(TINY), "--model.nlayers=2"]) == 1
     assert "unknown key 'model.nlayers'" in capsys.readouterr().err
@@ -308,8 +347,19 @@ def test_two_gloo_processes_stop_together_with_their_own_seeds(prepared, tmp_pat
     run, out = tmp_path / "run", tmp_path / "rank"
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
     env.pop("MUSICGEN_TEST_KILL_AT_STEP", None)
-    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2",
-           str(worker), str(TINY), str(prepared), str(run), str(out), scenario]
+    cmd = [
+        sys.executable,
+        "-m",
+        "torch.distributed.run",
+        "--standalone",
+        "--nproc_per_node=2",
+        str(worker),
+        str(TINY),
+        str(prepared),
+        str(run),
+        str(out),
+        scenario,
+    ]
     done = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr[-2000:]
     r0, r1 = (json.loads((tmp_path / f"rank{r}.json").read_text()) for r in (0, 1))
@@ -332,6 +382,12 @@ def test_two_gloo_processes_stop_together_with_their_own_seeds(prepared, tmp_pat
     assert val["step"] == step
     cfg = tiny(prepared)
     ckpt = load_checkpoint(run / "last.pt")
-    sums, counts = seeded_nll(ckpt.model, load_songs(prepared, "validation", 2), 128, "cpu",
-                              seeds=cfg.train.val_seeds, seed=cfg.train.seed)
+    sums, counts = seeded_nll(
+        ckpt.model,
+        load_songs(prepared, "validation", 2),
+        128,
+        "cpu",
+        seeds=cfg.train.val_seeds,
+        seed=cfg.train.seed,
+    )
     assert val["loss"] == pytest.approx(range_mean(sums, counts, 0, 64), abs=1e-6)

@@ -26,8 +26,11 @@ STYLE_KEYS = ("drum_file", "drum_style", "bass_pattern", "accomp_pattern", "pop9
 
 
 def files(root: Path) -> dict[str, bytes]:
-    return {p.relative_to(root).as_posix(): p.read_bytes() for p in sorted(root.rglob("*"))
-            if p.is_file()}
+    return {
+        p.relative_to(root).as_posix(): p.read_bytes()
+        for p in sorted(root.rglob("*"))
+        if p.is_file()
+    }
 
 
 def read_meta(root: Path) -> list[dict]:
@@ -72,7 +75,9 @@ def test_shipped_dataset_matches_its_metadata():
     rows = read_meta(TRIO)
     assert len(rows) == 300
     assert [sum(r["split"] == s for r in rows) for s in ("train", "validation", "test")] == [
-        240, 30, 30,
+        240,
+        30,
+        30,
     ]
     assert_split_disjoint(rows)
     total = sum(p.stat().st_size for p in TRIO.rglob("*") if p.is_file())
@@ -81,7 +86,9 @@ def test_shipped_dataset_matches_its_metadata():
     for r in rows[::25]:
         score = symusic.Score(str(TRIO / r["song"]))
         assert [(t.name, t.program, t.is_drum) for t in score.tracks] == [
-            ("Bass", 33, False), ("Drums", 0, True), ("Piano", 0, False),
+            ("Bass", 33, False),
+            ("Drums", 0, True),
+            ("Piano", 0, False),
         ]
         assert all(len(t.notes) > 0 for t in score.tracks)
         assert round(score.tempos[0].qpm) == int(r["tempo"])
@@ -132,8 +139,20 @@ def test_prepare_cli_on_trio_subset(tmp_path):
         for p in sorted((TRIO / split).glob("*.mid"))[:4]:
             shutil.copy(p, subset / split / p.name)
     out = tmp_path / "prepared"
-    cmd = [sys.executable, "-m", "musicgen.cli", "prepare", "--dataset", "groove",
-           "--tokenizer", "groove", "--input", str(subset), "--output", str(out)]
+    cmd = [
+        sys.executable,
+        "-m",
+        "musicgen.cli",
+        "prepare",
+        "--dataset",
+        "groove",
+        "--tokenizer",
+        "groove",
+        "--input",
+        str(subset),
+        "--output",
+        str(out),
+    ]
     res = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=600)
     assert res.returncode == 0, res.stderr[-2000:]
     from musicgen.data.dataset import PreparedSplit

@@ -35,22 +35,40 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--bars", type=int, default=16, help="bars per piece from scratch")
     p.add_argument("--max-tokens", type=int, default=768, help="ids per continuation")
     p.add_argument("--device", default="auto")
-    p.add_argument("--pop", default=str(shipped_dir("checkpoints") / POP_MODEL),
-                   help="pop-piano model (folder or checkpoint)")
-    p.add_argument("--groove", default=str(shipped_dir("checkpoints") / GROOVE_MODEL),
-                   help="groove model ('' to skip)")
+    p.add_argument(
+        "--pop",
+        default=str(shipped_dir("checkpoints") / POP_MODEL),
+        help="pop-piano model (folder or checkpoint)",
+    )
+    p.add_argument(
+        "--groove",
+        default=str(shipped_dir("checkpoints") / GROOVE_MODEL),
+        help="groove model ('' to skip)",
+    )
     p.set_defaults(func=run)
 
 
 def _step(title: str, func, **options) -> list[Path]:
     """One `generate` / `continue` run with the options a user would type."""
-    defaults = {"num": 1, "temperature": None, "top_k": None, "top_p": None, "no_grammar": False,
-                "save_tokens": False, "overwrite": True, "batch_size": 8, "render": True,
-                "max_tokens": None, "bars": None}
+    defaults = {
+        "num": 1,
+        "temperature": None,
+        "top_k": None,
+        "top_p": None,
+        "no_grammar": False,
+        "save_tokens": False,
+        "overwrite": True,
+        "batch_size": 8,
+        "render": True,
+        "max_tokens": None,
+        "bars": None,
+    }
     args = argparse.Namespace(**{**defaults, **options})
-    shown = " ".join(f"--{k.replace('_', '-')} {v}" for k, v in options.items()
-                     if k not in ("out", "device", "render", "overwrite")
-                     and v is not None and v is not False)
+    shown = " ".join(
+        f"--{k.replace('_', '-')} {v}"
+        for k, v in options.items()
+        if k not in ("out", "device", "render", "overwrite") and v is not None and v is not False
+    )
     print(f"\n== {title}\n   musicgen {func.__name__.split('_')[0]} {shown}")
     return func(args)
 
@@ -64,26 +82,48 @@ def run(args: argparse.Namespace) -> int:
     demo = shipped_dir("demo")
     common = {"out": args.out, "seed": args.seed, "device": args.device}
     t0 = time.time()
-    files = _step("two pop-piano pieces from scratch (T=1.2, top-p 0.9)", generate_files,
-                  checkpoint=str(pop), num=2, bars=args.bars, **common)
-    files += _step(f"continue the first 2 bars of {POP_PROMPT} (POP909, MIT)", continue_files,
-                   checkpoint=str(pop), prompt=str(demo / POP_PROMPT), bars=2,
-                   prompt_bars=None, continuation_only=False, max_tokens=args.max_tokens,
-                   **common)
+    files = _step(
+        "two pop-piano pieces from scratch (T=1.2, top-p 0.9)",
+        generate_files,
+        checkpoint=str(pop),
+        num=2,
+        bars=args.bars,
+        **common,
+    )
+    files += _step(
+        f"continue the first 2 bars of {POP_PROMPT} (POP909, MIT)",
+        continue_files,
+        checkpoint=str(pop),
+        prompt=str(demo / POP_PROMPT),
+        bars=2,
+        prompt_bars=None,
+        continuation_only=False,
+        max_tokens=args.max_tokens,
+        **common,
+    )
     groove = Path(args.groove) if args.groove else None
     if groove is not None and groove.exists():
         # T = 1.0 rather than the paper's 0.6: this small model puts little mass on each
         # pitched note, and at 0.6 it continues the drums alone (see its model card).
-        files += _step(f"continue a 2-bar trio prompt of an unseen style ({GROOVE_PROMPT}, "
-                       "T=1.0)", continue_files, checkpoint=str(groove),
-                       prompt=str(demo / GROOVE_PROMPT), bars=2, prompt_bars=None,
-                       continuation_only=False, max_tokens=args.max_tokens, temperature=1.0,
-                       **common)
+        files += _step(
+            f"continue a 2-bar trio prompt of an unseen style ({GROOVE_PROMPT}, T=1.0)",
+            continue_files,
+            checkpoint=str(groove),
+            prompt=str(demo / GROOVE_PROMPT),
+            bars=2,
+            prompt_bars=None,
+            continuation_only=False,
+            max_tokens=args.max_tokens,
+            temperature=1.0,
+            **common,
+        )
     elif groove is not None:
         print(f"\nnote: {groove} not found; the groove continuation is skipped")
     elapsed = time.time() - t0
-    print(f"\nmusicgen demo: wrote {len(files)} files to {args.out}/ in {elapsed:.0f} s "
-          f"(seed {args.seed}):")
+    print(
+        f"\nmusicgen demo: wrote {len(files)} files to {args.out}/ in {elapsed:.0f} s "
+        f"(seed {args.seed}):"
+    )
     for f in files:
         print(f"  {f}")
     return 0

@@ -9,6 +9,7 @@ from musicgen.errors import check_range, check_seed
 
 
 def register(sub: argparse._SubParsersAction) -> None:
+    # Over 60 lines on purpose: one flat list of argparse declarations, one per option.
     p = sub.add_parser(
         "evaluate",
         help="per-position NLL, style continuation and music statistics",
@@ -18,30 +19,42 @@ def register(sub: argparse._SubParsersAction) -> None:
     tasks = p.add_subparsers(dest="task", metavar="TASK", required=True)
 
     nll = tasks.add_parser(
-        "nll", help="per-position NLL on held-out songs (several checkpoints on one plot)",
+        "nll",
+        help="per-position NLL on held-out songs (several checkpoints on one plot)",
         description="Feed whole held-out songs (up to --max-len tokens, default twice the "
         "training crop) and average the NLL per 128-token segment, within and beyond the "
         "training length; also the NLL per note (total NLL / notes scored), comparable across "
         "tokenizations, and the mean probability put on grammar-forbidden tokens (overall and "
-        "right after a note).")
-    nll.add_argument("--checkpoint", nargs="+", required=True, help="checkpoint file(s) or run "
-                     "folder(s)")
+        "right after a note).",
+    )
+    nll.add_argument(
+        "--checkpoint", nargs="+", required=True, help="checkpoint file(s) or run folder(s)"
+    )
     nll.add_argument("--data", required=True, help="folder written by `musicgen prepare`")
-    nll.add_argument("--split", default="validation", help="train | validation | test | all "
-                     "(every song of the folder)")
+    nll.add_argument(
+        "--split",
+        default="validation",
+        help="train | validation | test | all (every song of the folder)",
+    )
     nll.add_argument("--max-len", type=int, help="tokens per song (default: 2 x crop_len)")
     nll.add_argument("--max-songs", type=int, help="use only the first N songs of the split")
     nll.add_argument("--batch-size", type=int, default=1)
     nll.add_argument("--seed", type=int, default=0, help="seed of the SPE noise draws")
-    nll.add_argument("--seeds", type=int, default=1, help="average over this many SPE noise "
-                     "draws per song (default 1)")
+    nll.add_argument(
+        "--seeds",
+        type=int,
+        default=1,
+        help="average over this many SPE noise draws per song (default 1)",
+    )
     nll.set_defaults(func=run_nll)
 
     style = tasks.add_parser(
-        "style", help="continue 2-bar prompts; style similarity of 4 segments to the source",
+        "style",
+        help="continue 2-bar prompts; style similarity of 4 segments to the source",
         description="For every prompt song: continue its first bars with the sampler, split the "
         "continuation into 4 equal time segments, and score each against the whole source song "
-        "(time-pitch and onset-duration cosine similarity, per track).")
+        "(time-pitch and onset-duration cosine similarity, per track).",
+    )
     style.add_argument("--checkpoint", required=True)
     style.add_argument("--prompts", required=True, help="folder of MIDI songs")
     style.add_argument("--bars", type=int, default=2, help="prompt length in bars")
@@ -54,16 +67,20 @@ def register(sub: argparse._SubParsersAction) -> None:
     style.set_defaults(func=run_style)
 
     music = tasks.add_parser(
-        "music", help="descriptive statistics of a MIDI folder (vs a reference folder)",
+        "music",
+        help="descriptive statistics of a MIDI folder (vs a reference folder)",
         description="Pitch-class entropy, scale consistency, note density (notes per bar), "
         "polyphony, groove consistency, empty-bar rate, and texture: notes per onset, share of "
         "onsets with >= 8 notes, share of duplicate (onset, pitch) notes, share of bars with "
-        "<= 2 notes; the grammar error rate too when a checkpoint or tokenizer is given.")
+        "<= 2 notes; the grammar error rate too when a checkpoint or tokenizer is given.",
+    )
     music.add_argument("midi_dir")
     music.add_argument("--reference", help="folder of reference MIDI files")
     music.add_argument("--checkpoint", help="take the tokenizer from this checkpoint")
-    music.add_argument("--tokenizer", help="a tokenizer name (remi, groove), a tokenizer.json "
-                       "or a prepared dataset folder")
+    music.add_argument(
+        "--tokenizer",
+        help="a tokenizer name (remi, groove), a tokenizer.json or a prepared dataset folder",
+    )
     music.set_defaults(func=run_music)
 
     for task in (nll, style, music):
@@ -83,15 +100,27 @@ def run_nll(args: argparse.Namespace) -> int:
     check_range("--max-len", args.max_len, 2)
     check_range("--max-songs", args.max_songs, 1)
     check_seed("--seed", args.seed)
-    res = evaluate_nll(args.checkpoint, args.data, args.out, split=args.split,
-                       max_len=args.max_len, max_songs=args.max_songs, device=args.device,
-                       batch_size=args.batch_size, seed=args.seed, seeds=args.seeds)
+    res = evaluate_nll(
+        args.checkpoint,
+        args.data,
+        args.out,
+        split=args.split,
+        max_len=args.max_len,
+        max_songs=args.max_songs,
+        device=args.device,
+        batch_size=args.batch_size,
+        seed=args.seed,
+        seeds=args.seeds,
+    )
     for label, m in res["models"].items():
-        print(f"{label}: NLL within {m['crop_len']} = {_fmt(m['mean_within'])}, "
-              f"beyond = {_fmt(m['mean_beyond'])}, per note = {_fmt(m['nll_per_note'])}")
+        print(
+            f"{label}: NLL within {m['crop_len']} = {_fmt(m['mean_within'])}, "
+            f"beyond = {_fmt(m['mean_beyond'])}, per note = {_fmt(m['nll_per_note'])}"
+        )
         fm = m["forbidden_mass"]
-        print(f"{label}: forbidden mass {_fmt(fm['overall'])}, after a note "
-              f"{_fmt(fm['after_note'])}")
+        print(
+            f"{label}: forbidden mass {_fmt(fm['overall'])}, after a note {_fmt(fm['after_note'])}"
+        )
     print(f"wrote {args.out}/nll.json, {args.out}/nll.png")
     return 0
 
@@ -99,20 +128,38 @@ def run_nll(args: argparse.Namespace) -> int:
 def run_style(args: argparse.Namespace) -> int:
     from musicgen.evaluate import evaluate_style
 
-    for opt, value in (("--bars", args.bars), ("--max-tokens", args.max_tokens),
-                       ("--samples", args.samples), ("--max-prompts", args.max_prompts)):
+    for opt, value in (
+        ("--bars", args.bars),
+        ("--max-tokens", args.max_tokens),
+        ("--samples", args.samples),
+        ("--max-prompts", args.max_prompts),
+    ):
         check_range(opt, value, 1)
     check_seed("--seed", args.seed)
-    res = evaluate_style(args.checkpoint, args.prompts, args.out, bars=args.bars,
-                         max_tokens=args.max_tokens, samples=args.samples,
-                         temperature=args.temperature, top_p=args.top_p, seed=args.seed,
-                         device=args.device, max_prompts=args.max_prompts)
-    rows = (("summary", "sampled"), ("reference_summary", "true continuation"),
-            ("baseline_summary", "other song"))
+    res = evaluate_style(
+        args.checkpoint,
+        args.prompts,
+        args.out,
+        bars=args.bars,
+        max_tokens=args.max_tokens,
+        samples=args.samples,
+        temperature=args.temperature,
+        top_p=args.top_p,
+        seed=args.seed,
+        device=args.device,
+        max_prompts=args.max_prompts,
+    )
+    rows = (
+        ("summary", "sampled"),
+        ("reference_summary", "true continuation"),
+        ("baseline_summary", "other song"),
+    )
     for metric in res["summary"]:
         for key, what in rows:
-            print(f"{metric} ({what}): " + "  ".join(
-                f"seg{i + 1} {_fmt(s['mean'])}" for i, s in enumerate(res[key][metric])))
+            print(
+                f"{metric} ({what}): "
+                + "  ".join(f"seg{i + 1} {_fmt(s['mean'])}" for i, s in enumerate(res[key][metric]))
+            )
     print(f"wrote {args.out}/style.json, {args.out}/style.png")
     return 0
 
@@ -128,8 +175,11 @@ def run_music(args: argparse.Namespace) -> int:
     elif args.tokenizer:
         from musicgen.tokenizers import REGISTRY, build_tokenizer, load_tokenizer
 
-        tokenizer = (build_tokenizer(args.tokenizer) if args.tokenizer in REGISTRY
-                     else load_tokenizer(args.tokenizer))
+        tokenizer = (
+            build_tokenizer(args.tokenizer)
+            if args.tokenizer in REGISTRY
+            else load_tokenizer(args.tokenizer)
+        )
     res = evaluate_music(args.midi_dir, args.out, reference=args.reference, tokenizer=tokenizer)
     for name, s in res["generated"].items():
         ref = res.get("reference", {}).get(name)

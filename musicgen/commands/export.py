@@ -22,8 +22,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     )
     p.add_argument("tokens", help="a .json or text file of ids / token names")
     src = p.add_mutually_exclusive_group(required=True)
-    src.add_argument("--checkpoint",
-                     help="take the tokenizer from this checkpoint or model folder")
+    src.add_argument("--checkpoint", help="take the tokenizer from this checkpoint or model folder")
     src.add_argument("--tokenizer", help="a tokenizer.json (or a prepared dataset folder)")
     p.add_argument("-o", "--out", required=True, help="the MIDI file to write")
     p.add_argument("--overwrite", action="store_true", help="replace OUT if it exists")

@@ -28,10 +28,12 @@ def register(sub: argparse._SubParsersAction) -> None:
         "defaults follow the paper: REMI T=1.2 with top-p 0.9, groove T=0.6.",
     )
     length = p.add_mutually_exclusive_group()
-    length.add_argument("--max-tokens", type=int, default=None,
-                        help="ids to sample per piece (default 2048)")
-    length.add_argument("--bars", type=int, default=None,
-                        help="stop each piece after this many bars")
+    length.add_argument(
+        "--max-tokens", type=int, default=None, help="ids to sample per piece (default 2048)"
+    )
+    length.add_argument(
+        "--bars", type=int, default=None, help="stop each piece after this many bars"
+    )
     _add_common(p)
     p.set_defaults(func=run_generate)
 
@@ -43,30 +45,45 @@ def register(sub: argparse._SubParsersAction) -> None:
         "prompt's tempo.",
     )
     c.add_argument("--prompt", required=True, help="the MIDI file to continue")
-    c.add_argument("--bars", type=int, default=None,
-                   help="use the first N bars of the prompt (default 2)")
-    c.add_argument("--prompt-bars", default=None, metavar="START:END",
-                   help="use bars START..END-1 (0-based, END excluded) instead of --bars")
+    c.add_argument(
+        "--bars", type=int, default=None, help="use the first N bars of the prompt (default 2)"
+    )
+    c.add_argument(
+        "--prompt-bars",
+        default=None,
+        metavar="START:END",
+        help="use bars START..END-1 (0-based, END excluded) instead of --bars",
+    )
     c.add_argument("--max-tokens", type=int, default=1024, help="ids to sample (default 1024)")
-    c.add_argument("--continuation-only", action="store_true",
-                   help="write only the continuation, without the prompt")
+    c.add_argument(
+        "--continuation-only",
+        action="store_true",
+        help="write only the continuation, without the prompt",
+    )
     _add_common(c)
     c.set_defaults(func=run_continue)
 
 
 def _add_common(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--checkpoint", required=True,
-                   help="a model folder, a .pt checkpoint, a run folder or a shipped model's name")
+    p.add_argument(
+        "--checkpoint",
+        required=True,
+        help="a model folder, a .pt checkpoint, a run folder or a shipped model's name",
+    )
     p.add_argument("--out", required=True, help="output folder (created)")
     p.add_argument("--num", type=int, default=4, help="pieces to write (default 4)")
     p.add_argument("--temperature", type=float, default=None, help=">= 0 (0 = greedy)")
     p.add_argument("--top-k", type=int, default=None, help="keep the K likeliest ids (0 = off)")
     p.add_argument("--top-p", type=float, default=None, help="nucleus mass in (0, 1] (1 = off)")
     p.add_argument("--seed", type=int, default=None, help="random seed (default: drawn, printed)")
-    p.add_argument("--no-grammar", action="store_true",
-                   help="do not mask invalid tokens (ablation)")
-    p.add_argument("--save-tokens", action="store_true",
-                   help="also write <name>.json with the ids (see `musicgen export`)")
+    p.add_argument(
+        "--no-grammar", action="store_true", help="do not mask invalid tokens (ablation)"
+    )
+    p.add_argument(
+        "--save-tokens",
+        action="store_true",
+        help="also write <name>.json with the ids (see `musicgen export`)",
+    )
     p.add_argument("--overwrite", action="store_true", help="replace existing files")
     p.add_argument("--batch-size", type=int, default=8, help="samples decoded together")
     p.add_argument("--device", default="auto", help="auto | cpu | cuda | cuda:N | mps")
@@ -79,8 +96,12 @@ def _add_common(p: argparse.ArgumentParser) -> None:
 
 def check_common(args: argparse.Namespace) -> None:
     """Range checks before anything is loaded; argparse only checks the types."""
-    for opt, value, low in (("--num", args.num, 1), ("--batch-size", args.batch_size, 1),
-                            ("--max-tokens", args.max_tokens, 1), ("--bars", args.bars, 1)):
+    for opt, value, low in (
+        ("--num", args.num, 1),
+        ("--batch-size", args.batch_size, 1),
+        ("--max-tokens", args.max_tokens, 1),
+        ("--bars", args.bars, 1),
+    ):
         check_range(opt, value, low)
     check_seed("--seed", args.seed)
     if Path(args.out).exists() and not Path(args.out).is_dir():
@@ -97,8 +118,14 @@ def sampling_options(args: argparse.Namespace, model: Model) -> SamplingOptions:
     return model.options(args.temperature, args.top_k, args.top_p, grammar=not args.no_grammar)
 
 
-def save_all(args, model: Model, batches: Iterator[tuple[int, list[Generated]]], stem: str,
-             seed: int, prompt: Prompt | None = None) -> list[Path]:
+def save_all(
+    args,
+    model: Model,
+    batches: Iterator[tuple[int, list[Generated]]],
+    stem: str,
+    seed: int,
+    prompt: Prompt | None = None,
+) -> list[Path]:
     """Write `<stem>_<seed>_<i>.mid` (+ `.json`) for every piece, batch by batch; returns every
     file written (MIDI, tokens, renders)."""
     out_dir = ensure_dir(args.out)
@@ -115,11 +142,19 @@ def save_all(args, model: Model, batches: Iterator[tuple[int, list[Generated]]],
             if args.save_tokens:
                 lead = prompt.lead_in if prompt is not None else []
                 ids = [tok.bos_id, *lead, *res.continuation] if only else res.ids
-                written.append(write_token_file(
-                    base.with_name(base.name + ".json"), tok, ids,
-                    prompt_len=1 + len(lead) if only else res.prompt_len,
-                    checkpoint=str(args.checkpoint), seed=seed, index=i, stop=res.stop,
-                    grammar_errors=res.errors))
+                written.append(
+                    write_token_file(
+                        base.with_name(base.name + ".json"),
+                        tok,
+                        ids,
+                        prompt_len=1 + len(lead) if only else res.prompt_len,
+                        checkpoint=str(args.checkpoint),
+                        seed=seed,
+                        index=i,
+                        stop=res.stop,
+                        grammar_errors=res.errors,
+                    )
+                )
             print(f"wrote {midi} ({res.sampled} ids sampled, stop: {res.stop})")
             if args.render:
                 written += _render(midi, out_dir)
@@ -155,9 +190,16 @@ def generate_files(args: argparse.Namespace) -> list[Path]:
     else:
         max_new = args.max_tokens if args.max_tokens is not None else 2048
     print(f"seed {seed}")
-    batches = model.sample([model.tokenizer.bos_id], args.num, max_new, seed,
-                           sampling_options(args, model), args.bars, args.batch_size,
-                           progress=True)
+    batches = model.sample(
+        [model.tokenizer.bos_id],
+        args.num,
+        max_new,
+        seed,
+        sampling_options(args, model),
+        args.bars,
+        args.batch_size,
+        progress=True,
+    )
     return save_all(args, model, batches, checkpoint_stem(model.source), seed)
 
 
@@ -193,8 +235,16 @@ def continue_files(args: argparse.Namespace) -> list[Path]:
     prompt = model.prompt(prompt_path, end - start, start)
     seed = draw_seed(args.seed)
     print(f"seed {seed}; prompt: bars {start}:{end} of {prompt_path.name} ({len(prompt.ids)} ids)")
-    batches = model.sample(prompt.ids, args.num, args.max_tokens, seed,
-                           sampling_options(args, model), None, args.batch_size, progress=True)
+    batches = model.sample(
+        prompt.ids,
+        args.num,
+        args.max_tokens,
+        seed,
+        sampling_options(args, model),
+        None,
+        args.batch_size,
+        progress=True,
+    )
     stem = f"{checkpoint_stem(model.source)}_{prompt_path.stem}"
     return save_all(args, model, batches, stem, seed, prompt)
 

@@ -7,14 +7,18 @@ import argparse
 
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser(
-        "plot", help="positional kernels, attention maps, training curves",
-        description="Draw figures into --out (default out/plots).")
+        "plot",
+        help="positional kernels, attention maps, training curves",
+        description="Draw figures into --out (default out/plots).",
+    )
     kinds = p.add_subparsers(dest="kind", metavar="KIND", required=True)
 
     k = kinds.add_parser(
-        "kernels", help="learned positional templates P_d(m - n) of SPE models",
+        "kernels",
+        help="learned positional templates P_d(m - n) of SPE models",
         description="sineSPE: closed form from the learned f, theta, lambda; convSPE: the "
-        "cross-correlation of the learned filters; gated: (1 - delta) P + delta.")
+        "cross-correlation of the learned filters; gated: (1 - delta) P + delta.",
+    )
     k.add_argument("--checkpoint", required=True)
     k.add_argument("--layer", type=int, default=0, help="layer whose gate applies (default 0)")
     k.add_argument("--heads", type=int, nargs="+", help="heads to draw (default: up to 8)")
@@ -23,9 +27,11 @@ def register(sub: argparse._SubParsersAction) -> None:
     k.set_defaults(func=run_kernels)
 
     a = kinds.add_parser(
-        "attention", help="row-normalised attention matrices on a short piece",
+        "attention",
+        help="row-normalised attention matrices on a short piece",
         description="Tokenize SONG.mid with the checkpoint's tokenizer, run the first "
-        "--max-tokens ids and draw the explicit (display-only) attention of chosen layers/heads.")
+        "--max-tokens ids and draw the explicit (display-only) attention of chosen layers/heads.",
+    )
     a.add_argument("--checkpoint", required=True)
     a.add_argument("--midi", required=True)
     a.add_argument("--layer", type=int, nargs="+", help="layers (default: first and last)")
@@ -34,8 +40,11 @@ def register(sub: argparse._SubParsersAction) -> None:
     a.add_argument("--seed", type=int, default=0, help="SPE noise seed")
     a.set_defaults(func=run_attention)
 
-    g = kinds.add_parser("log", help="training and validation curves of a run folder",
-                         description="Reads RUN_DIR/log.jsonl.")
+    g = kinds.add_parser(
+        "log",
+        help="training and validation curves of a run folder",
+        description="Reads RUN_DIR/log.jsonl.",
+    )
     g.add_argument("run_dir")
     g.set_defaults(func=run_log)
 
@@ -46,8 +55,9 @@ def register(sub: argparse._SubParsersAction) -> None:
 def run_kernels(args: argparse.Namespace) -> int:
     from musicgen.evaluate import kernel_figure
 
-    png = kernel_figure(args.checkpoint, args.out, args.layer, args.heads, args.features,
-                        args.max_lag)
+    png = kernel_figure(
+        args.checkpoint, args.out, args.layer, args.heads, args.features, args.max_lag
+    )
     print(f"wrote {png}")
     return 0
 
@@ -55,8 +65,9 @@ def run_kernels(args: argparse.Namespace) -> int:
 def run_attention(args: argparse.Namespace) -> int:
     from musicgen.evaluate import attention_figure
 
-    png = attention_figure(args.checkpoint, args.midi, args.out, args.layer, args.head,
-                           args.max_tokens, args.seed)
+    png = attention_figure(
+        args.checkpoint, args.midi, args.out, args.layer, args.head, args.max_tokens, args.seed
+    )
     print(f"wrote {png}")
     return 0
 

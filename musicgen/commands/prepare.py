@@ -38,12 +38,24 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument(
         "--max-size-mb", type=float, default=10.0, help="skip MIDI files larger than this"
     )
-    p.add_argument("--max-bars", type=int, default=MAX_BARS,
-                   help=f"skip songs longer than this many bars (default {MAX_BARS})")
-    p.add_argument("--max-minutes", type=float, default=MAX_MINUTES,
-                   help=f"skip songs longer than this (default {MAX_MINUTES:g})")
-    p.add_argument("--max-tokens", type=int, default=MAX_TOKENS,
-                   help=f"skip songs of more tokens than this (default {MAX_TOKENS})")
+    p.add_argument(
+        "--max-bars",
+        type=int,
+        default=MAX_BARS,
+        help=f"skip songs longer than this many bars (default {MAX_BARS})",
+    )
+    p.add_argument(
+        "--max-minutes",
+        type=float,
+        default=MAX_MINUTES,
+        help=f"skip songs longer than this (default {MAX_MINUTES:g})",
+    )
+    p.add_argument(
+        "--max-tokens",
+        type=int,
+        default=MAX_TOKENS,
+        help=f"skip songs of more tokens than this (default {MAX_TOKENS})",
+    )
     p.set_defaults(func=run)
 
 
@@ -53,7 +65,12 @@ def run(args: argparse.Namespace) -> int:
 
     limits = Limits(args.max_bars, args.max_minutes, args.max_tokens)
     s = prepare(
-        args.dataset, args.input, args.output, args.tokenizer, args.workers, args.max_size_mb,
+        args.dataset,
+        args.input,
+        args.output,
+        args.tokenizer,
+        args.workers,
+        args.max_size_mb,
         limits,
     )
     print(

@@ -20,8 +20,10 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--wav", action="store_true", help="audio, 16-bit PCM WAV")
     p.add_argument("--ogg", action="store_true", help="audio, Ogg Opus (64 kbit/s)")
     p.add_argument("--out", help="output folder (default: next to each MIDI file)")
-    p.add_argument("--soundfont", help="a .sf2 file (default: FluidR3_GM when installed, "
-                   "else TimGM6mb from pretty_midi)")
+    p.add_argument(
+        "--soundfont",
+        help="a .sf2 file (default: FluidR3_GM when installed, else TimGM6mb from pretty_midi)",
+    )
     p.set_defaults(func=run)
 
 

@@ -13,8 +13,9 @@ def register(sub: argparse._SubParsersAction) -> None:
         description="Train on the output of `musicgen prepare`. Any config field can be overridden "
         "with --section.key=value (e.g. --train.max_steps=100 --model.pe=sine_spe).",
     )
-    p.add_argument("--config", required=True,
-                   help="a preset YAML file or a preset name, e.g. pop909/small")
+    p.add_argument(
+        "--config", required=True, help="a preset YAML file or a preset name, e.g. pop909/small"
+    )
     p.add_argument("--data", help="prepared dataset folder (overrides data.path)")
     p.add_argument("--out", help="run folder (default: runs/<config name>)")
     p.add_argument("--resume", action="store_true", help="continue from RUN_DIR/last.pt exactly")

@@ -77,8 +77,14 @@ class SongDataset(Dataset):
     epoch while each item stays a pure function of its index (hence of the training step).
     """
 
-    def __init__(self, split: PreparedSplit, transpose: tuple[int, int] | list[int] = (0, 0),
-                 drop_instrument_p: float = 0.0, seed: int = 0, num_samples: int | None = None):
+    def __init__(
+        self,
+        split: PreparedSplit,
+        transpose: tuple[int, int] | list[int] = (0, 0),
+        drop_instrument_p: float = 0.0,
+        seed: int = 0,
+        num_samples: int | None = None,
+    ):
         if len(split) == 0:
             raise MusicgenError(f"{split.path}: split '{split.split}' has no songs")
         lo, hi = (int(x) for x in transpose)

@@ -190,16 +190,18 @@ def process_song(job: Job, tok: Tokenizer | None = None) -> Result:
     return _accepted(job, tok, arr, digest, cache, False)
 
 
-def _accepted(job: Job, tok: Tokenizer, arr: np.ndarray, digest: str, cache: Path,
-              reused: bool) -> Result:
+def _accepted(
+    job: Job, tok: Tokenizer, arr: np.ndarray, digest: str, cache: Path, reused: bool
+) -> Result:
     """The Result of a tokenized song, or its skip reason if it breaks the token/bar limits
     (checked on cache hits too: the limits may have changed since the cache was written)."""
     bars = len(tok.bar_starts(arr))
     try:
         check_tokens(len(arr), "score", job.limits)
         if bars > job.limits.max_bars:
-            raise MusicgenError(f"score: too long ({bars} bars > the limit of "
-                                f"{job.limits.max_bars})")
+            raise MusicgenError(
+                f"score: too long ({bars} bars > the limit of {job.limits.max_bars})"
+            )
     except MusicgenError as exc:
         return Result(job.rel, str(exc).removeprefix("score: "))
     return Result(job.rel, "", digest, len(arr), bars, str(cache), reused)
@@ -260,8 +262,11 @@ def _worker_loop(conn, tok_dict: dict) -> None:
 
 
 def _died(job: Job, exitcode: int | None) -> Result:
-    how = (f"killed by signal {-exitcode}" if exitcode is not None and exitcode < 0
-           else f"exit code {exitcode}")
+    how = (
+        f"killed by signal {-exitcode}"
+        if exitcode is not None and exitcode < 0
+        else f"exit code {exitcode}"
+    )
     return Result(job.rel, f"the worker process died on this file ({how}; out of memory?)")
 
 
@@ -363,9 +368,56 @@ def prepare(
     limits: Limits | None = None,
 ) -> dict:
     """Tokenize every MIDI file under `input_dir` into `output_dir`; returns the summary counts."""
+    limits = limits or Limits()
+    _check_options(dataset, workers, max_size_mb, limits)
+    root = Path(input_dir)
+    if not root.is_dir():
+        raise MusicgenError(f"{root}: input folder not found")
+    files = find_midi(root, dataset)
+    if not files:
+        raise MusicgenError(f"{root}: no MIDI files (*.mid, *.midi) found")
+    tok = _tokenizer(tokenizer, dataset)
+    out = Path(output_dir)
+    cache_dir = ensure_dir(out / "cache")
+    tok.save(out / "tokenizer.json")
+    fp = fingerprint(tok)
+    max_bytes = int(max_size_mb * 2**20)
+    jobs = [
+        Job(
+            str(p),
+            p.relative_to(root).as_posix(),
+            str(cache_dir),
+            fp,
+            max_bytes,
+            limits,
+            chord_file(p, dataset),
+        )
+        for p in files
+    ]
+    results = sorted(_run_jobs(jobs, tok, int(workers)), key=lambda r: r.rel)
+    drop_duplicates(results)
+    good = [r for r in results if not r.reason]
+    bad = [r for r in results if r.reason]
+    sizes = _write_outputs(out, good, bad, dataset, official_splits(root, dataset))
+    if not good:
+        raise MusicgenError(
+            f"{root}: none of the {len(files)} MIDI files could be tokenized "
+            f"(reasons in {out / 'skipped.csv'})"
+        )
+    return {
+        "songs": len(good),
+        "skipped": len(bad),
+        "reused": sum(r.reused for r in good),
+        "duplicates": sum(r.reason.startswith("duplicate of ") for r in bad),
+        "tokens": sum(r.tokens for r in good),
+        **sizes,
+    }
+
+
+def _check_options(dataset: str, workers: int, max_size_mb: float, limits: Limits) -> None:
+    """Every option's range, before any file is read."""
     check_range("--workers", workers, 1)
     check_range("--max-size-mb", max_size_mb, 0, low_open=True)
-    limits = limits or Limits()
     check_range("--max-bars", limits.max_bars, 1)
     check_range("--max-minutes", limits.max_minutes, 0, low_open=True)
     check_range("--max-tokens", limits.max_tokens, 3)
@@ -373,12 +425,10 @@ def prepare(
         raise MusicgenError(
             f"--dataset: unknown dataset '{dataset}'; choose one of: {', '.join(DATASETS)}"
         )
-    root = Path(input_dir)
-    if not root.is_dir():
-        raise MusicgenError(f"{root}: input folder not found")
-    files = find_midi(root, dataset)
-    if not files:
-        raise MusicgenError(f"{root}: no MIDI files (*.mid, *.midi) found")
+
+
+def _tokenizer(tokenizer: str | Path | None, dataset: str) -> Tokenizer:
+    """The tokenizer by registry name or YAML file (the dataset's default when None)."""
     spec = str(tokenizer or default_tokenizer(dataset))
     if spec not in REGISTRY and Path(spec).suffix.lower() not in (".yaml", ".yml"):
         raise MusicgenError(
@@ -388,22 +438,13 @@ def prepare(
     tok = build_tokenizer(spec)
     if tok.vocab_size > 65536:
         raise MusicgenError(f"tokenizer: {tok.vocab_size} tokens do not fit the uint16 layout")
-    out = Path(output_dir)
-    cache_dir = ensure_dir(out / "cache")
-    tok.save(out / "tokenizer.json")
-    fp = fingerprint(tok)
-    official = official_splits(root, dataset)
-    max_bytes = int(max_size_mb * 2**20)
-    jobs = [
-        Job(str(p), p.relative_to(root).as_posix(), str(cache_dir), fp, max_bytes, limits,
-            chord_file(p, dataset))
-        for p in files
-    ]
-    results = sorted(_run_jobs(jobs, tok, int(workers)), key=lambda r: r.rel)
-    drop_duplicates(results)
+    return tok
 
-    good = [r for r in results if not r.reason]
-    bad = [r for r in results if r.reason]
+
+def _write_outputs(
+    out: Path, good: list[Result], bad: list[Result], dataset: str, official: dict
+) -> dict[str, int]:
+    """The split arrays, manifest.jsonl and skipped.csv (each atomically); songs per split."""
     per_split: dict[str, list[np.ndarray]] = {s: [] for s in SPLITS}
     manifest = []
     for r in good:
@@ -420,17 +461,4 @@ def prepare(
     writer.writerow(["path", "reason"])
     writer.writerows([r.rel, r.reason] for r in bad)
     atomic_write_text(out / "skipped.csv", buf.getvalue())
-    summary = {
-        "songs": len(good),
-        "skipped": len(bad),
-        "reused": sum(r.reused for r in good),
-        "duplicates": sum(r.reason.startswith("duplicate of ") for r in bad),
-        "tokens": sum(r.tokens for r in good),
-        **{s: len(per_split[s]) for s in SPLITS},
-    }
-    if not good:
-        raise MusicgenError(
-            f"{root}: none of the {len(files)} MIDI files could be tokenized "
-            f"(reasons in {out / 'skipped.csv'})"
-        )
-    return summary
+    return {s: len(per_split[s]) for s in SPLITS}

@@ -37,8 +37,9 @@ def head_probability(length: int, context_len: int, n_queries: int) -> float:
     return heads / (hi - lo + 1)
 
 
-def segment(song: np.ndarray, end: int, context_len: int, n_queries: int,
-            pad_id: int = 0) -> dict[str, torch.Tensor]:
+def segment(
+    song: np.ndarray, end: int, context_len: int, n_queries: int, pad_id: int = 0
+) -> dict[str, torch.Tensor]:
     """The example ending at `end`: input (m,) left-padded, target (n,) with -100 on padding."""
     m, n = context_len, n_queries
     window = np.asarray(song[max(0, end - 1 - m) : end], dtype=np.int64)  # (<= m + 1,)
@@ -69,7 +70,8 @@ class SegmentDataset(SongDataset):
         if not 0 < n_queries <= context_len:
             raise MusicgenError(
                 f"model.perceiver: need 0 < n_queries <= context_len, got n_queries={n_queries}, "
-                f"context_len={context_len}")
+                f"context_len={context_len}"
+            )
         self.m, self.n = int(context_len), int(n_queries)
 
     def draw(self, index: int) -> tuple[int, int, np.ndarray, np.random.Generator]:
@@ -78,8 +80,9 @@ class SegmentDataset(SongDataset):
         i = self.song_index(int(index))
         song = np.asarray(self.split[i], dtype=np.int64)
         if self.drop_instrument_p > 0:
-            song = np.asarray(self.tokenizer.drop_tracks(song, rng, self.drop_instrument_p),
-                              dtype=np.int64)
+            song = np.asarray(
+                self.tokenizer.drop_tracks(song, rng, self.drop_instrument_p), dtype=np.int64
+            )
         lo, hi = end_range(len(song), self.n)
         end = int(rng.integers(lo, hi + 1)) if hi >= lo else len(song)
         return i, end, song, rng
@@ -95,11 +98,21 @@ def make_train_dataset(cfg, split: PreparedSplit, num_samples: int) -> Dataset:
     """The training dataset the model head needs: fixed crops ('lm') or segments ('perceiver_s')."""
     if cfg.model.head == "perceiver_s":
         p = cfg.model.perceiver
-        return SegmentDataset(split, p.context_len, p.n_queries,
-                              transpose=tuple(cfg.data.transpose), seed=cfg.train.seed,
-                              num_samples=num_samples,
-                              drop_instrument_p=cfg.data.drop_instrument_p)
-    return CropDataset(split, cfg.data.crop_len, transpose=tuple(cfg.data.transpose),
-                       drop_instrument_p=cfg.data.drop_instrument_p,
-                       random_start_bar=cfg.data.random_start_bar, seed=cfg.train.seed,
-                       num_samples=num_samples)
+        return SegmentDataset(
+            split,
+            p.context_len,
+            p.n_queries,
+            transpose=tuple(cfg.data.transpose),
+            seed=cfg.train.seed,
+            num_samples=num_samples,
+            drop_instrument_p=cfg.data.drop_instrument_p,
+        )
+    return CropDataset(
+        split,
+        cfg.data.crop_len,
+        transpose=tuple(cfg.data.transpose),
+        drop_instrument_p=cfg.data.drop_instrument_p,
+        random_start_bar=cfg.data.random_start_bar,
+        seed=cfg.train.seed,
+        num_samples=num_samples,
+    )

@@ -15,14 +15,38 @@ BEAT = 12  # ticks per beat (the Groove tokenizer's grid)
 BAR = 4 * BEAT
 ROOTS = {"C": 0, "D": 2, "E": 4, "F": 5, "G": 7, "A": 9, "B": 11}
 QUALITIES = {
-    "maj": (0, 4, 7), "min": (0, 3, 7), "sus2": (0, 2, 7), "sus4": (0, 5, 7),
-    "dim": (0, 3, 6), "aug": (0, 4, 8), "7": (0, 4, 7, 10), "maj7": (0, 4, 7, 11),
-    "min7": (0, 3, 7, 10), "maj6": (0, 4, 7, 9), "min6": (0, 3, 7, 9), "dim7": (0, 3, 6, 9),
-    "hdim7": (0, 3, 6, 10), "minmaj7": (0, 3, 7, 11), "9": (0, 4, 7, 10), "min9": (0, 3, 7, 10),
+    "maj": (0, 4, 7),
+    "min": (0, 3, 7),
+    "sus2": (0, 2, 7),
+    "sus4": (0, 5, 7),
+    "dim": (0, 3, 6),
+    "aug": (0, 4, 8),
+    "7": (0, 4, 7, 10),
+    "maj7": (0, 4, 7, 11),
+    "min7": (0, 3, 7, 10),
+    "maj6": (0, 4, 7, 9),
+    "min6": (0, 3, 7, 9),
+    "dim7": (0, 3, 6, 9),
+    "hdim7": (0, 3, 6, 10),
+    "minmaj7": (0, 3, 7, 11),
+    "9": (0, 4, 7, 10),
+    "min9": (0, 3, 7, 10),
     "maj9": (0, 4, 7, 11),
 }
-DEGREES = {"1": 0, "b2": 1, "2": 2, "b3": 3, "3": 4, "4": 5, "b5": 6, "5": 7, "#5": 8, "6": 9,
-           "b7": 10, "7": 11}
+DEGREES = {
+    "1": 0,
+    "b2": 1,
+    "2": 2,
+    "b3": 3,
+    "3": 4,
+    "4": 5,
+    "b5": 6,
+    "5": 7,
+    "#5": 8,
+    "6": 9,
+    "b7": 10,
+    "7": 11,
+}
 
 
 @dataclass(frozen=True)
@@ -73,8 +97,10 @@ def make_bass_pattern(rng: np.random.Generator) -> dict:
     step = int(rng.choice([24, 12, 6, 6, 3]))
     onsets = _rhythm(rng, step, length, float(rng.uniform(0.5, 0.95)))
     durs = _durations(onsets, length, legato=bool(rng.random() < 0.6))
-    roles = ["bass" if o % BAR == 0 else str(rng.choice(["root", "fifth", "octave", "third"]))
-             for o in onsets]
+    roles = [
+        "bass" if o % BAR == 0 else str(rng.choice(["root", "fifth", "octave", "third"]))
+        for o in onsets
+    ]
     return {"length": length, "events": list(zip(onsets, durs, roles, strict=True))}
 
 

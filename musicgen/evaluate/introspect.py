@@ -26,8 +26,10 @@ def positional_kernels(model: torch.nn.Module, lags: np.ndarray, layer: int = 0)
     blocks = getattr(model, "blocks", None)
     if not spes or blocks is None:
         pe = getattr(getattr(model, "cfg", None), "pe", "?")
-        raise MusicgenError(f"--checkpoint: model uses pe '{pe}', which has no learned "
-                            "positional kernel (only sine_spe and conv_spe do)")
+        raise MusicgenError(
+            f"--checkpoint: model uses pe '{pe}', which has no learned "
+            "positional kernel (only sine_spe and conv_spe do)"
+        )
     if not 0 <= layer < len(blocks):
         raise MusicgenError(f"--layer: {layer} is not a layer (0..{len(blocks) - 1})")
     spe = spes[0] if len(spes) == 1 else spes[layer]
@@ -48,7 +50,10 @@ def _check_index(what: str, values: list[int], n: int) -> None:
 
 @torch.no_grad()
 def attention_maps(
-    model: torch.nn.Module, ids: Sequence[int], layers: list[int], heads: list[int],
+    model: torch.nn.Module,
+    ids: Sequence[int],
+    layers: list[int],
+    heads: list[int],
     seed: int = 0,
 ) -> dict[tuple[int, int], np.ndarray]:
     """Row-normalised causal attention phi(q^).phi(k^) of chosen (layer, head)s: N x N each.
@@ -93,9 +98,14 @@ def attention_maps(
     return maps
 
 
-def kernel_figure(checkpoint: str | Path, out: str | Path, layer: int = 0,
-                  heads: list[int] | None = None, features: int = 4,
-                  max_lag: int | None = None) -> Path:
+def kernel_figure(
+    checkpoint: str | Path,
+    out: str | Path,
+    layer: int = 0,
+    heads: list[int] | None = None,
+    features: int = 4,
+    max_lag: int | None = None,
+) -> Path:
     """`musicgen plot kernels`: the learned P_d(m - n) of chosen heads as kernels.png, every
     number in kernels.json; returns the PNG."""
     from musicgen.checkpoint import load_checkpoint
@@ -115,17 +125,36 @@ def kernel_figure(checkpoint: str | Path, out: str | Path, layer: int = 0,
     panels = {f"head {h}": kern[:, h, feats].T for h in heads}
     out = Path(out)
     gate = " (gated)" if m.gated else ""
-    png = plot_kernels(panels, lags, out / "kernels.png",
-                       title=f"{m.pe}{gate}: P_d(m - n), layer {layer}, features {feats}")
-    write_json(out / "kernels.json", {"checkpoint": checkpoint, "pe": m.pe, "layer": layer,
-                                      "lags": lags, "heads": heads, "features": feats,
-                                      "kernels": dict(panels)})
+    png = plot_kernels(
+        panels,
+        lags,
+        out / "kernels.png",
+        title=f"{m.pe}{gate}: P_d(m - n), layer {layer}, features {feats}",
+    )
+    write_json(
+        out / "kernels.json",
+        {
+            "checkpoint": checkpoint,
+            "pe": m.pe,
+            "layer": layer,
+            "lags": lags,
+            "heads": heads,
+            "features": feats,
+            "kernels": dict(panels),
+        },
+    )
     return png
 
 
-def attention_figure(checkpoint: str | Path, midi: str | Path, out: str | Path,
-                     layers: list[int] | None = None, heads: list[int] | None = None,
-                     max_tokens: int = 256, seed: int = 0) -> Path:
+def attention_figure(
+    checkpoint: str | Path,
+    midi: str | Path,
+    out: str | Path,
+    layers: list[int] | None = None,
+    heads: list[int] | None = None,
+    max_tokens: int = 256,
+    seed: int = 0,
+) -> Path:
     """`musicgen plot attention`: attention of chosen layers / heads on the first `max_tokens`
     ids of a MIDI file, as attention.png (default: first and last layer, heads 0 and 1)."""
     from musicgen.checkpoint import load_checkpoint
@@ -142,6 +171,8 @@ def attention_figure(checkpoint: str | Path, midi: str | Path, out: str | Path,
     ids = loaded.tokenizer.encode(midi)[:max_tokens]
     maps = attention_maps(loaded.model, ids, layers, heads, seed=seed)
     panels = {f"layer {lay} head {h}": a for (lay, h), a in maps.items()}
-    return plot_attention(panels, Path(out) / "attention.png",
-                          title=f"{loaded.config.model.pe}: attention on {Path(midi).name} "
-                          f"({len(ids)} tokens)")
+    return plot_attention(
+        panels,
+        Path(out) / "attention.png",
+        title=f"{loaded.config.model.pe}: attention on {Path(midi).name} ({len(ids)} tokens)",
+    )

@@ -25,8 +25,9 @@ def folder_statistics(folder: str | Path, tokenizer=None) -> tuple[list[dict], l
             notes = load_notes(path)
             row = {"path": str(path), "notes": len(notes), **music_statistics(notes)}
             if tokenizer is not None:
-                row["grammar_error_rate"] = grammar_error_rate(tokenizer.encode(path),
-                                                               tokenizer.grammar())
+                row["grammar_error_rate"] = grammar_error_rate(
+                    tokenizer.encode(path), tokenizer.grammar()
+                )
         except MusicgenError as exc:
             skipped.append({"path": str(path), "reason": str(exc)})
             continue
@@ -35,7 +36,9 @@ def folder_statistics(folder: str | Path, tokenizer=None) -> tuple[list[dict], l
 
 
 def evaluate_music(
-    midi_dir: str | Path, out: str | Path, reference: str | Path | None = None,
+    midi_dir: str | Path,
+    out: str | Path,
+    reference: str | Path | None = None,
     tokenizer=None,
 ) -> dict:
     """Statistics of a folder of MIDI files, beside those of a reference folder; music.json/png."""
@@ -46,8 +49,12 @@ def evaluate_music(
     if not gen_rows:
         raise MusicgenError(f"{midi_dir}: no readable MIDI file")
     columns = {n: [r[n] for r in gen_rows] for n in names}
-    results = {"midi_dir": str(midi_dir), "generated": {n: summarize(columns[n]) for n in names},
-               "files": gen_rows, "skipped": gen_skipped}
+    results = {
+        "midi_dir": str(midi_dir),
+        "generated": {n: summarize(columns[n]) for n in names},
+        "files": gen_rows,
+        "skipped": gen_skipped,
+    }
     ref_columns = None
     if reference is not None:
         ref_rows, ref_skipped = folder_statistics(reference, tokenizer)

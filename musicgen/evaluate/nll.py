@@ -25,8 +25,11 @@ SEGMENT = 128  # tokens per point of the per-position curves (the paper's figure
 
 @torch.no_grad()
 def per_position_nll(
-    model: torch.nn.Module, songs: Sequence[Sequence[int] | np.ndarray], max_len: int,
-    device: torch.device | str, batch_size: int = 1,
+    model: torch.nn.Module,
+    songs: Sequence[Sequence[int] | np.ndarray],
+    max_len: int,
+    device: torch.device | str,
+    batch_size: int = 1,
 ) -> tuple[np.ndarray, np.ndarray]:
     """Summed NLL (nats) and count of predicted tokens at each position 0..max_len-1.
 
@@ -46,7 +49,7 @@ def per_position_nll(
         order = [np.asarray(s, dtype=np.int64)[: max_len + 1] for s in songs]
         order = [s for s in order if len(s) >= 2]
         for b in range(0, len(order), batch_size):
-            chunk = order[b: b + batch_size]
+            chunk = order[b : b + batch_size]
             n = max(len(s) for s in chunk) - 1
             inp = torch.zeros(len(chunk), n, dtype=torch.long)  # [B, N], 0 = pad
             tgt = torch.full((len(chunk), n), -100, dtype=torch.long)  # [B, N]
@@ -73,9 +76,16 @@ def draw_seed(seed: int, draw: int, song: int) -> int:
 
 
 def seeded_nll(
-    model: torch.nn.Module, songs: Sequence[Sequence[int] | np.ndarray], max_len: int,
-    device: torch.device | str, seeds: int = 1, seed: int = 0, batch_size: int = 1,
-    first_index: int = 0, step: int = 1, desc: str | None = None,
+    model: torch.nn.Module,
+    songs: Sequence[Sequence[int] | np.ndarray],
+    max_len: int,
+    device: torch.device | str,
+    seeds: int = 1,
+    seed: int = 0,
+    batch_size: int = 1,
+    first_index: int = 0,
+    step: int = 1,
+    desc: str | None = None,
 ) -> tuple[np.ndarray, np.ndarray]:
     """`per_position_nll` averaged over `seeds` SPE noise draws, each a pure function of (seed,
     draw, song index): sums (nats, mean over draws) and counts of one draw per position.
@@ -99,8 +109,9 @@ def seeded_nll(
             for b in starts:
                 bar.update(1)
                 torch.manual_seed(draw_seed(seed, d, first_index + b * step))
-                s, c = per_position_nll(model, songs[b: b + batch_size], max_len, device,
-                                        batch_size)
+                s, c = per_position_nll(
+                    model, songs[b : b + batch_size], max_len, device, batch_size
+                )
                 sums += s
                 if d == 0:
                     counts += c
@@ -119,7 +130,10 @@ def forbidden_masks(tokenizer, song: np.ndarray) -> np.ndarray:
 
 @torch.no_grad()
 def forbidden_mass(
-    model: torch.nn.Module, tokenizer, songs: Sequence[Sequence[int] | np.ndarray], max_len: int,
+    model: torch.nn.Module,
+    tokenizer,
+    songs: Sequence[Sequence[int] | np.ndarray],
+    max_len: int,
     device: torch.device | str,
 ) -> dict:
     """Mean probability the model puts on grammar-forbidden next tokens, over every predicted
@@ -146,16 +160,20 @@ def forbidden_mass(
     finally:
         model.train(was_training)
     mean = [float(x / c) if c else float("nan") for x, c in zip(sums, counts, strict=True)]
-    return {"overall": mean[0], "after_note": mean[1], "positions": int(counts[0]),
-            "after_note_positions": int(counts[1])}
+    return {
+        "overall": mean[0],
+        "after_note": mean[1],
+        "positions": int(counts[0]),
+        "after_note_positions": int(counts[1]),
+    }
 
 
 def segment_means(sums: np.ndarray, counts: np.ndarray, segment: int = SEGMENT) -> list[float]:
     """Mean NLL of each block of `segment` positions (NaN for a block no song reaches)."""
     out = []
     for s in range(math.ceil(len(sums) / segment)):
-        c = counts[s * segment: (s + 1) * segment].sum()
-        out.append(float(sums[s * segment: (s + 1) * segment].sum() / c) if c else float("nan"))
+        c = counts[s * segment : (s + 1) * segment].sum()
+        out.append(float(sums[s * segment : (s + 1) * segment].sum() / c) if c else float("nan"))
     return out
 
 
@@ -175,8 +193,7 @@ def model_label(config, path: str | Path) -> str:
 def notes_scored(tokenizer, songs: Sequence[np.ndarray], max_len: int) -> int:
     """Notes in the scored part of each song (its first max_len + 1 tokens), read by decoding:
     the denominator of NLL per note, which is comparable across tokenizations."""
-    return sum(len(notes_from_score(tokenizer.decode(np.asarray(s)[: max_len + 1])))
-               for s in songs)
+    return sum(len(notes_from_score(tokenizer.decode(np.asarray(s)[: max_len + 1]))) for s in songs)
 
 
 def load_eval_songs(data: str | Path, split: str, max_songs: int | None):
@@ -195,9 +212,17 @@ def load_eval_songs(data: str | Path, split: str, max_songs: int | None):
 
 
 def evaluate_nll(
-    checkpoints: Sequence[str | Path], data: str | Path, out: str | Path, split: str = "validation",
-    max_len: int | None = None, max_songs: int | None = None, device: str = "auto",
-    segment: int = SEGMENT, batch_size: int = 1, seed: int = 0, seeds: int = 1,
+    checkpoints: Sequence[str | Path],
+    data: str | Path,
+    out: str | Path,
+    split: str = "validation",
+    max_len: int | None = None,
+    max_songs: int | None = None,
+    device: str = "auto",
+    segment: int = SEGMENT,
+    batch_size: int = 1,
+    seed: int = 0,
+    seeds: int = 1,
 ) -> dict:
     """Per-position NLL (and forbidden mass) of each checkpoint on the same held-out songs;
     nll.json + nll.png.
@@ -206,7 +231,6 @@ def evaluate_nll(
     averages that many per song (`seeded_nll`, the trainer's validation too), so a rerun gives
     the same numbers.
     """
-    from musicgen.checkpoint import load_checkpoint
     from musicgen.plots import plot_nll_curves
 
     if seeds < 1:
@@ -214,40 +238,69 @@ def evaluate_nll(
     dev = pick_device(device)
     songs, data_tokenizer = load_eval_songs(data, split, max_songs)
     n_songs = len(songs)
-    data_tok = data_tokenizer.to_dict()
-    results: dict = {"data": str(data), "split": split, "songs": n_songs, "segment": segment,
-                     "seeds": seeds, "models": {}}
+    results: dict = {
+        "data": str(data),
+        "split": split,
+        "songs": n_songs,
+        "segment": segment,
+        "seeds": seeds,
+        "models": {},
+    }
     curves = {}
     train_len = None
     for ckpt in checkpoints:
-        loaded = load_checkpoint(ckpt, device=dev)
-        if loaded.tokenizer.to_dict() != data_tok:
-            raise MusicgenError(f"{ckpt}: its tokenizer differs from the one {data} was prepared "
-                                "with")
-        crop = loaded.config.data.crop_len
-        length = max_len or 2 * crop
-        sums, counts = seeded_nll(loaded.model, songs, length, dev, seeds, seed, batch_size,
-                                  desc=Path(ckpt).name)
-        with torch.random.fork_rng():
-            torch.manual_seed(seed)
-            forbidden = forbidden_mass(loaded.model, loaded.tokenizer, songs, length, dev)
-        label = model_label(loaded.config, ckpt)
-        curves[label] = segment_means(sums, counts, segment)
-        train_len = train_len or crop
-        results["models"][label] = {
-            "checkpoint": str(ckpt), "pe": loaded.config.model.pe, "crop_len": crop,
-            "max_len": length, "mean_within": range_mean(sums, counts, 0, crop),
-            "mean_beyond": range_mean(sums, counts, crop), "per_segment": curves[label],
-            **_per_note(float(sums.sum()), notes_scored(data_tokenizer, songs, length)),
-            "tokens_per_segment": [int(counts[s: s + segment].sum())
-                                   for s in range(0, length, segment)],
-            "forbidden_mass": forbidden,
-        }
-        del loaded
+        label, res = _score_checkpoint(
+            ckpt, songs, data_tokenizer, data, max_len, dev, segment, batch_size, seed, seeds
+        )
+        results["models"][label] = res
+        curves[label] = res["per_segment"]
+        train_len = train_len or res["crop_len"]
     out = Path(out)
     write_json(out / "nll.json", results)
     plot_nll_curves(curves, segment, train_len, out / "nll.png")
     return results
+
+
+def _score_checkpoint(
+    ckpt: str | Path,
+    songs: list,
+    data_tokenizer,
+    data: str | Path,
+    max_len: int | None,
+    dev: torch.device,
+    segment: int,
+    batch_size: int,
+    seed: int,
+    seeds: int,
+) -> tuple[str, dict]:
+    """One checkpoint's entry of nll.json: its label and every number `evaluate_nll` reports."""
+    from musicgen.checkpoint import load_checkpoint
+
+    loaded = load_checkpoint(ckpt, device=dev)
+    if loaded.tokenizer.to_dict() != data_tokenizer.to_dict():
+        raise MusicgenError(f"{ckpt}: its tokenizer differs from the one {data} was prepared with")
+    crop = loaded.config.data.crop_len
+    length = max_len or 2 * crop
+    sums, counts = seeded_nll(
+        loaded.model, songs, length, dev, seeds, seed, batch_size, desc=Path(ckpt).name
+    )
+    with torch.random.fork_rng():
+        torch.manual_seed(seed)
+        forbidden = forbidden_mass(loaded.model, loaded.tokenizer, songs, length, dev)
+    return model_label(loaded.config, ckpt), {
+        "checkpoint": str(ckpt),
+        "pe": loaded.config.model.pe,
+        "crop_len": crop,
+        "max_len": length,
+        "mean_within": range_mean(sums, counts, 0, crop),
+        "mean_beyond": range_mean(sums, counts, crop),
+        "per_segment": segment_means(sums, counts, segment),
+        **_per_note(float(sums.sum()), notes_scored(data_tokenizer, songs, length)),
+        "tokens_per_segment": [
+            int(counts[s : s + segment].sum()) for s in range(0, length, segment)
+        ],
+        "forbidden_mass": forbidden,
+    }
 
 
 def _per_note(total_nll: float, notes: int) -> dict:

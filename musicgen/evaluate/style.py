@@ -51,12 +51,11 @@ def true_continuation(tokenizer, ids: list[int], prompt: list[int], max_tokens: 
     for s in tokenizer.bar_starts(np.asarray(ids, dtype=np.int64)):
         e = int(s) + len(body)
         if list(ids[s:e]) == body:
-            return list(prompt) + list(ids[e: e + max(max_tokens - len(prompt), 0)])
+            return list(prompt) + list(ids[e : e + max(max_tokens - len(prompt), 0)])
     return list(prompt)
 
 
-def segment_details(notes: Notes, source: Notes, bars: int,
-                    metrics: Sequence[str]) -> list[dict]:
+def segment_details(notes: Notes, source: Notes, bars: int, metrics: Sequence[str]) -> list[dict]:
     """Per time segment after the prompt: the similarities to `source` of each track, their mean
     over the tracks, and the segment's note count."""
     out = []
@@ -67,14 +66,16 @@ def segment_details(notes: Notes, source: Notes, bars: int,
     return out
 
 
-def segment_similarities(notes: Notes, source: Notes, bars: int,
-                         metrics: Sequence[str]) -> list[dict[str, float]]:
+def segment_similarities(
+    notes: Notes, source: Notes, bars: int, metrics: Sequence[str]
+) -> list[dict[str, float]]:
     """Per time segment after the prompt: each similarity to `source`, averaged over its tracks."""
     return [d["mean"] for d in segment_details(notes, source, bars, metrics)]
 
 
-def other_song_baseline(sources: list[Notes], truths: list[Notes], bars: int,
-                        metrics: Sequence[str]) -> dict[str, list[list[float]]]:
+def other_song_baseline(
+    sources: list[Notes], truths: list[Notes], bars: int, metrics: Sequence[str]
+) -> dict[str, list[list[float]]]:
     """Similarity of each prompt song to the real continuation of an unrelated song (the next
     prompt song, cyclically): what a continuation scores without knowing its song. Empty with
     fewer than two songs."""
@@ -118,9 +119,20 @@ def _sampling(tokenizer, temperature: float | None, top_p: float | None):
     return options
 
 
-def _continue_song(loaded, path: Path, built, source: Notes, *, bars: int,
-                   max_tokens: int, samples: int, options, gen, out: Path,
-                   scores: dict) -> dict:
+def _continue_song(
+    loaded,
+    path: Path,
+    built,
+    source: Notes,
+    *,
+    bars: int,
+    max_tokens: int,
+    samples: int,
+    options,
+    gen,
+    out: Path,
+    scores: dict,
+) -> dict:
     """Sample `samples` continuations of one prompt, write them and score them against the
     song; the song's entry of style.json."""
     from musicgen.sample import generate
@@ -139,15 +151,26 @@ def _continue_song(loaded, path: Path, built, source: Notes, *, bars: int,
 
 
 def evaluate_style(
-    checkpoint: str | Path, prompts: str | Path, out: str | Path, bars: int = 2,
-    max_tokens: int = 1024, samples: int = 3, temperature: float | None = None,
-    top_p: float | None = None, seed: int = 0, device: str = "auto", max_prompts: int | None = None,
+    checkpoint: str | Path,
+    prompts: str | Path,
+    out: str | Path,
+    bars: int = 2,
+    max_tokens: int = 1024,
+    samples: int = 3,
+    temperature: float | None = None,
+    top_p: float | None = None,
+    seed: int = 0,
+    device: str = "auto",
+    max_prompts: int | None = None,
 ) -> dict:
     """Continue `bars` bars of every prompt song; score 4 time segments against the whole song.
 
     Similarities are computed per track role and averaged over the roles the source has. The
     continuations are written to out/samples/ as MIDI.
     """
+    # Over 60 lines on purpose: one pass over the prompt songs fills three score sets in step
+    # (sampled, true continuation, other-song sources) with one RNG order; most lines are the
+    # formatter's one-argument-per-line calls.
     from musicgen.checkpoint import load_checkpoint
     from musicgen.plots import plot_style_boxes
 
@@ -178,18 +201,36 @@ def evaluate_style(
         sources.append(source)
         truths.append(truth)
         _collect(reference, segment_similarities(truth, source, bars, METRICS))
-        songs.append(_continue_song(loaded, path, built, source, bars=bars,
-                                    max_tokens=max_tokens, samples=samples, options=options,
-                                    gen=gen, out=out, scores=scores))
+        songs.append(
+            _continue_song(
+                loaded,
+                path,
+                built,
+                source,
+                bars=bars,
+                max_tokens=max_tokens,
+                samples=samples,
+                options=options,
+                gen=gen,
+                out=out,
+                scores=scores,
+            )
+        )
     if not songs:
         raise MusicgenError(f"{prompts}: no usable prompt song ({len(skipped)} skipped)")
     baseline = other_song_baseline(sources, truths, bars, METRICS)
-    results = {"checkpoint": str(checkpoint), "bars": bars, "max_tokens": max_tokens,
-               "samples": samples, "sampling": vars(options),
-               "summary": {m: [summarize(seg) for seg in scores[m]] for m in METRICS},
-               "reference_summary": {m: [summarize(seg) for seg in reference[m]] for m in METRICS},
-               "baseline_summary": {m: [summarize(seg) for seg in baseline[m]] for m in METRICS},
-               "songs": songs, "skipped": skipped}
+    results = {
+        "checkpoint": str(checkpoint),
+        "bars": bars,
+        "max_tokens": max_tokens,
+        "samples": samples,
+        "sampling": vars(options),
+        "summary": {m: [summarize(seg) for seg in scores[m]] for m in METRICS},
+        "reference_summary": {m: [summarize(seg) for seg in reference[m]] for m in METRICS},
+        "baseline_summary": {m: [summarize(seg) for seg in baseline[m]] for m in METRICS},
+        "songs": songs,
+        "skipped": skipped,
+    }
     write_json(out / "style.json", results)
     plot_style_boxes(scores, out / "style.png", reference=reference)
     return results

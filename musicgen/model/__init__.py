@@ -18,8 +18,14 @@ from musicgen.model.transformer import Performer, PerformerState
 
 REDRAW_POLICIES = ("never", "every", "prob")
 
-__all__ = ["FEATURE_MAPS", "MUSICAL_SPE", "POSITIONAL_ENCODINGS", "Performer", "PerformerState",
-           "build_model"]
+__all__ = [
+    "FEATURE_MAPS",
+    "MUSICAL_SPE",
+    "POSITIONAL_ENCODINGS",
+    "Performer",
+    "PerformerState",
+    "build_model",
+]
 
 
 def _check(cfg) -> None:
@@ -32,8 +38,18 @@ def _check(cfg) -> None:
         raise bad("feature_map", cfg.feature_map, FEATURE_MAPS)
     if cfg.redraw not in REDRAW_POLICIES:
         raise bad("redraw", cfg.redraw, REDRAW_POLICIES)
-    for name in ("n_layers", "d_model", "n_heads", "d_ff", "n_features", "num_realizations",
-                 "num_sines", "kernel_size", "chunk_size", "max_len"):
+    for name in (
+        "n_layers",
+        "d_model",
+        "n_heads",
+        "d_ff",
+        "n_features",
+        "num_realizations",
+        "num_sines",
+        "kernel_size",
+        "chunk_size",
+        "max_len",
+    ):
         if getattr(cfg, name) <= 0:
             raise MusicgenError(f"model.{name}: must be > 0, got {getattr(cfg, name)}")
     if not 0.0 <= cfg.dropout < 1.0:

@@ -23,7 +23,11 @@ from musicgen.model.features import FEATURE_MAPS
 
 
 def causal_linear_attention(
-    phi_q: Tensor, phi_k: Tensor, v: Tensor, chunk: int = 64, eps: float = 1e-6,
+    phi_q: Tensor,
+    phi_k: Tensor,
+    v: Tensor,
+    chunk: int = 64,
+    eps: float = 1e-6,
     shift: Tensor | None = None,
 ) -> Tensor:
     """phi_q, phi_k (B, H, N, M), v (B, H, N, Dv) -> (B, H, N, Dv), float32.
@@ -62,8 +66,11 @@ def causal_linear_attention(
         carried = _carried_sums(kv, e)
         q = q * (e_prev[..., None] - s).exp()[..., None]  # carried sums are in exp(-e_prev) units
     flat = b * h * nc  # out = a @ vv + q @ carried (B, H, nc, C, Dv + 1), one fused product
-    out = torch.baddbmm(q.reshape(flat, c, m) @ carried.reshape(flat, m, dv + 1),
-                        a.reshape(flat, c, c), vv.reshape(flat, c, dv + 1))
+    out = torch.baddbmm(
+        q.reshape(flat, c, m) @ carried.reshape(flat, m, dv + 1),
+        a.reshape(flat, c, c),
+        vv.reshape(flat, c, dv + 1),
+    )
     num, den = out.view(b, h, nc, c, dv + 1).split([dv, 1], -1)  # backward: one cat
     out = num / (den + eps)
     return out.reshape(b, h, nc * c, dv)[:, :, :n]

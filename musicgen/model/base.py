@@ -51,7 +51,9 @@ class LanguageModel(nn.Module):
         return self.head(self.norm(h))
 
     def new_noise(
-        self, device: torch.device | str, seed: int | None = None,
+        self,
+        device: torch.device | str,
+        seed: int | None = None,
         generator: torch.Generator | None = None,
     ) -> SPENoise:
         """Fresh SPE noise. No seed: one is drawn from `generator` (on any device), else from

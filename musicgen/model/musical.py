@@ -175,9 +175,12 @@ def build_musical(cfg, tables, n_layers: int) -> MusicalPosition | None:
     if not m.embed and m.spe == "none":
         return None
     if tables is None:
-        raise MusicgenError("model.musical: needs the tokenizer's time tables (build the model "
-                            "with its tokenizer: build_model(cfg, tokenizer))")
+        raise MusicgenError(
+            "model.musical: needs the tokenizer's time tables (build the model "
+            "with its tokenizer: build_model(cfg, tokenizer))"
+        )
     if len(tables.bar) != cfg.vocab_size:
-        raise MusicgenError(f"model.musical: time tables cover {len(tables.bar)} ids, the model "
-                            f"{cfg.vocab_size}")
+        raise MusicgenError(
+            f"model.musical: time tables cover {len(tables.bar)} ids, the model {cfg.vocab_size}"
+        )
     return MusicalPosition(cfg, tables, n_layers)

@@ -80,8 +80,9 @@ class CrossAttention(nn.Module):
     def attend(self, q: Tensor, k: Tensor, v: Tensor, allowed: Tensor) -> Tensor:
         """q (B,H,Nq,E), k (B,H,Nk,E), v (B,H,Nk,D), allowed (B,1,Nq,Nk) -> (B, Nq, d_model)."""
         dt = v.dtype
-        out = F.scaled_dot_product_attention(q.to(dt), k.to(dt), v, attn_mask=allowed,
-                                             scale=1.0 / math.sqrt(self.d))
+        out = F.scaled_dot_product_attention(
+            q.to(dt), k.to(dt), v, attn_mask=allowed, scale=1.0 / math.sqrt(self.d)
+        )
         b, _, nq, _ = out.shape
         return self.out(out.transpose(1, 2).reshape(b, nq, -1))
 
@@ -109,13 +110,16 @@ class PerceiverS(LanguageModel):
         if not 0 < p.n_queries <= p.context_len:
             raise MusicgenError(
                 f"model.perceiver: need 0 < n_queries <= context_len, got n_queries="
-                f"{p.n_queries}, context_len={p.context_len}")
+                f"{p.n_queries}, context_len={p.context_len}"
+            )
         if p.combine not in COMBINES:
             raise MusicgenError(
-                f"model.perceiver.combine: unknown '{p.combine}'; valid: {', '.join(COMBINES)}")
+                f"model.perceiver.combine: unknown '{p.combine}'; valid: {', '.join(COMBINES)}"
+            )
         if cfg.d_model % cfg.n_heads:
             raise MusicgenError(
-                f"model.n_heads: d_model {cfg.d_model} is not divisible by {cfg.n_heads} heads")
+                f"model.n_heads: d_model {cfg.d_model} is not divisible by {cfg.n_heads} heads"
+            )
         # window positions are < m; SPE: one shared module, or one per block then per cross layer
         super().__init__(cfg, p.context_len, cfg.n_layers + 2)
         self.m, self.n, self.combine = p.context_len, p.n_queries, p.combine
@@ -125,7 +129,9 @@ class PerceiverS(LanguageModel):
         self.cross_scale = CrossAttention(cfg, self.uses_spe)
         self.norm_ff = nn.LayerNorm(cfg.d_model)
         self.ffn = nn.Sequential(
-            nn.Linear(cfg.d_model, cfg.d_ff), nn.GELU(), nn.Dropout(cfg.dropout),
+            nn.Linear(cfg.d_model, cfg.d_ff),
+            nn.GELU(),
+            nn.Dropout(cfg.dropout),
             nn.Linear(cfg.d_ff, cfg.d_model),
         )
         self.blocks = nn.ModuleList(Block(cfg, self.uses_spe) for _ in range(cfg.n_layers))
@@ -137,8 +143,15 @@ class PerceiverS(LanguageModel):
         """ids (B, N) at window positions pos (N,) -> (B, N, d_model)."""
         return self.drop(self.embed_tokens(ids, pos))
 
-    def codes(self, role: int, q: tuple[int, int], k: tuple[int, int], noise: SPENoise | None,
-              device: torch.device, memo: dict | None = None):
+    def codes(
+        self,
+        role: int,
+        q: tuple[int, int],
+        k: tuple[int, int],
+        noise: SPENoise | None,
+        device: torch.device,
+        memo: dict | None = None,
+    ):
         """SPE codes of window positions q = [lo, hi), k = [lo, hi) for role 0 (full cross),
         1 (scale cross), 2 + l (block l); None without SPE. `memo` shares equal codes in a pass."""
         if not self.uses_spe:
@@ -150,34 +163,40 @@ class PerceiverS(LanguageModel):
         if memo is not None and key in memo:
             return memo[key]
         with torch.autocast(device_type=device.type, enabled=False):
-            out = self.spe[idx].codes(torch.arange(*q, device=device),
-                                      torch.arange(*k, device=device), noise)
+            out = self.spe[idx].codes(
+                torch.arange(*q, device=device), torch.arange(*k, device=device), noise
+            )
         if memo is not None:
             memo[key] = out
         return out
 
-    def full_attention(self, q_in: Tensor, ctx: Tensor, ok: Tensor, noise,
-                       memo: dict | None = None) -> Tensor:
+    def full_attention(
+        self, q_in: Tensor, ctx: Tensor, ok: Tensor, noise, memo: dict | None = None
+    ) -> Tensor:
         """Causal mask M only: query at window position i sees ctx 0..i. (B, n, d), (B, m, d)."""
         m, n = ctx.shape[1], q_in.shape[1]
         pos = torch.arange(m, device=ctx.device)
         codes = self.codes(0, (m - n, m), (0, m), noise, ctx.device, memo)
         k, v = self.cross_full.keys(ctx, codes)
-        return self.cross_full.attend(self.cross_full.query(q_in, codes), k, v,
-                                      attention_mask(pos[m - n :], pos, ok))
+        return self.cross_full.attend(
+            self.cross_full.query(q_in, codes), k, v, attention_mask(pos[m - n :], pos, ok)
+        )
 
-    def scale_attention(self, q_in: Tensor, ctx: Tensor, ok: Tensor, noise,
-                        memo: dict | None = None) -> Tensor:
+    def scale_attention(
+        self, q_in: Tensor, ctx: Tensor, ok: Tensor, noise, memo: dict | None = None
+    ) -> Tensor:
         """M + scale mask M^: window positions 0..m-n-1 hidden (their keys are never computed)."""
         m, n = ctx.shape[1], q_in.shape[1]
         q_pos = torch.arange(m - n, m, device=ctx.device)
         codes = self.codes(1, (m - n, m), (m - n, m), noise, ctx.device, memo)
         k, v = self.cross_scale.keys(ctx[:, m - n :], codes)
-        return self.cross_scale.attend(self.cross_scale.query(q_in, codes), k, v,
-                                       attention_mask(q_pos, q_pos, ok[:, m - n :]))
+        return self.cross_scale.attend(
+            self.cross_scale.query(q_in, codes), k, v, attention_mask(q_pos, q_pos, ok[:, m - n :])
+        )
 
-    def cross(self, lat: Tensor, ctx: Tensor, ok: Tensor, noise: SPENoise | None,
-              memo: dict | None = None) -> Tensor:
+    def cross(
+        self, lat: Tensor, ctx: Tensor, ok: Tensor, noise: SPENoise | None, memo: dict | None = None
+    ) -> Tensor:
         """lat (B, n, d) = ctx[:, m-n:], ctx (B, m, d), ok (B, m) -> latents (B, n, d)."""
         a = self.full_attention(lat, ctx, ok, noise, memo)
         if self.combine == "sum":
@@ -213,7 +232,8 @@ class PerceiverS(LanguageModel):
         if length > self.m:
             raise MusicgenError(
                 f"perceiver: forward takes at most context_len={self.m} ids, got {length}; "
-                "use score() for longer sequences")
+                "use score() for longer sequences"
+            )
         noise = noise if noise is not None else self.new_noise(ids.device)
         left = self.m - max(length, self.n)
         right = max(0, self.n - length)
@@ -240,12 +260,14 @@ class PerceiverS(LanguageModel):
         return torch.cat(out, 1)[:, :length]
 
     def init_state(
-        self, batch_size: int, device: torch.device | str, seed: int | None = None,
+        self,
+        batch_size: int,
+        device: torch.device | str,
+        seed: int | None = None,
         generator: torch.Generator | None = None,
     ) -> PerceiverState:
         """Empty window (all padding) and the SPE noise (seed, else `generator`, else global)."""
-        history = torch.full((batch_size, self.m - self.n), PAD_ID, dtype=torch.long,
-                             device=device)
+        history = torch.full((batch_size, self.m - self.n), PAD_ID, dtype=torch.long, device=device)
         noise = self.new_noise(device, seed, generator)
         return PerceiverState(pos=0, noise=noise, history=history)
 
@@ -293,8 +315,11 @@ class PerceiverS(LanguageModel):
         state.k_scale[:, :, j : j + 1], state.v_scale[:, :, j : j + 1] = ks, vs
         keys_f = torch.arange(w + 1, device=ids.device)
         a = self.cross_full.attend(
-            self.cross_full.query(x, cf), state.k_full[:, :, : w + 1], state.v_full[:, :, : w + 1],
-            attention_mask(wpos, keys_f, state.ok_full[:, : w + 1]))
+            self.cross_full.query(x, cf),
+            state.k_full[:, :, : w + 1],
+            state.v_full[:, :, : w + 1],
+            attention_mask(wpos, keys_f, state.ok_full[:, : w + 1]),
+        )
         mask_s = attention_mask(wpos, keys_f[m - n :], state.ok_full[:, m - n : w + 1])
         ks, vs = state.k_scale[:, :, : j + 1], state.v_scale[:, :, : j + 1]
         if self.combine == "sum":

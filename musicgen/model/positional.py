@@ -186,8 +186,9 @@ class SineSPE(_SPE):
         # frequencies log-spaced over periods 4 .. 4096 positions, plus a little jitter per feature
         f0 = torch.logspace(math.log10(1 / 4096), math.log10(1 / 4), num_sines)
         logit = torch.log(2 * f0) - torch.log1p(-2 * f0)  # f = sigmoid(p) / 2 in (0, 1/2)
-        self.freq = nn.Parameter(logit.expand(n_heads, head_dim, -1) + 0.1 * torch.randn(
-            n_heads, head_dim, num_sines))
+        self.freq = nn.Parameter(
+            logit.expand(n_heads, head_dim, -1) + 0.1 * torch.randn(n_heads, head_dim, num_sines)
+        )
         self.phase = nn.Parameter(torch.zeros(n_heads, head_dim, num_sines))
         g0 = math.log(math.expm1(1 / math.sqrt(num_sines)))  # softplus(g0)^2 * K = 1 -> P(0) = 1
         self.gain = nn.Parameter(torch.full((n_heads, head_dim, num_sines), g0))

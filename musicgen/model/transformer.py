@@ -42,7 +42,9 @@ class Block(nn.Module):
         self.norm1, self.norm2 = nn.LayerNorm(cfg.d_model), nn.LayerNorm(cfg.d_model)
         self.attn = CausalSelfAttention(cfg, spe)
         self.ffn = nn.Sequential(
-            nn.Linear(cfg.d_model, cfg.d_ff), nn.GELU(), nn.Dropout(cfg.dropout),
+            nn.Linear(cfg.d_model, cfg.d_ff),
+            nn.GELU(),
+            nn.Dropout(cfg.dropout),
             nn.Linear(cfg.d_ff, cfg.d_model),
         )
         self.drop = nn.Dropout(cfg.dropout)
@@ -109,7 +111,10 @@ class Performer(LanguageModel):
         return self.logits(x)
 
     def init_state(
-        self, batch_size: int, device: torch.device | str, seed: int | None = None,
+        self,
+        batch_size: int,
+        device: torch.device | str,
+        seed: int | None = None,
         generator: torch.Generator | None = None,
     ) -> PerformerState:
         """Empty caches and the sequence's SPE noise (from `seed`, else drawn from `generator`,

@@ -28,11 +28,25 @@ CHORD_FILE = "chord_midi.txt"  # POP909's annotation, aligned to the MIDI (not t
 NOTE_NAMES = {"C": 0, "D": 2, "E": 4, "F": 5, "G": 7, "A": 9, "B": 11}
 # Harte shorthands as intervals above the root (semitones, mod 12)
 SHORTHANDS: dict[str, tuple[int, ...]] = {
-    "maj": (0, 4, 7), "min": (0, 3, 7), "dim": (0, 3, 6), "aug": (0, 4, 8),
-    "maj7": (0, 4, 7, 11), "min7": (0, 3, 7, 10), "7": (0, 4, 7, 10), "dim7": (0, 3, 6, 9),
-    "hdim7": (0, 3, 6, 10), "minmaj7": (0, 3, 7, 11), "maj6": (0, 4, 7, 9), "min6": (0, 3, 7, 9),
-    "9": (0, 4, 7, 10, 2), "maj9": (0, 4, 7, 11, 2), "min9": (0, 3, 7, 10, 2),
-    "sus2": (0, 2, 7), "sus4": (0, 5, 7), "5": (0, 7), "1": (0,),
+    "maj": (0, 4, 7),
+    "min": (0, 3, 7),
+    "dim": (0, 3, 6),
+    "aug": (0, 4, 8),
+    "maj7": (0, 4, 7, 11),
+    "min7": (0, 3, 7, 10),
+    "7": (0, 4, 7, 10),
+    "dim7": (0, 3, 6, 9),
+    "hdim7": (0, 3, 6, 10),
+    "minmaj7": (0, 3, 7, 11),
+    "maj6": (0, 4, 7, 9),
+    "min6": (0, 3, 7, 9),
+    "9": (0, 4, 7, 10, 2),
+    "maj9": (0, 4, 7, 11, 2),
+    "min9": (0, 3, 7, 10, 2),
+    "sus2": (0, 2, 7),
+    "sus4": (0, 5, 7),
+    "5": (0, 7),
+    "1": (0,),
 }
 DEGREES = {1: 0, 2: 2, 3: 4, 4: 5, 5: 7, 6: 9, 7: 11, 9: 2, 11: 5, 13: 9}
 NO_CHORD = ("N", "X")  # no chord, unknown chord: both write nothing and end the current chord
@@ -138,8 +152,12 @@ def seconds_to_ticks(score: symusic.Score, seconds: np.ndarray) -> np.ndarray:
 
 
 def chord_grid_events(
-    score: symusic.Score, spans: Sequence[ChordSpan], tables: RemiTables,
-    chord_maps: dict[str, Sequence[int]], positions_per_beat: int, positions_per_bar: int,
+    score: symusic.Score,
+    spans: Sequence[ChordSpan],
+    tables: RemiTables,
+    chord_maps: dict[str, Sequence[int]],
+    positions_per_beat: int,
+    positions_per_bar: int,
 ) -> tuple[list[tuple[int, int, int]], int]:
     """[(bar, position, chord id)] at every chord change, and the number of labels dropped.
 
@@ -168,8 +186,9 @@ def chord_grid_events(
     return events, dropped
 
 
-def insert_chords(ids: Sequence[int], events: list[tuple[int, int, int]], tables: RemiTables,
-                  bar_id: int) -> list[int]:
+def insert_chords(
+    ids: Sequence[int], events: list[tuple[int, int, int]], tables: RemiTables, bar_id: int
+) -> list[int]:
     """A REMI id sequence with its Chord tokens replaced by `events` (sorted (bar, pos, id)).
 
     Each chord goes right after its position's Position (and Tempo) tokens, before the notes; a

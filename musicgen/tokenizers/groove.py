@@ -373,9 +373,13 @@ class GrooveTokenizer(Tokenizer):
     def time_tables(self) -> TimeTables:
         """Time is the sum of the TimeShifts (12 ticks per beat) since the first bar line."""
         zeros = np.zeros(VOCAB_SIZE, np.int64)
-        return TimeTables(bar=zeros, position=np.full(VOCAB_SIZE, -1, np.int64),
-                          shift=self.tables.shift.astype(np.int64).copy(),
-                          positions_per_bar=self.ticks_per_bar, positions_per_beat=TICKS_PER_BEAT)
+        return TimeTables(
+            bar=zeros,
+            position=np.full(VOCAB_SIZE, -1, np.int64),
+            shift=self.tables.shift.astype(np.int64).copy(),
+            positions_per_bar=self.ticks_per_bar,
+            positions_per_beat=TICKS_PER_BEAT,
+        )
 
     def note_end_mask(self) -> np.ndarray:
         return self.tables.kind == GrooveTables.OFF

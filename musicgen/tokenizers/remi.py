@@ -243,12 +243,19 @@ class RemiTokenizer(Tokenizer):
         per_beat = int(self.options["positions_per_beat"])
         per_bar = 4 * per_beat  # time signatures are ignored: every bar is 4/4
         if int(t.position.max()) >= per_bar:
-            raise MusicgenError(f"tokenizer: Position_{int(t.position.max())} does not fit a "
-                                f"4/4 bar of {per_bar} positions")
+            raise MusicgenError(
+                f"tokenizer: Position_{int(t.position.max())} does not fit a "
+                f"4/4 bar of {per_bar} positions"
+            )
         is_bar = (t.family == RemiTables.BAR).astype(np.int64)
         position = np.where(is_bar == 1, 0, t.position).astype(np.int64)
-        return TimeTables(bar=is_bar, position=position, shift=np.zeros(self.vocab_size, np.int64),
-                          positions_per_bar=per_bar, positions_per_beat=per_beat)
+        return TimeTables(
+            bar=is_bar,
+            position=position,
+            shift=np.zeros(self.vocab_size, np.int64),
+            positions_per_bar=per_bar,
+            positions_per_beat=per_beat,
+        )
 
     def note_end_mask(self) -> np.ndarray:
         return self.tables.family == RemiTables.DURATION

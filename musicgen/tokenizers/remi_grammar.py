@@ -42,9 +42,16 @@ class RemiTables:
     @classmethod
     def build(cls, names: list[str]) -> RemiTables:
         fams = {
-            "PAD": cls.SPECIAL, "BOS": cls.SPECIAL, "EOS": cls.SPECIAL, "Bar": cls.BAR,
-            "Position": cls.POSITION, "Tempo": cls.TEMPO, "Chord": cls.CHORD, "Pitch": cls.PITCH,
-            "Velocity": cls.VELOCITY, "Duration": cls.DURATION,
+            "PAD": cls.SPECIAL,
+            "BOS": cls.SPECIAL,
+            "EOS": cls.SPECIAL,
+            "Bar": cls.BAR,
+            "Position": cls.POSITION,
+            "Tempo": cls.TEMPO,
+            "Chord": cls.CHORD,
+            "Pitch": cls.PITCH,
+            "Velocity": cls.VELOCITY,
+            "Duration": cls.DURATION,
         }
         n = len(names)
         t = cls(
