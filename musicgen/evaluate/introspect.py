@@ -1,8 +1,8 @@
 """Looking inside a model (`musicgen plot kernels|attention`): positional templates, attention maps.
 
-Note (issue #18): `attention_maps` re-implements the attention path (q, k projection, SPE codes,
-feature map) to form the N x N matrix explicitly; once model/attention.py exposes that matrix
-itself, this module should call it instead of repeating the layer's steps.
+`attention_maps` forms the N x N matrix explicitly from the layer's own q, k projection
+(`CausalSelfAttention.project`, SPE codes included) and feature map, so it cannot drift from
+the attention the model computes.
 """
 
 from __future__ import annotations
@@ -59,8 +59,8 @@ def attention_maps(
     """Row-normalised causal attention phi(q^).phi(k^) of chosen (layer, head)s: N x N each.
 
     Formed explicitly (O(N^2), display only) from each layer's input, caught with a forward
-    pre-hook on the attention module, with the same q, k projection, SPE codes and feature map
-    the layer uses. The SPE noise is drawn from `seed`.
+    pre-hook on the attention module, through the layer's own `project` (q, k and SPE codes) and
+    feature map. The SPE noise is drawn from `seed`.
     """
     blocks = model.blocks
     _check_index("layer", layers, len(blocks))
@@ -70,12 +70,10 @@ def attention_maps(
     def hook_for(layer: int):
         def hook(attn, args):
             x, codes = args[0], args[1] if len(args) > 1 else None
-            b, n, _ = x.shape
-            q, k, _ = attn.qkv(x).float().view(b, n, 3, attn.n_heads, attn.head_dim).unbind(2)
-            if codes is not None:  # (B, N, H, D) -> (B, N, H, R)
-                q, k = codes.project(q, "q", attn.gate), codes.project(k, "k", attn.gate)
-            phi_q = attn.features.query(q.transpose(1, 2))  # (B, H, N, M)
-            phi_k, _ = attn.features.key(k.transpose(1, 2))
+            n = x.shape[1]
+            q, k, _ = attn.project(attn.qkv(x), codes)  # the layer's own path: (B, H, N, .)
+            phi_q = attn.features.query(q)  # (B, H, N, M)
+            phi_k, _ = attn.features.key(k)  # one shift per key set: it cancels per row below
             a = (phi_q @ phi_k.transpose(-1, -2))[0]  # (H, N, N)
             a = a.masked_fill(~torch.ones(n, n, dtype=torch.bool, device=a.device).tril(), 0.0)
             a = a / a.sum(-1, keepdim=True).clamp_min(1e-30)
