@@ -134,8 +134,7 @@ class Model:
         """`num` continuations of `prompt` from one seed, a batch at a time (with the index of its
         first piece), so a caller can write each batch before the next one starts."""
         max_new = self._fit(len(prompt), max_new)
-        torch.manual_seed(seed)  # the model's positional noise (init_state)
-        gen = torch.Generator(device=self.device).manual_seed(seed)
+        gen = torch.Generator(device=self.device).manual_seed(seed)  # noise and draws alike
         for first in range(0, num, batch_size):
             n = min(batch_size, num - first)
             yield (

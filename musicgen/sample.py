@@ -194,7 +194,7 @@ def generate(
     batch = len(prompts)
     rows = [_Row.start(tokenizer, list(p), options.grammar, bars is not None) for p in prompts]
     total_steps = max(len(p) for p in prompts) - 1 + max_new_tokens
-    state = model.init_state(batch, device)
+    state = model.init_state(batch, device, generator=generator)  # SPE noise: no global RNG
     feed = torch.tensor([p[0] for p in prompts], dtype=torch.long, device=device)  # [B]
     bar = tqdm(total=total_steps, desc="generate", unit="tok", disable=not progress)
     pos = 0  # position of the id being fed

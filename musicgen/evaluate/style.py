@@ -179,8 +179,9 @@ def evaluate_style(
     tok = loaded.tokenizer
     options = _sampling(tok, temperature, top_p)
     files = midi_files(prompts)[:max_prompts]
-    torch.manual_seed(seed)  # the SPE noise of each batch comes from the global generator
     gen = torch.Generator(device=dev).manual_seed(seed) if dev.type != "mps" else None
+    if gen is None:  # MPS has no device generator: noise and draws from the seeded global RNG
+        torch.manual_seed(seed)
     out = Path(out)
     scores, reference = _empty(), _empty()
     songs, skipped = [], []
