@@ -194,8 +194,8 @@ def test_fast_transformers_backend_model_matches_torch_backend():
     b = build_model(_tiny(pe="sine_spe", backend="fast_transformers")).eval()
     b.load_state_dict(a.state_dict())
     ids = torch.randint(0, 30, (2, 50))
-    sa, sb = a.init_state(2, "cpu", seed=5), b.init_state(2, "cpu", seed=5)
-    assert (a(ids, state=sa) - b(ids, state=sb)).abs().max() < 1e-4
+    na, nb = a.new_noise("cpu", seed=5), b.new_noise("cpu", seed=5)
+    assert (a(ids, noise=na) - b(ids, noise=nb)).abs().max() < 1e-4
 
 
 def test_attention_layer_shapes_and_float32_sums_under_autocast():
