@@ -51,16 +51,12 @@ def prepared(tmp_path_factory) -> Path:
     return out
 
 
-def make_checkpoint(folder: Path, name: str, pe: str = "sine_spe") -> Path:
-    """A tiny untrained model with the `name` tokenizer, saved as `tiny_<name>.pt`."""
-    from musicgen.checkpoint import save_checkpoint
-    from musicgen.config import Config, ModelConfig
-    from musicgen.model import build_model
-    from musicgen.tokenizers import build_tokenizer
+def tiny_model_config(vocab_size: int, pe: str = "sine_spe"):
+    """The untrained 2 x 32 model the generation and robustness tests run (any tokenizer)."""
+    from musicgen.config import ModelConfig
 
-    tok = build_tokenizer(name)
-    model_cfg = ModelConfig(
-        vocab_size=tok.vocab_size,
+    return ModelConfig(
+        vocab_size=vocab_size,
         n_layers=2,
         d_model=32,
         n_heads=2,
@@ -72,6 +68,17 @@ def make_checkpoint(folder: Path, name: str, pe: str = "sine_spe") -> Path:
         kernel_size=8,
         pe=pe,
     )
+
+
+def make_checkpoint(folder: Path, name: str, pe: str = "sine_spe") -> Path:
+    """A tiny untrained model with the `name` tokenizer, saved as `tiny_<name>.pt`."""
+    from musicgen.checkpoint import save_checkpoint
+    from musicgen.config import Config
+    from musicgen.model import build_model
+    from musicgen.tokenizers import build_tokenizer
+
+    tok = build_tokenizer(name)
+    model_cfg = tiny_model_config(tok.vocab_size, pe)
     torch.manual_seed(0)
     model = build_model(model_cfg).eval()
     path = folder / f"tiny_{name}.pt"

@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 import symusic
 import torch
+from conftest import tiny_model_config
 from paths import DATA
 
 from musicgen.config import ModelConfig, PerceiverConfig
@@ -142,19 +143,7 @@ def test_paper_defaults():
 
 
 def tiny_model(tokenizer, pe: str = "ape", seed: int = 0):
-    cfg = ModelConfig(
-        vocab_size=tokenizer.vocab_size,
-        n_layers=2,
-        d_model=32,
-        n_heads=2,
-        d_ff=64,
-        dropout=0.0,
-        n_features=16,
-        num_realizations=8,
-        num_sines=2,
-        kernel_size=8,
-        pe=pe,
-    )
+    cfg = tiny_model_config(tokenizer.vocab_size, pe)
     torch.manual_seed(seed)
     return build_model(cfg).eval()
 
