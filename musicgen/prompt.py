@@ -116,13 +116,27 @@ def prompt_from_ids(
     )
 
 
+def encode_song(tokenizer: Tokenizer, path: str | Path) -> list[int]:
+    """A MIDI file's ids as the model saw its training songs: a REMI tokenizer takes the chords
+    of a POP909 `chord_midi.txt` lying beside the file (as `prepare --dataset pop909` does);
+    everything else is the tokenizer's own encoding (REMI: miditok's chord detection)."""
+    from musicgen.tokenizers.chords import CHORD_FILE, read_chord_file
+    from musicgen.tokenizers.remi import RemiTokenizer
+
+    path = Path(path)
+    annotation = path.parent / CHORD_FILE
+    if isinstance(tokenizer, RemiTokenizer) and annotation.is_file():
+        return tokenizer.encode(path, chords=read_chord_file(annotation))
+    return tokenizer.encode(path)
+
+
 def prompt_from_file(
     tokenizer: Tokenizer, path: str | Path, start: int = 0, end: int = 2
 ) -> Prompt:
     """Bars start..end-1 of a MIDI file, with the tempo where bar `start` begins."""
     path = Path(path)
     check_midi_path(path)
-    prompt = prompt_from_ids(tokenizer, tokenizer.encode(path), start, end, where=str(path))
+    prompt = prompt_from_ids(tokenizer, encode_song(tokenizer, path), start, end, where=str(path))
     prompt.tempo = tempo_at_bar(
         path, start, beats_per_bar(tokenizer), from_first_note=tokenizer.name == "groove"
     )

@@ -12,6 +12,7 @@ import musicgen
 from musicgen.evaluate import make_prompt
 from musicgen.prompt import (
     Prompt,
+    encode_song,
     merge,
     midi_pairing,
     only_notes,
@@ -52,7 +53,7 @@ def test_every_bundled_two_bar_prompt_comes_back_note_for_note(models, kind, son
 
 def test_remi_prompt_is_fed_up_to_the_next_bar(models):
     tok = models["remi"].tokenizer
-    ids = tok.encode(POP[0])
+    ids = encode_song(tok, POP[0])  # the song's annotated chords included, as prompts read it
     starts = tok.bar_starts(np.asarray(ids))
     prompt = prompt_from_file(tok, POP[0], 1, 3)
     assert prompt.ids == [tok.bos_id, *ids[starts[1] : starts[3] + 1]]  # ends with bar 4's Bar
@@ -125,9 +126,24 @@ def test_tempo_is_read_on_the_tokenizers_four_four_grid(tmp_path):
 def test_continue_and_evaluate_style_feed_the_same_prompt(models):
     tok = models["remi"].tokenizer
     for song in POP[:4]:
-        ids = tok.encode(song)
+        ids = encode_song(tok, song)  # as evaluate style reads a prompt song
         notes = tok.decode(ids)
         first = min(n.time for t in notes.tracks for n in t.notes)
         if first >= 4 * notes.ticks_per_quarter:
             continue  # evaluate style skips a leading empty bar; continue keeps bar 0
         assert make_prompt(tok, ids, 2) == prompt_from_file(tok, song, 0, 2).ids
+
+
+def test_a_pop909_prompt_reads_its_chord_annotation_like_prepare():
+    """A prompt beside a chord_midi.txt is encoded with the annotated chords (as the training
+    data of `prepare --dataset pop909`), not with miditok's sparse detection."""
+    from musicgen.tokenizers import build_tokenizer
+    from musicgen.tokenizers.chords import read_chord_file
+
+    tok = build_tokenizer("remi")
+    song = DATA / "pop909" / "001" / "001.mid"
+    ids = encode_song(tok, song)
+    assert ids == tok.encode(song, chords=read_chord_file(song.parent / "chord_midi.txt"))
+    chords = [i for i in ids if tok.token_name(i).startswith("Chord_")]
+    detected = [i for i in tok.encode(song) if tok.token_name(i).startswith("Chord_")]
+    assert len(chords) > 20 > len(detected) or len(chords) > 5 * max(1, len(detected))

@@ -21,7 +21,7 @@ from musicgen.metrics import (
     style_similarity_per_track,
     summarize,
 )
-from musicgen.prompt import merge, music_prompt
+from musicgen.prompt import encode_song, merge, music_prompt
 
 N_STYLE_SEGMENTS = 4
 METRICS = ("time_pitch", "onset_duration")
@@ -189,7 +189,7 @@ def evaluate_style(
     truths: list[Notes] = []  # the real continuations, also the other-song baseline
     for path in tqdm(files, desc="style"):
         try:
-            ids = tok.encode(path)
+            ids = encode_song(tok, path)  # annotated POP909 chords, as in training
         except MusicgenError as exc:
             skipped.append({"path": str(path), "reason": str(exc)})
             continue
