@@ -24,7 +24,7 @@ import torch
 
 from musicgen.errors import MusicgenError
 from musicgen.io import write_score
-from musicgen.prompt import Prompt, continuation_only, merge, prompt_from_file
+from musicgen.prompt import Prompt, continuation_only, encode_song, merge, prompt_from_file
 from musicgen.sample import Generated, SamplingOptions, default_options, generate
 
 BAR_TOKEN_CAP = 512  # with `bars`, at most this many sampled ids per requested bar
@@ -218,12 +218,14 @@ class Model:
         return self.music(res, seed, prompt, only_continuation)
 
     def score(self, path: str | Path) -> dict:
-        """How likely the model finds a song: mean NLL per token (nats) and per note."""
+        """How likely the model finds a song: mean NLL per token (nats) and per note, the song
+        read as training reads it (a POP909 chord annotation beside it becomes its chords)."""
         from musicgen.evaluate import per_position_nll
+        from musicgen.evaluate.nll import notes_scored
 
-        ids = self.tokenizer.encode(Path(path))
+        ids = encode_song(self.tokenizer, Path(path))
         sums, counts = per_position_nll(self.model, [ids], len(ids) - 1, self.device)
-        notes = self.tokenizer.decode(ids).note_num()
+        notes = notes_scored(self.tokenizer, [np.asarray(ids)], len(ids) - 1)
         total = float(sums.sum())
         return {
             "tokens": int(counts.sum()),

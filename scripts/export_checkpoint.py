@@ -19,7 +19,7 @@ from musicgen.checkpoint import load_checkpoint, save_checkpoint
 from musicgen.runlog import read_log
 
 
-def summary(run: Path, step: int) -> dict:
+def summary(run: Path, step: int, tokens_per_step: int) -> dict:
     rows = read_log(run)
     train = [r for r in rows if r["kind"] == "train"]
     val = [r for r in rows if r["kind"] == "val"]
@@ -29,10 +29,13 @@ def summary(run: Path, step: int) -> dict:
         if r["time"] < last:
             seconds += last
         last = r["time"]
+    steps = train[-1]["step"] if train else 0
     return {
         "step": step,
-        "steps_trained": train[-1]["step"] if train else 0,
+        "steps_trained": steps,
         "train_minutes": round((seconds + last) / 60, 1),
+        "tokens_trained": steps * tokens_per_step,
+        "tokens_per_s": round(steps * tokens_per_step / (seconds + last)) if train else None,
         "final_train_loss": train[-1]["loss"] if train else None,
         "best_validation": best,
     }
@@ -46,7 +49,9 @@ def main() -> None:
     args = ap.parse_args()
     src = args.run / args.which
     loaded = load_checkpoint(src)
-    info = summary(args.run, int(loaded.train_state.get("step", 0)))
+    t = loaded.config.train
+    per_step = t.batch_size * t.grad_accum * loaded.config.data.crop_len
+    info = summary(args.run, int(loaded.train_state.get("step", 0)), per_step)
     path = save_checkpoint(
         args.out / "model.pt",
         loaded.model,

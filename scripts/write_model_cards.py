@@ -1,6 +1,6 @@
 """Write checkpoints/<name>/README.md (model cards) from the outputs of evaluate_shipped.sh.
 
-    python scripts/write_model_cards.py [--eval out/eval]
+    python scripts/write_model_cards.py [--eval out/eval] [NAME ...]
 
 Each card states the data and its licence, the architecture, the training run (steps, wall time),
 validation loss within and beyond the training length, the evaluation metrics and the commands
@@ -43,6 +43,22 @@ LIMITS = {
 }
 
 
+SHIPPED = ("pop909_sine_spe_gated", "pop909_ape", "groove_sine_spe_gated")
+
+# How each shipped run was trained (the numbers come from the run's log through export.json).
+TRAINING = {
+    "remi": "one cosine schedule over all steps; musical-position embeddings on (position in bar, "
+    "beat, bar mod 4; docs/model.md). The two POP909 runs trained side by side, one thread each, "
+    "with nothing else on the machine (`scripts/train_shipped.sh pop909`)",
+    "groove": "cosine to the minimum at step 1000, then resumed to step 1500 with the cosine "
+    "recomputed (a warm restart), on a machine shared with other jobs "
+    "(`scripts/train_shipped.sh groove`)",
+}
+
+# What the piano rolls of the pieces in out/eval/samples_<name> show (looked at, not computed).
+SEEN = {}
+
+
 def precision_note(ckpt: Path) -> str:
     """How the file stores its SPE parameters: float32 since the export policy, float16 before."""
     import torch
@@ -58,6 +74,25 @@ def precision_note(ckpt: Path) -> str:
     return (
         "; exported before SPE parameters were kept in float32, so its SPE frequencies, "
         "phases, gains and gates are float16-rounded too (every number here is of this file)"
+    )
+
+
+PREVIOUS_TOKENS = 1500 * 4 * 512  # what the models shipped before issue #12 were trained on
+
+
+def tokens_note(info: dict) -> str:
+    tokens = info.get("tokens_trained")
+    if not tokens:
+        return ""
+    return f", {tokens / 1e6:.1f} M tokens ({tokens / PREVIOUS_TOKENS:.1f}x the previous models')"
+
+
+def speed_note(info: dict) -> str:
+    rate = info.get("tokens_per_s")
+    return (
+        f", {rate:,} tokens/s over the whole run (validation and checkpoints included)"
+        if rate
+        else ""
     )
 
 
@@ -92,13 +127,13 @@ def card(name: str, ev: Path) -> str:
         "",
         f"`{cfg.name}` (configs/{'pop909' if cfg.tokenizer == 'remi' else 'groove'}/small.yaml"
         f" with the overrides in `scripts/train_shipped.sh`): {info['steps_trained']} steps of "
-        f"batch {cfg.train.batch_size} x {cfg.data.crop_len} tokens (Adam, lr {cfg.optim.lr:g}, "
-        f"{cfg.optim.warmup_steps} warm-up steps, cosine to {cfg.optim.min_lr:g} at step 1000, "
-        f"then resumed to step {cfg.train.max_steps} with the cosine recomputed — a warm restart; "
-        f"transposition {cfg.data.transpose[0]}..{cfg.data.transpose[1]}), "
-        f"{info['train_minutes']} minutes of "
-        "wall time on a 2-core CPU shared with other jobs. Shipped: the checkpoint with the best "
-        f"validation loss (step {info['step']}).",
+        f"batch {cfg.train.batch_size} x {cfg.data.crop_len} tokens"
+        f"{tokens_note(info)} (Adam, lr {cfg.optim.lr:g}, {cfg.optim.warmup_steps} warm-up "
+        f"steps, min lr {cfg.optim.min_lr:g}; transposition {cfg.data.transpose[0]}.."
+        f"{cfg.data.transpose[1]}); {TRAINING[loaded.tokenizer.name]}. "
+        f"{info['train_minutes']} minutes of wall time on a 2-core CPU"
+        f"{speed_note(info)}. Shipped: the checkpoint with the best validation loss "
+        f"(step {info['step']}).",
         "",
         "## Validation: per-position loss (nats/token), held-out songs",
         "",
@@ -128,8 +163,9 @@ def card(name: str, ev: Path) -> str:
         lines += [
             "## Music statistics",
             "",
-            "8 pieces of 16 bars from scratch (T = 1.2, top-p 0.9, grammar on, seed 0) "
-            "against 8 held-out POP909 songs (`musicgen evaluate music`):",
+            f"{len(d['files'])} pieces of 16 bars from scratch (T = 1.2, top-p 0.9, grammar on, "
+            f"seed 0) against {len(d.get('reference_files', []))} held-out POP909 songs "
+            "(`musicgen evaluate music`; mean ± std over pieces):",
             "",
             "| statistic | generated | held-out songs |",
             "|---|---:|---:|",
@@ -140,6 +176,13 @@ def card(name: str, ev: Path) -> str:
                 f"| {key} | {g['mean']:.3f} ± {g['std']:.3f} | {r['mean']:.3f} ± {r['std']:.3f} |"
             )
         lines.append("")
+    if loaded.tokenizer.name == "remi":
+        lines += acceptance(name, ev)
+        if (ev / f"style_{name}" / "style.json").exists():
+            style = json.loads((ev / f"style_{name}" / "style.json").read_text())
+            lines += style_section(style, groove=False)
+        if name in SEEN:
+            lines += ["## What the piano rolls show", "", SEEN[name], ""]
     for folder in ("groove_style", "groove_style_t1"):
         style = ev / folder / "style.json"
         if loaded.tokenizer.name == "groove" and style.exists():
@@ -158,13 +201,127 @@ def card(name: str, ev: Path) -> str:
     return "\n".join(lines)
 
 
-def style_section(d: dict) -> list[str]:
-    t = d["sampling"]["temperature"]
+def _entry(nll: dict, name: str) -> dict:
+    """The nll.json entry of the checkpoint folder called `name`."""
+    return next(r for r in nll["models"].values() if Path(r["checkpoint"]).name == name)
+
+
+def _quarters(style: dict) -> tuple[int, list[dict], list[dict]]:
+    """Quarters where the continuations' time-pitch similarity reaches the other-song baseline."""
+    tp, base = style["summary"]["time_pitch"], style["baseline_summary"]["time_pitch"]
+    return sum(a["mean"] >= b["mean"] for a, b in zip(tp, base, strict=True)), tp, base
+
+
+def _previous(ev: Path, name: str) -> dict:
+    """The replaced model's texture and continuation numbers, measured by the same commands
+    (with today's prompt builder) when evaluate_shipped.sh ran them (PREVIOUS_FULL=1)."""
+    out = {}
+    music = ev / f"music_previous_{name}" / "music.json"
+    if music.exists():
+        g = json.loads(music.read_text())["generated"]
+        out["stacked"] = _pct(g["stacked_onset_rate"]["mean"])
+        out["duplicates"] = _pct(g["duplicate_note_rate"]["mean"])
+    style = ev / f"style_previous_{name}" / "style.json"
+    if style.exists():
+        d = json.loads(style.read_text())
+        k = d["prompts_kept"]
+        out["kept"] = f"{k['written']}/{k['samples']} / {k['decoded']}/{k['samples']}"
+        q, tp, base = _quarters(d)
+        out["quarters"] = f"{q} of 4 ({_means(tp)} vs {_means(base)})"
+    return out
+
+
+def _means(segments: list[dict]) -> str:
+    return " / ".join(f"{seg['mean']:.2f}" for seg in segments)
+
+
+def _pct(x: float) -> str:
+    return f"{100 * x:.1f} %"
+
+
+def acceptance(name: str, ev: Path) -> list[str]:
+    """Issue #12's acceptance table: this model against the target and the model it replaced."""
+    nll = json.loads((ev / "pop909_nll" / "nll.json").read_text())
+    me, twin = _entry(nll, name), _entry(nll, "pop909_ape" if name != "pop909_ape" else SHIPPED[0])
+    prev_path = ev / "pop909_nll_previous" / "nll.json"
+    prev = _entry(json.loads(prev_path.read_text()), name) if prev_path.exists() else None
+    music = json.loads((ev / f"music_{name}" / "music.json").read_text())
+    style = json.loads((ev / f"style_{name}" / "style.json").read_text())
+    g = music["generated"]
+    kept = style["prompts_kept"]
+    old = _previous(ev, name)
+    quarters, tp, base = _quarters(style)
+    rows = [
+        (
+            "probability on forbidden tokens after a note",
+            "≤ 5 %",
+            _pct(me["forbidden_mass"]["after_note"]),
+            _pct(prev["forbidden_mass"]["after_note"]) if prev else "n/a",
+        ),
+        (
+            "generated onsets with ≥ 8 notes",
+            "≤ 1 %",
+            _pct(g["stacked_onset_rate"]["mean"]),
+            old.get("stacked", "n/a"),
+        ),
+        (
+            "duplicate (onset, pitch) notes",
+            "≤ 5 %",
+            _pct(g["duplicate_note_rate"]["mean"]),
+            old.get("duplicates", "n/a"),
+        ),
+        (
+            "NLL per note, 39 held-out songs, 2048 tokens",
+            "≥ 10 % below the previous model",
+            f"{me['nll_per_note']:.2f}"
+            + (
+                f" ({100 * (1 - me['nll_per_note'] / prev['nll_per_note']):.1f} % below)"
+                if prev
+                else ""
+            ),
+            f"{prev['nll_per_note']:.2f} (its own, detected chords)" if prev else "n/a",
+        ),
+        (
+            "2-bar prompts kept note for note (written files / model's own ids)",
+            "100 %",
+            f"{kept['written']}/{kept['samples']} / {kept['decoded']}/{kept['samples']}",
+            old.get("kept", "n/a"),
+        ),
+        (
+            "quarters where continuation time-pitch ≥ other-song baseline",
+            "4 of 4",
+            f"{quarters} of 4 ({_means(tp)} vs {_means(base)})",
+            old.get("quarters", "n/a"),
+        ),
+        (
+            "NLL beyond the training length (512-2048), this model vs its twin",
+            "SPE below APE",
+            f"{me['mean_beyond']:.3f} vs {twin['mean_beyond']:.3f}",
+            f"{prev['mean_beyond']:.3f}" if prev else "n/a",
+        ),
+    ]
     out = [
-        f"## Style similarity of continuations (unseen styles, T = {t:g})",
+        "## Acceptance (issue #12), measured on the held-out songs",
         "",
-        f"{len(d['songs'])} test-split trio songs (styles never seen in training), "
-        f"{d['samples']} samples each: the first 2 bars as prompt, continued to "
+        "| measure | target | this model | the model it replaced |",
+        "|---|---|---|---|",
+    ]
+    out += [f"| {a} | {b} | {c} | {d} |" for a, b, c, d in rows]
+    return out + [""]
+
+
+def style_section(d: dict, groove: bool = True) -> list[str]:
+    t = d["sampling"]["temperature"]
+    songs = (
+        f"{len(d['songs'])} test-split trio songs (styles never seen in training)"
+        if groove
+        else f"{len(d['songs'])} held-out POP909 songs"
+    )
+    out = [
+        f"## Style similarity of continuations ({'unseen styles' if groove else 'held-out songs'}, "
+        f"T = {t:g})",
+        "",
+        f"{songs}, {d['samples']} samples each: the first 2 bars as prompt, continued to "
         f"{d['max_tokens']} tokens at T = {t:g} with grammar masking; the continuation is cut "
         "into 4 equal time segments, each scored against the whole source song by cosine "
         "similarity of style histograms (`musicgen evaluate style`):",
@@ -192,8 +349,9 @@ def style_section(d: dict) -> list[str]:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--eval", type=Path, default=ROOT / "out" / "eval")
+    ap.add_argument("names", nargs="*", default=list(SHIPPED), help="cards to write")
     args = ap.parse_args()
-    for name in ("pop909_sine_spe_gated", "pop909_ape", "groove_sine_spe_gated"):
+    for name in args.names:
         path = ROOT / "checkpoints" / name / "README.md"
         path.write_text(card(name, args.eval))
         print(f"wrote {path}")

@@ -273,8 +273,30 @@ def test_evaluate_style_end_to_end(run, tmp_path):
         assert len(ref) == 4 and all(0 <= v <= 1 for v in ref)
     sample = res["songs"][0]["samples"][0]
     assert len(sample["segments"]) == 4
+    assert res["prompts_kept"] == {"samples": 2, "decoded": 2, "written": 2}
+    assert sample["prompt_written"] == {"kept": True, "extra": 0, "missing": 0}
     assert len(list((tmp_path / "o" / "samples").glob("*.mid"))) == 2
     assert png_size(tmp_path / "o" / "style.png") == (800, 500)
+
+
+def test_prompt_check_sees_a_changed_or_added_prompt_note(remi):
+    import symusic
+
+    from musicgen.evaluate.style import prompt_check
+    from musicgen.prompt import encode_song, music_prompt
+
+    prompt = music_prompt(remi, encode_song(remi, POP909 / "004" / "004.mid"), 2)
+    assert prompt_check(prompt, prompt.notes) == {"kept": True, "extra": 0, "missing": 0}
+    later = prompt.notes.copy()  # a note after bar N is not the prompt's business
+    later.tracks[0].notes.append(symusic.Note(prompt.end_tick, 10, 60, 80))
+    assert prompt_check(prompt, later)["kept"]
+    changed = prompt.notes.copy()
+    n = changed.tracks[0].notes[0]
+    changed.tracks[0].notes[0] = symusic.Note(n.time, n.duration, n.pitch + 1, n.velocity)
+    assert prompt_check(prompt, changed) == {"kept": False, "extra": 1, "missing": 1}
+    added = prompt.notes.copy()
+    added.tracks[0].notes.append(symusic.Note(prompt.end_tick - 1, 1, 100, 80))
+    assert prompt_check(prompt, added) == {"kept": False, "extra": 1, "missing": 0}
 
 
 # --- music statistics -------------------------------------------------------------------------
@@ -568,6 +590,7 @@ def test_cli_evaluate_style_prints_the_other_song_baseline(run, tmp_path, capsys
     )
     out = capsys.readouterr().out
     assert "time_pitch (true continuation): seg1" in out and "time_pitch (other song): seg1" in out
+    assert "prompts kept: 2/2 as decoded, 2/2 in the written files" in out
     res = json.loads((tmp_path / "o" / "style.json").read_text())
     for seg in res["baseline_summary"]["time_pitch"]:
         assert seg["n"] == 2 and 0 <= seg["mean"] <= 1

@@ -24,6 +24,8 @@ DRUMS = sorted(
     (ROOT / "tests" / "data" / "groove_drums" / "drummer1" / "eval_session").glob("*.mid")
 )[:3]  # bundled Groove MIDI files (CC BY 4.0)
 SHIPPED = sorted(p.parent for p in (ROOT / "checkpoints").glob("*/config.json"))  # model folders
+# shipped before model.musical existed (the POP909 pair was retrained with it on, issue #12)
+PRE_MUSICAL = [p for p in SHIPPED if p.name == "groove_sine_spe_gated"]
 
 
 @pytest.fixture(scope="module")
@@ -273,7 +275,7 @@ def test_config_errors_and_defaults(remi):
         config_from_dict({"model": {"musical": {"pos": True}}})
 
 
-@pytest.mark.parametrize("ckpt", SHIPPED, ids=lambda p: p.name)
+@pytest.mark.parametrize("ckpt", PRE_MUSICAL, ids=lambda p: p.name)
 def test_shipped_checkpoints_load_unchanged(ckpt):
     """Saved before model.musical existed: feature off, same weights, same logits as a model
     built without any tokenizer tables."""

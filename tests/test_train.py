@@ -130,7 +130,7 @@ def test_half_checkpoints_keep_spe_and_gates_in_float32(prepared, tmp_path, pe):
 
 def test_shipped_float16_checkpoints_still_load():
     """Files written before the float32 policy (every tensor float16) load as before."""
-    path = ROOT / "checkpoints" / "pop909_sine_spe_gated"  # a model folder since issue 16
+    path = ROOT / "checkpoints" / "groove_sine_spe_gated"  # exported before the policy
     stored = read_payload(path)["model"]
     loaded = load_checkpoint(path)
     assert stored["spe.0.freq"].dtype == torch.float16

@@ -160,6 +160,11 @@ def run_style(args: argparse.Namespace) -> int:
                 f"{metric} ({what}): "
                 + "  ".join(f"seg{i + 1} {_fmt(s['mean'])}" for i, s in enumerate(res[key][metric]))
             )
+    kept = res["prompts_kept"]
+    print(
+        f"prompts kept: {kept['decoded']}/{kept['samples']} as decoded, "
+        f"{kept['written']}/{kept['samples']} in the written files"
+    )
     print(f"wrote {args.out}/style.json, {args.out}/style.png")
     return 0
 

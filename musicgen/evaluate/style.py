@@ -3,10 +3,12 @@ style with the whole song (the groove experiment); style.json + style.png + samp
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Sequence
 from pathlib import Path
 
 import numpy as np
+import symusic
 import torch
 from tqdm import tqdm
 
@@ -21,7 +23,7 @@ from musicgen.metrics import (
     style_similarity_per_track,
     summarize,
 )
-from musicgen.prompt import encode_song, merge, music_prompt
+from musicgen.prompt import Prompt, encode_song, merge, midi_pairing, music_prompt, only_notes
 
 N_STYLE_SEGMENTS = 4
 METRICS = ("time_pitch", "onset_duration")
@@ -90,6 +92,28 @@ def other_song_baseline(
     return base
 
 
+def _note_set(score) -> list[tuple]:
+    """Every note of `score` as (track, onset, pitch, duration, velocity), sorted."""
+    return sorted(
+        (t.name, t.program, t.is_drum, n.time, n.pitch, n.duration, n.velocity)
+        for t in score.tracks
+        for n in t.notes
+    )
+
+
+def prompt_check(prompt: Prompt, score) -> dict:
+    """Does `score` (at the prompt's resolution) start with exactly the prompt's notes? `kept`:
+    the notes starting before bar N+1 equal the prompt's, read as a MIDI file pairs them;
+    `extra` / `missing`: how many notes there differ from the prompt's."""
+    if score.ticks_per_quarter != prompt.notes.ticks_per_quarter:
+        score = score.resample(prompt.notes.ticks_per_quarter)
+    head = midi_pairing(only_notes(score, lambda n: n.time < prompt.end_tick))
+    got, want = _note_set(head), _note_set(midi_pairing(prompt.notes.copy()))
+    extra = sum((Counter(got) - Counter(want)).values())
+    missing = sum((Counter(want) - Counter(got)).values())
+    return {"kept": extra == 0 and missing == 0, "extra": extra, "missing": missing}
+
+
 def _sample_path(out: Path, src: Path, k: int) -> Path:
     folder = out / "samples"
     folder.mkdir(parents=True, exist_ok=True)
@@ -101,6 +125,17 @@ def _collect(into: dict[str, list[list[float]]], segments: list[dict[str, float]
     for s, sims in enumerate(segments):
         for m in into:
             into[m][s].append(sims[m])
+
+
+def _prompts_kept(songs: list[dict]) -> dict:
+    """How many continuations start with their prompt intact: as decoded from the model's ids,
+    and as read back from the written MIDI file."""
+    samples = [s for song in songs for s in song["samples"]]
+    return {
+        "samples": len(samples),
+        "decoded": sum(s["prompt_tokens_decoded"]["kept"] for s in samples),
+        "written": sum(s["prompt_written"]["kept"] for s in samples),
+    }
 
 
 def _empty() -> dict[str, list[list[float]]]:
@@ -142,11 +177,21 @@ def _continue_song(
     results = generate(loaded.model, tok, [built.ids] * samples, options, max_new, generator=gen)
     entry = {"path": str(path), "prompt_tokens": len(built.ids), "samples": []}
     for k, res in enumerate(results):
-        score = merge(built, tok.decode(res.ids))  # the prompt's notes kept as they are
-        write_score(score, _sample_path(out, path, k))
+        raw = tok.decode(res.ids)  # what the model wrote, prompt included
+        score = merge(built, raw)  # the prompt's notes kept as they are
+        path_k = _sample_path(out, path, k)
+        write_score(score, path_k)
         per_seg = segment_details(notes_from_score(score), source, bars, METRICS)
         _collect(scores, [d["mean"] for d in per_seg])
-        entry["samples"].append({"tokens": len(res.ids), "stop": res.stop, "segments": per_seg})
+        entry["samples"].append(
+            {
+                "tokens": len(res.ids),
+                "stop": res.stop,
+                "segments": per_seg,
+                "prompt_tokens_decoded": prompt_check(built, raw),  # the model's own output
+                "prompt_written": prompt_check(built, symusic.Score(str(path_k))),  # the file
+            }
+        )
     return entry
 
 
@@ -229,6 +274,7 @@ def evaluate_style(
         "summary": {m: [summarize(seg) for seg in scores[m]] for m in METRICS},
         "reference_summary": {m: [summarize(seg) for seg in reference[m]] for m in METRICS},
         "baseline_summary": {m: [summarize(seg) for seg in baseline[m]] for m in METRICS},
+        "prompts_kept": _prompts_kept(songs),
         "songs": songs,
         "skipped": skipped,
     }
