@@ -14,7 +14,9 @@ BIN=.venv/bin
 POP909=${POP909:-../shared/data/pop909}
 PREVIOUS=${PREVIOUS:-out/eval/previous}
 export OMP_NUM_THREADS=${OMP_NUM_THREADS:-2}
-E=out/eval
+# sizes (smaller ones only to check the pipeline quickly)
+PIECES=${PIECES:-16}; PROMPTS=${PROMPTS:-20}; SONGS=${SONGS:-39}
+E=${EVAL:-out/eval}
 mkdir -p $E
 ship() {  # run folder -> checkpoints/<name> model folder, weights bit-identical to the export
   $BIN/python scripts/export_checkpoint.py runs/$1 checkpoints/$1 > $E/$1.export.json
@@ -31,17 +33,17 @@ if [ "$WHAT" = pop909 ]; then
     mkdir -p $E/val_songs/$(dirname $s)
     cp "$POP909/$s" "$POP909/$(dirname $s)/chord_midi.txt" $E/val_songs/$(dirname $s)/
   done
-  for s in $(echo $VAL | tr ' ' '\n' | head -16); do cp "$POP909/$s" $E/reference/; done
+  for s in $(echo $VAL | tr ' ' '\n' | head -$PIECES); do cp "$POP909/$s" $E/reference/; done
   # NLL per position and per note, forbidden mass, up to 4x the 512-token training crop
   if [ "$MODELS" = "pop909_sine_spe_gated pop909_ape" ]; then
     $BIN/musicgen evaluate nll --checkpoint checkpoints/pop909_sine_spe_gated checkpoints/pop909_ape \
-      --data data/prepared/pop909 --max-len 2048 --seeds 3 --out $E/pop909_nll
+      --data data/prepared/pop909 --max-len 2048 --seeds 3 --max-songs $SONGS --out $E/pop909_nll
   fi
   if [ -d "$PREVIOUS/pop909_ape" ] && [ ! -f $E/pop909_nll_previous/nll.json ]; then
     [ -f data/prepared/pop909_detected/tokenizer.json ] || $BIN/musicgen prepare --dataset folder \
       --input "$POP909" --output data/prepared/pop909_detected
     $BIN/musicgen evaluate nll --checkpoint $PREVIOUS/pop909_sine_spe_gated $PREVIOUS/pop909_ape \
-      --data data/prepared/pop909_detected --max-len 2048 --seeds 3 --out $E/pop909_nll_previous
+      --data data/prepared/pop909_detected --max-len 2048 --seeds 3 --max-songs $SONGS --out $E/pop909_nll_previous
   fi
   # the replaced models through the same texture and continuation commands (PREVIOUS_FULL=1)
   LIST=""
@@ -55,11 +57,11 @@ if [ "$WHAT" = pop909 ]; then
     name=${item%%:*}; dir=${item#*:}
     tag=$([ "$dir" = checkpoints ] && echo "$name" || echo "previous_$name")
     $BIN/musicgen generate --checkpoint $dir/$name --out $E/samples_$tag \
-      --num 16 --bars 16 --seed 0 --overwrite > /dev/null
+      --num $PIECES --bars 16 --seed 0 --overwrite > /dev/null
     $BIN/musicgen evaluate music $E/samples_$tag --reference $E/reference \
       --checkpoint $dir/$name --out $E/music_$tag
     $BIN/musicgen evaluate style --checkpoint $dir/$name --prompts $E/val_songs \
-      --max-prompts 20 --samples 1 --max-tokens 1024 --out $E/style_$tag
+      --max-prompts $PROMPTS --samples 1 --max-tokens 1024 --out $E/style_$tag
   done
 elif [ "$WHAT" = groove ]; then
   [ "${SKIP_EXPORT:-0}" = 1 ] || ship groove_sine_spe_gated
