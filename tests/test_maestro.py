@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 import shutil
 import subprocess
 import sys
@@ -56,7 +57,7 @@ def run_module(*argv) -> subprocess.CompletedProcess:
         capture_output=True,
         text=True,
         timeout=120,
-        env={"PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1", "PATH": "/usr/bin:/bin"},
+        env={**os.environ, "PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1"},
     )
 
 
@@ -148,6 +149,26 @@ def test_a_cut_inside_a_bar_allows_only_later_positions(tok):
     names = {tok.token_name(int(i)) for i in allowed}
     assert names == {f"Position_{p}" for p in range(32, 64)} | {"Bar_None", "EOS_None"}
     assert len(tok.bar_starts(np.asarray(prompt.ids))) == 3  # bars 0, 1 and the open bar 2
+
+
+def test_a_cut_past_the_last_note_opens_the_bars_up_to_it(tok, ckpt, tmp_path):
+    """Notes in the first 3 s, the pedal down until 9 s: a 7-s prompt holds every note and
+    opens bars 2 and 3 itself (the song's ids stop in bar 1), then the model writes from 7 s."""
+    score = symusic.Score(str(EXCERPT))
+    tpq = score.ticks_per_quarter
+    track = score.tracks[0]
+    kept = [n for n in track.notes if n.time < 6 * tpq]
+    track.notes.clear()
+    track.notes.extend(kept)
+    track.controls.clear()
+    track.controls.append(symusic.ControlChange(0, 64, 127))
+    track.controls.append(symusic.ControlChange(18 * tpq, 64, 0))  # 9 s
+    short = write_score(score, tmp_path / "short.mid")
+    prompt = prompt_from_seconds(tok, short, 7.0)
+    assert prompt.end_tick == 224 and prompt.lead_in == [tok.bar_id, tok.bar_id]
+    assert note_set(prompt.notes) == note_set(tok.decode(tok.encode(short)))
+    music = load(ckpt).continue_midi(short, seconds=7.0, seed=0, max_tokens=40)
+    assert_written_keeps_prompt(tok, music.save(tmp_path / "out.mid"), music.ids, prompt)
 
 
 # ---------------------------------------------------------------------------------------------
