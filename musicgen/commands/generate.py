@@ -39,7 +39,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 
     c = sub.add_parser(
         "continue",
-        help="continue bars of a MIDI prompt",
+        help="continue bars (or seconds) of a MIDI prompt",
         description="Encode a MIDI prompt with the checkpoint's tokenizer, keep some of its bars "
         "(or its first seconds) and sample a continuation; the output holds the prompt then the "
         "continuation, at the prompt's tempo.",
