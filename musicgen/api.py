@@ -5,6 +5,7 @@
     piece = m.generate(bars=16, seed=1)                      # -> Music
     piece.save("x.mid"); piece.to_score(); piece.piano_roll()
     m.continue_midi("song.mid", bars=2, seed=1).save("y.mid")
+    m.continue_midi("performance.mid", seconds=8, seed=1)   # the first 8 s, then the model
     m.score("song.mid")                                      # -> {"nll_per_token": ..., ...}
 
 `musicgen generate`, `musicgen continue`, `musicgen demo` and `evaluate style` call these same
@@ -24,7 +25,14 @@ import torch
 
 from musicgen.errors import MusicgenError
 from musicgen.io import write_score
-from musicgen.prompt import Prompt, continuation_only, encode_song, merge, prompt_from_file
+from musicgen.prompt import (
+    Prompt,
+    continuation_only,
+    encode_song,
+    merge,
+    prompt_from_file,
+    prompt_from_seconds,
+)
 from musicgen.sample import Generated, SamplingOptions, default_options, generate
 
 BAR_TOKEN_CAP = 512  # with `bars`, at most this many sampled ids per requested bar
@@ -130,9 +138,11 @@ class Model:
         bars: int | None = None,
         batch_size: int = 8,
         progress: bool = False,
+        first_allowed: np.ndarray | None = None,
     ) -> Iterator[tuple[int, list[Generated]]]:
         """`num` continuations of `prompt` from one seed, a batch at a time (with the index of its
-        first piece), so a caller can write each batch before the next one starts."""
+        first piece), so a caller can write each batch before the next one starts.
+        `first_allowed`: `Prompt.first_allowed` (the first sampled id of a cut inside a bar)."""
         max_new = self._fit(len(prompt), max_new)
         gen = torch.Generator(device=self.device).manual_seed(seed)  # noise and draws alike
         for first in range(0, num, batch_size):
@@ -148,6 +158,7 @@ class Model:
                     bars=bars,
                     generator=gen,
                     progress=progress,
+                    first_allowed=first_allowed,
                 ),
             )
 
@@ -197,24 +208,44 @@ class Model:
             out += [self.music(r, seed) for r in batch]
         return out
 
-    def prompt(self, path: str | Path, bars: int = 2, start: int = 0) -> Prompt:
-        """Bars start..start+bars-1 of a MIDI file, built as every command builds it."""
-        return prompt_from_file(self.tokenizer, path, start, start + bars)
+    def prompt(
+        self,
+        path: str | Path,
+        bars: int | None = None,
+        start: int = 0,
+        seconds: float | None = None,
+        *,
+        option: str = "seconds",
+    ) -> Prompt:
+        """Bars start..start+bars-1 of a MIDI file (default 2 bars), or its first `seconds`
+        (`musicgen.prompt.prompt_from_seconds`), built as every command builds it; `option`
+        names the length in errors (the command passes `--seconds`)."""
+        if seconds is None:
+            bars = 2 if bars is None else bars
+            return prompt_from_file(self.tokenizer, path, start, start + bars)
+        if bars is not None or start:
+            raise MusicgenError(f"bars and {option}: give one of them, not both")
+        return prompt_from_seconds(self.tokenizer, path, seconds, option)
 
     def continue_midi(
         self,
         path: str | Path,
-        bars: int = 2,
+        bars: int | None = None,
         start: int = 0,
         seed: int | None = None,
         max_tokens: int = 1024,
         only_continuation: bool = False,
+        seconds: float | None = None,
         **sampling,
     ) -> Music:
-        """The first `bars` bars of `path` (from bar `start`), then what the model writes."""
-        prompt = self.prompt(path, bars, start)
+        """The first `bars` bars of `path` (from bar `start`; default 2), or its first `seconds`
+        (cut at the first grid position at or after them), then what the model writes."""
+        prompt = self.prompt(path, bars, start, seconds)
         seed = draw_seed(seed)
-        [(_, [res])] = list(self.sample(prompt.ids, 1, max_tokens, seed, self.options(**sampling)))
+        opts = self.options(**sampling)
+        [(_, [res])] = list(
+            self.sample(prompt.ids, 1, max_tokens, seed, opts, first_allowed=prompt.first_allowed)
+        )
         return self.music(res, seed, prompt, only_continuation)
 
     def score(self, path: str | Path) -> dict:

@@ -15,17 +15,29 @@ notes from bar N+1 on. Overlap rules, for notes of one track and one pitch:
   first-in first-out: the earlier onset takes the earlier end. `Prompt.notes` is already in that
   form (same onsets, same ends, same notes; only nested notes swap their ends), so it is exactly
   what the written file reads back as.
+
+A prompt in seconds (`prompt_from_seconds`, REMI only): the first S seconds of the file, read
+through its own tempo map (MAESTRO's files have one tempo, 120 bpm, so a 4/4 bar of the grid is a
+2-second window). The cut is the first position of the tokenizer's grid at or after S seconds, to
+a millisecond (the expressive REMI: 1/16 beat, 31.25 ms at 120 bpm): the prompt holds the notes
+whose onset, on the grid, lies before the cut, with their full (pedal-folded) durations, and the
+model writes from the cut on. A cut on a bar line is fed as a prompt of bars; a cut inside bar B
+is fed as the ids before it, plus the `Bar` tokens that open bar B if the song has none there,
+and the first sampled id must be a position at or after the cut, a `Bar` or EOS
+(`Prompt.first_allowed`, applied with the grammar): the model is told that no note starts
+between the last prompt note and the cut, which is true of the prompt.
 """
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
 import symusic
 
-from musicgen.errors import MusicgenError
+from musicgen.errors import MusicgenError, check_range
 from musicgen.tokenizers.base import Tokenizer
 
 
@@ -40,11 +52,23 @@ class Prompt:
     offset: int = 0  # index in the song's ids where the prompt's first bar begins
     lead_in: list[int] = field(default_factory=list)  # the last ids of `ids`, opening bar N+1
     beats: int = 4  # quarters per bar of the tokenizer's grid
+    cut_tick: int | None = None  # a cut inside a bar (seconds), in ticks of `notes`
+    # bool[vocab]: the ids the first sampled id may be (a cut inside a bar); None = any
+    first_allowed: np.ndarray | None = field(default=None, repr=False, compare=False)
+    solo_lead: list[int] = field(default_factory=list)  # opens the continuation written alone
 
     @property
     def end_tick(self) -> int:
         """Where the continuation starts, in ticks of `notes`."""
+        if self.cut_tick is not None:
+            return self.cut_tick
         return self.bars * bar_ticks(self.notes.ticks_per_quarter, self.beats)
+
+    @property
+    def bar_line_tick(self) -> int:
+        """The bar line at or before the cut (where `--continuation-only` puts time 0)."""
+        length = bar_ticks(self.notes.ticks_per_quarter, self.beats)
+        return self.end_tick // length * length
 
 
 def beats_per_bar(tokenizer: Tokenizer) -> int:
@@ -101,19 +125,115 @@ def prompt_from_ids(
     body = _valid_run(tokenizer, ids[first:stop])
     if len(body) == 1:
         raise MusicgenError(f"{where}: bars {start}:{end} hold no tokens")
-    # the prompt's notes with their real ends: decode from the cut to the end of the song
-    tail = _valid_run(tokenizer, ids[first:])
+    beats = beats_per_bar(tokenizer)
+    notes = _notes_before(tokenizer, ids[first:], (end - start) * beats, 1)
+    lead = _lead_in(tokenizer)
+    return Prompt(
+        ids=body + lead,
+        bars=end - start,
+        notes=notes,
+        offset=first,
+        lead_in=lead,
+        beats=beats,
+        solo_lead=lead,
+    )
+
+
+def _notes_before(tokenizer: Tokenizer, ids: list[int], cut: int, per_quarter: int):
+    """The notes of `ids` (a song from a bar line on) starting before `cut / per_quarter`
+    quarters, with their real ends: decoded from the cut to the end of the song."""
+    tail = _valid_run(tokenizer, ids)
     grammar = tokenizer.grammar()
     for tok in tail:
         grammar.advance(tok)
     whole = tokenizer.decode(tail + grammar.completion())
-    beats = beats_per_bar(tokenizer)
-    cut = (end - start) * bar_ticks(whole.ticks_per_quarter, beats)
-    notes = midi_pairing(only_notes(whole, lambda n: n.time < cut))
-    lead = _lead_in(tokenizer)
+    tick = cut * whole.ticks_per_quarter // per_quarter
+    return midi_pairing(only_notes(whole, lambda n: n.time < tick))
+
+
+def prompt_until(tokenizer: Tokenizer, ids: list[int], cut: int) -> Prompt:
+    """The ids of a song before grid position `cut` (sub-beats from its first bar line), fed so
+    that the model writes from `cut` on (rule in the module docstring; REMI)."""
+    ids = [int(t) for t in ids]
+    tables = tokenizer.time_tables()
+    onsets = tables.onsets(np.asarray(ids, dtype=np.int64))  # [N] sub-beats
+    later = np.flatnonzero(onsets >= cut)
+    body = _valid_run(tokenizer, ids[: int(later[0]) if len(later) else len(ids) - 1])
+    bar, inside = divmod(int(cut), tables.positions_per_bar)
+    opened = len(tokenizer.bar_starts(np.asarray(body, dtype=np.int64)))
+    lead = _lead_in(tokenizer) * (bar + 1 - opened)  # a cut past the song's last Bar token
+    first_allowed = None
+    if inside:
+        first_allowed = (tables.position >= inside) | (tables.bar == 1)  # [vocab]
+        first_allowed[tokenizer.eos_id] = True
+    notes = _notes_before(tokenizer, ids, int(cut), tables.positions_per_beat)
     return Prompt(
-        ids=body + lead, bars=end - start, notes=notes, offset=first, lead_in=lead, beats=beats
+        ids=body + lead,
+        bars=bar + (1 if inside else 0),
+        notes=notes,
+        lead_in=lead,
+        beats=beats_per_bar(tokenizer),
+        cut_tick=int(cut) * notes.ticks_per_quarter // tables.positions_per_beat,
+        first_allowed=first_allowed,
+        solo_lead=_lead_in(tokenizer),
     )
+
+
+def check_seconds(option: str, seconds) -> float:
+    """A prompt length in seconds: a finite number > 0."""
+    if isinstance(seconds, bool) or not isinstance(seconds, (int, float)):
+        raise MusicgenError(f"{option}: must be a number of seconds, got {seconds!r}")
+    if not math.isfinite(seconds):
+        raise MusicgenError(f"{option}: must be a finite number of seconds, got {seconds}")
+    return float(check_range(option, seconds, 0, low_open=True))
+
+
+CUT_TOLERANCE_S = 1e-3  # MIDI stores whole microseconds per quarter: 117 bpm is 117.000117
+
+
+def cut_at_seconds(score: symusic.Score, seconds: float, per_beat: int) -> int:
+    """The first grid position (sub-beats from tick 0, `per_beat` to a quarter) at or after
+    `seconds` (less `CUT_TOLERANCE_S`), through the score's tempo map."""
+    from musicgen.tokenizers.chords import seconds_to_ticks
+
+    ticks = float(seconds_to_ticks(score, np.array([seconds - CUT_TOLERANCE_S]))[0])
+    return math.ceil(ticks * per_beat / score.ticks_per_quarter)
+
+
+def span_seconds(score: symusic.Score) -> tuple[float, float]:
+    """(first note onset, end of the file: its last note, pedal or other event) in seconds."""
+    score = score.to("second")
+    onsets = [t.notes[0].time for t in score.tracks if len(t.notes)]
+    return min(onsets, default=0.0), float(score.end())
+
+
+def prompt_from_seconds(
+    tokenizer: Tokenizer, path: str | Path, seconds: float, option: str = "--seconds"
+) -> Prompt:
+    """The first `seconds` of a MIDI file (rule in the module docstring); `option` names the
+    length in errors."""
+    seconds = check_seconds(option, seconds)
+    path = Path(path)
+    check_midi_path(path)
+    if tokenizer.name != "remi":
+        raise MusicgenError(
+            f"{option}: a prompt in seconds needs a REMI tokenizer (this model's is "
+            f"'{tokenizer.name}'); give bars"
+        )
+    score = tokenizer.load_score(path)
+    first, last = span_seconds(score)
+    if seconds > last:
+        raise MusicgenError(f"{option}: {seconds:g} s is longer than {path} ({last:.2f} s)")
+    per_beat = tokenizer.time_tables().positions_per_beat
+    cut = cut_at_seconds(score, seconds, per_beat)
+    prompt = prompt_until(tokenizer, encode_song(tokenizer, path), cut)
+    if prompt.notes.note_num() == 0:
+        raise MusicgenError(
+            f"{option}: no note starts in the first {seconds:g} s of {path} "
+            f"(the first at {first:.2f} s)"
+        )
+    prompt.tempo = tempo_at_bar(path, 0, beats_per_bar(tokenizer))
+    return prompt
 
 
 def encode_song(tokenizer: Tokenizer, path: str | Path) -> list[int]:
@@ -243,6 +363,8 @@ def merge(prompt: Prompt, generated: symusic.Score) -> symusic.Score:
 
 
 def continuation_only(prompt: Prompt, merged: symusic.Score) -> symusic.Score:
-    """The notes from bar N+1 on, moved to start at bar 0."""
+    """The notes from the cut on, moved back by whole bars: the bar holding the cut becomes
+    bar 0 (a prompt of N bars: bar N+1 starts at 0), as the ids `[BOS, *solo_lead,
+    *continuation]` decode."""
     cut = prompt.end_tick
-    return only_notes(merged, lambda n: n.time >= cut).shift_time(-cut)
+    return only_notes(merged, lambda n: n.time >= cut).shift_time(-prompt.bar_line_tick)

@@ -175,6 +175,7 @@ def generate(
     bars: int | None = None,
     generator: torch.Generator | None = None,
     progress: bool = False,
+    first_allowed: np.ndarray | None = None,
 ) -> list[Generated]:
     """Continue every prompt (at least [BOS]) in one batch until each ends.
 
@@ -182,7 +183,9 @@ def generate(
     `bars`) when a bar beyond `bars` new bars begins (that bar's first ids are cut off). On the two
     last, `grammar.completion()` is appended so the sequence still ends validly. Prompts may differ
     in length: a sequence is fed its prompt (teacher forcing) and samples only past it. Finished
-    sequences keep stepping with padding but their output no longer changes.
+    sequences keep stepping with padding but their output no longer changes. `first_allowed`
+    (bool[vocab]) narrows the grammar for each sequence's first sampled id (a prompt cut inside
+    a bar: `Prompt.first_allowed`); like the grammar, it applies only with masking on.
     """
     if not prompts or any(len(p) == 0 for p in prompts):
         raise MusicgenError("generate: every prompt needs at least one id (BOS)")
@@ -193,6 +196,8 @@ def generate(
     device = next(model.parameters()).device
     batch = len(prompts)
     rows = [_Row.start(tokenizer, list(p), options.grammar, bars is not None) for p in prompts]
+    for row in rows:
+        row.first = first_allowed
     total_steps = max(len(p) for p in prompts) - 1 + max_new_tokens
     state = model.init_state(batch, device, generator=generator)  # SPE noise: no global RNG
     feed = torch.tensor([p[0] for p in prompts], dtype=torch.long, device=device)  # [B]
@@ -227,9 +232,7 @@ def _draw(
     if options.grammar:
         ones = np.ones(vocab, dtype=bool)
         allowed = torch.from_numpy(
-            np.stack(
-                [r.grammar.allowed() if s else ones for r, s in zip(rows, sampling, strict=True)]
-            )
+            np.stack([r.allowed() if s else ones for r, s in zip(rows, sampling, strict=True)])
         )
     drawn = sample_from_logits(filter_logits(logits, options, allowed), generator).tolist()
     return [int(t) if s else None for t, s in zip(drawn, sampling, strict=True)]
@@ -244,6 +247,14 @@ class _Row:
     grammar: Grammar
     prompt_errors: int
     active: bool = True
+    first: np.ndarray | None = None  # bool[vocab]: what the first sampled id may be
+
+    def allowed(self) -> np.ndarray:
+        """The grammar's mask, narrowed by `first` while nothing is sampled yet."""
+        mask = self.grammar.allowed()
+        if self.first is not None and self.out.sampled == 0:
+            mask &= self.first
+        return mask
 
     @classmethod
     def start(

@@ -81,7 +81,7 @@ def make_checkpoint(folder: Path, name: str, pe: str = "sine_spe") -> Path:
     model_cfg = tiny_model_config(tok.vocab_size, pe)
     torch.manual_seed(0)
     model = build_model(model_cfg).eval()
-    path = folder / f"tiny_{name}.pt"
+    path = folder / f"tiny_{Path(name).stem}.pt"  # a registry name or a YAML file
     save_checkpoint(path, model, Config(name="tiny", tokenizer=name, model=model_cfg), tok)
     return path
 

@@ -15,7 +15,7 @@ from pathlib import Path
 from musicgen.api import BAR_TOKEN_CAP, Model, checkpoint_stem, draw_seed, free_path, load
 from musicgen.errors import MusicgenError, check_range, check_seed
 from musicgen.io import ensure_dir
-from musicgen.prompt import Prompt
+from musicgen.prompt import Prompt, check_seconds
 from musicgen.sample import Generated, SamplingOptions, invalid_rate
 from musicgen.tokenfile import write_token_file
 
@@ -39,10 +39,10 @@ def register(sub: argparse._SubParsersAction) -> None:
 
     c = sub.add_parser(
         "continue",
-        help="continue bars of a MIDI prompt",
+        help="continue bars (or seconds) of a MIDI prompt",
         description="Encode a MIDI prompt with the checkpoint's tokenizer, keep some of its bars "
-        "and sample a continuation; the output holds the prompt then the continuation, at the "
-        "prompt's tempo.",
+        "(or its first seconds) and sample a continuation; the output holds the prompt then the "
+        "continuation, at the prompt's tempo.",
     )
     c.add_argument("--prompt", required=True, help="the MIDI file to continue")
     c.add_argument(
@@ -53,6 +53,13 @@ def register(sub: argparse._SubParsersAction) -> None:
         default=None,
         metavar="START:END",
         help="use bars START..END-1 (0-based, END excluded) instead of --bars",
+    )
+    c.add_argument(
+        "--seconds",
+        type=float,
+        default=None,
+        help="use the first S seconds of the prompt (read through its tempo map; cut at the "
+        "first grid position at or after S; REMI checkpoints) instead of --bars",
     )
     c.add_argument("--max-tokens", type=int, default=1024, help="ids to sample (default 1024)")
     c.add_argument(
@@ -140,7 +147,7 @@ def save_all(
             midi = model.music(res, seed, prompt, only).save(base.with_name(base.name + ".mid"))
             written.append(midi)
             if args.save_tokens:
-                lead = prompt.lead_in if prompt is not None else []
+                lead = prompt.solo_lead if prompt is not None else []
                 ids = [tok.bos_id, *lead, *res.continuation] if only else res.ids
                 written.append(
                     write_token_file(
@@ -208,7 +215,14 @@ def run_generate(args: argparse.Namespace) -> int:
     return 0
 
 
-def parse_bar_range(args: argparse.Namespace) -> tuple[int, int]:
+def parse_bar_range(args: argparse.Namespace) -> tuple[int, int] | None:
+    """(START, END) of --bars / --prompt-bars (default 0:2); None with --seconds."""
+    if getattr(args, "seconds", None) is not None:  # (the demo's namespace has no --seconds)
+        for opt, value in (("--bars", args.bars), ("--prompt-bars", args.prompt_bars)):
+            if value is not None:
+                raise MusicgenError(f"{opt} and --seconds: give one of them, not both")
+        check_seconds("--seconds", args.seconds)
+        return None
     if args.prompt_bars is None:
         return 0, 2 if args.bars is None else args.bars
     if args.bars is not None:
@@ -227,14 +241,20 @@ def parse_bar_range(args: argparse.Namespace) -> tuple[int, int]:
 def continue_files(args: argparse.Namespace) -> list[Path]:
     """`musicgen continue` as a function: the files it wrote (the demo calls this)."""
     check_common(args)
-    start, end = parse_bar_range(args)
+    bar_range = parse_bar_range(args)
     prompt_path = Path(args.prompt)
     if not prompt_path.exists():
         raise MusicgenError(f"{prompt_path}: prompt file not found")
     model = _load(args)
-    prompt = model.prompt(prompt_path, end - start, start)
+    if bar_range is None:
+        prompt = model.prompt(prompt_path, seconds=args.seconds, option="--seconds")
+        what = f"the first {args.seconds:g} s"
+    else:
+        start, end = bar_range
+        prompt = model.prompt(prompt_path, end - start, start)
+        what = f"bars {start}:{end}"
     seed = draw_seed(args.seed)
-    print(f"seed {seed}; prompt: bars {start}:{end} of {prompt_path.name} ({len(prompt.ids)} ids)")
+    print(f"seed {seed}; prompt: {what} of {prompt_path.name} ({len(prompt.ids)} ids)")
     batches = model.sample(
         prompt.ids,
         args.num,
@@ -244,6 +264,7 @@ def continue_files(args: argparse.Namespace) -> list[Path]:
         None,
         args.batch_size,
         progress=True,
+        first_allowed=prompt.first_allowed,
     )
     stem = f"{checkpoint_stem(model.source)}_{prompt_path.stem}"
     return save_all(args, model, batches, stem, seed, prompt)

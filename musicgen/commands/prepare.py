@@ -30,7 +30,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument(
         "--tokenizer",
         help="registry name (remi, groove) or YAML file; default: groove for --dataset groove, "
-        "configs/tokenizer/remi.yaml otherwise",
+        "configs/tokenizer/remi_expressive.yaml for maestro, configs/tokenizer/remi.yaml "
+        "otherwise",
     )
     p.add_argument(
         "--workers", type=int, default=min(4, os.cpu_count() or 1), help="tokenizer processes"

@@ -36,13 +36,24 @@ VALIDATION_PER_MILLE = 50  # ~5 % of songs held out when the data has no officia
 MIDI_SUFFIXES = (".mid", ".midi")
 
 
+# Maestro is performance MIDI: the pop REMI's grid and tempo bins drift off it
+# (docs/tokenization.md, "Expressive piano"), so it gets the expressive REMI; others the pop REMI.
+DEFAULT_TOKENIZERS = {"groove": "groove", "maestro": "remi_expressive.yaml"}
+
+
 def default_tokenizer(dataset: str) -> str:
-    if dataset == "groove":
-        return "groove"
+    """The tokenizer `prepare` uses for `dataset` unless `--tokenizer` names one."""
+    name = DEFAULT_TOKENIZERS.get(dataset, "remi.yaml")
+    if name in REGISTRY:
+        return name
     from musicgen.resources import shipped_dir
 
-    config = shipped_dir("configs") / "tokenizer" / "remi.yaml"
-    return str(config) if config.is_file() else "remi"
+    config = shipped_dir("configs") / "tokenizer" / name
+    if config.is_file():
+        return str(config)
+    if name != "remi.yaml":
+        raise MusicgenError(f"{config}: the default tokenizer of --dataset {dataset} is missing")
+    return "remi"
 
 
 # ---------------------------------------------------------------------------------------------
