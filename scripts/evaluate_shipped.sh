@@ -49,7 +49,7 @@ if [ "$WHAT" = pop909 ]; then
   LIST=""
   for name in $MODELS; do
     LIST="$LIST $name:checkpoints"
-    [ "${PREVIOUS_FULL:-0}" = 1 ] && LIST="$LIST $name:$PREVIOUS"
+    if [ "${PREVIOUS_FULL:-0}" = 1 ]; then LIST="$LIST $name:$PREVIOUS"; fi
   done
   # texture: 16 pieces of 16 bars from scratch per model, against 16 held-out songs
   # continuation: 2-bar prompts of the first 20 validation songs, kept intact? style per quarter

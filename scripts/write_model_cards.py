@@ -188,13 +188,14 @@ def card(name: str, ev: Path) -> str:
         if loaded.tokenizer.name == "groove" and style.exists():
             lines += style_section(json.loads(style.read_text()))
     lines += ["## Limitations", "", LIMITS[loaded.tokenizer.name], ""]
+    what = "pop909" if loaded.tokenizer.name == "remi" else "groove"
     lines += [
         "## Reproduce",
         "",
         "```bash",
-        "scripts/train_shipped.sh      # the three shipped runs side by side",
-        "scripts/evaluate_shipped.sh   # export to checkpoints/ and measure",
-        "python scripts/write_model_cards.py",
+        f"scripts/train_shipped.sh {what}      # trains into runs/ (rerun to resume)",
+        f"PREVIOUS_FULL=1 scripts/evaluate_shipped.sh {what}   # export to checkpoints/, measure",
+        f"python scripts/write_model_cards.py {name}",
         "```",
         "",
     ]
@@ -271,7 +272,7 @@ def acceptance(name: str, ev: Path) -> list[str]:
             old.get("duplicates", "n/a"),
         ),
         (
-            "NLL per note, 39 held-out songs, 2048 tokens",
+            f"NLL per note, {nll['songs']} held-out songs, first {me['max_len']} tokens",
             "≥ 10 % below the previous model",
             f"{me['nll_per_note']:.2f}"
             + (
@@ -321,7 +322,8 @@ def style_section(d: dict, groove: bool = True) -> list[str]:
         f"## Style similarity of continuations ({'unseen styles' if groove else 'held-out songs'}, "
         f"T = {t:g})",
         "",
-        f"{songs}, {d['samples']} samples each: the first 2 bars as prompt, continued to "
+        f"{songs}, {d['samples']} sample{'s' if d['samples'] > 1 else ''} each: the first 2 bars "
+        "as prompt, continued to "
         f"{d['max_tokens']} tokens at T = {t:g} with grammar masking; the continuation is cut "
         "into 4 equal time segments, each scored against the whole source song by cosine "
         "similarity of style histograms (`musicgen evaluate style`):",
