@@ -26,8 +26,8 @@ SONG = DATA / "pop909" / "005" / "005.mid"
 # sha256 (first 16 hex digits) of the weights of the three shipped checkpoints as trained and
 # exported (checkpoints/<name>/model.pt before their conversion to model folders)
 SHIPPED_DIGESTS = {
-    "pop909_sine_spe_gated": "d4c0d9414c063157",
-    "pop909_ape": "fa85ed4cf83491fa",
+    "pop909_sine_spe_gated": "342ae1d01bb23ee6",  # retrained for issue 12 (2026-12-01)
+    "pop909_ape": "1326fc8e85013a13",
     "groove_sine_spe_gated": "4aabcde2aa5afa5e",
 }
 
@@ -54,6 +54,19 @@ def test_shipped_model_folders_hold_the_trained_weights(name):
     payload = read_payload(folder)
     assert digest(payload["model"]) == SHIPPED_DIGESTS[name]
     assert json.loads((folder / "config.json").read_text())["format"] == "musicgen-model/1"
+
+
+@pytest.mark.parametrize("name", ["pop909_ape", "pop909_sine_spe_gated"])
+def test_shipped_pop909_models_know_the_bar_and_keep_spe_in_float32(name):
+    """The POP909 pair retrained for issue 12: musical-position embeddings on; SPE parameters
+    and gates stored in float32, every other weight in float16."""
+    loaded = load_checkpoint(ROOT / "checkpoints" / name)
+    assert loaded.config.model.musical.embed and loaded.model.musical is not None
+    stored = read_payload(ROOT / "checkpoints" / name)["model"]
+    keep = {k for k in stored if k.startswith("spe.") or k.endswith(".gate")}
+    assert (len(keep) > 0) == (name != "pop909_ape")
+    assert all(stored[k].dtype == torch.float32 for k in keep)
+    assert all(v.dtype == torch.float16 for k, v in stored.items() if k not in keep)
 
 
 def test_pt_to_folder_is_bit_identical_and_loads_the_same(tiny_checkpoints, tmp_path):
