@@ -36,6 +36,7 @@ class MusicalConfig:
     embed: bool = False  # add embeddings of (position in bar, beat, bar index mod phrase_bars)
     phrase_bars: int = 4  # phrase length in bars for the bar-index embedding
     spe: str = "none"  # none | sine_spe: SPE codes indexed by the onset in sub-beats
+    notes_at_onset: bool = False  # with embed: also embed how many notes the onset holds so far
 
 
 @dataclass
@@ -106,6 +107,7 @@ class TrainConfig:
     keep_last: int = 2
     max_minutes: float = 0.0  # stop (and checkpoint) after this wall time; 0 = no limit
     compile: bool = False
+    init_from: str = ""  # fine-tune: start from this checkpoint's weights (ignored on resume)
 
 
 @dataclass

@@ -32,6 +32,7 @@ import numpy as np
 import torch
 import torch.distributed as dist
 import torch.nn.functional as F
+from torch import nn
 from torch.utils.data import DataLoader, Sampler
 from tqdm import tqdm
 
@@ -45,7 +46,7 @@ from musicgen.evaluate import SEGMENT, range_mean, seeded_nll, segment_means
 from musicgen.io import atomic_write_text, remove_stale_temps
 from musicgen.model import build_model
 from musicgen.runlog import read_log, records_text
-from musicgen.tokenizers import Tokenizer
+from musicgen.tokenizers import Tokenizer, load_tokenizer
 
 STATE_FILES = ("last.pt", "best.pt", "log.jsonl")  # what a killed writer can leave a .tmp of
 
@@ -207,6 +208,8 @@ def build_run(
         optim.load_state_dict(payload["train_state"]["optimizer"])
         if "scaler" in payload["train_state"]:
             scaler.load_state_dict(payload["train_state"]["scaler"])
+    elif cfg.train.init_from:
+        init_weights(model, cfg.train.init_from, tok)
     data, loader = make_loader(cfg, split, ranks, start_step)
     return Run(
         cfg=cfg,
@@ -224,6 +227,30 @@ def build_run(
         loader=loader,
         val_songs=load_songs(cfg.data.path, "validation", max_songs=cfg.train.val_songs),
     )
+
+
+def init_weights(model: nn.Module, src: str, tok: Tokenizer) -> list[str]:
+    """Fine-tuning: load `src`'s weights into `model` (same vocabulary as the data). Modules the
+    config adds keep their initialisation (returned, and logged); anything else that does not
+    fit is an error, so a different architecture cannot start half-loaded."""
+    payload = read_payload(src)
+    theirs = load_tokenizer(payload["tokenizer"])
+    names = [theirs.token_name(i) for i in range(theirs.vocab_size)]
+    if names != [tok.token_name(i) for i in range(tok.vocab_size)]:
+        raise MusicgenError(f"train.init_from: {src}: its vocabulary differs from the data's")
+    weights = {k: v.float() if v.is_floating_point() else v for k, v in payload["model"].items()}
+    try:
+        missing, unexpected = model.load_state_dict(weights, strict=False)
+    except RuntimeError as exc:
+        first = str(exc).splitlines()[-1].strip()
+        raise MusicgenError(f"train.init_from: {src}: weights do not fit ({first})") from None
+    if unexpected:
+        raise MusicgenError(
+            f"train.init_from: {src}: has weights this model lacks ({unexpected[0]}, ...)"
+        )
+    if missing:
+        print(f"init_from {src}: new, not loaded: {', '.join(missing)}", flush=True)
+    return missing
 
 
 def data_tokenizer(cfg: Config, split: PreparedSplit) -> Tokenizer:

@@ -19,7 +19,8 @@ PIECES=${PIECES:-16}; PROMPTS=${PROMPTS:-20}; SONGS=${SONGS:-39}
 E=${EVAL:-out/eval}
 mkdir -p $E
 ship() {  # run folder -> checkpoints/<name> model folder, weights bit-identical to the export
-  $BIN/python scripts/export_checkpoint.py runs/$1 checkpoints/$1 > $E/$1.export.json
+  local run=runs/$1; [ -d runs/$1_notes ] && run=runs/$1_notes  # the fine-tuned phase if run
+  $BIN/python scripts/export_checkpoint.py $run checkpoints/$1 > $E/$1.export.json
   $BIN/python scripts/convert_checkpoint.py checkpoints/$1/model.pt checkpoints/$1
   rm checkpoints/$1/model.pt
 }

@@ -3,7 +3,8 @@
     python scripts/export_checkpoint.py runs/pop909_sine_spe_gated checkpoints/pop909_sine_spe_gated
 
 Reads RUN/best.pt (or last.pt), keeps the config, tokenizer and a summary of the training
-(step, wall time, best validation loss, the validation record) and writes OUT/model.pt, which
+(step, wall time, best validation loss, the validation record; for a fine-tune, `init_from`
+holds the same summary of the run it started from) and writes OUT/model.pt, which
 `load_checkpoint` reads like any other checkpoint. SPE parameters and gates stay
 float32 (`musicgen.checkpoint.full_precision_names`): rounding them would shift the positional
 kernel's phase by radians at long lags. Prints the summary as JSON.
@@ -52,6 +53,12 @@ def main() -> None:
     t = loaded.config.train
     per_step = t.batch_size * t.grad_accum * loaded.config.data.crop_len
     info = summary(args.run, int(loaded.train_state.get("step", 0)), per_step)
+    if t.init_from:  # a fine-tune: the run it started from, summarised the same way
+        base = Path(t.init_from)
+        base_run = base.parent if base.suffix == ".pt" else base
+        base_cfg = load_checkpoint(base).config
+        base_step = base_cfg.train.batch_size * base_cfg.train.grad_accum * base_cfg.data.crop_len
+        info["init_from"] = {"path": str(base), **summary(base_run, 0, base_step)}
     path = save_checkpoint(
         args.out / "model.pt",
         loaded.model,

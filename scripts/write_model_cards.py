@@ -62,6 +62,10 @@ TRAINING = {
     "(`scripts/train_shipped.sh groove`)",
 }
 
+FINE_TUNE = (
+    "one cosine schedule; the two runs side by side, one thread each, nothing else on the machine"
+)
+
 # What the piano rolls of the pieces in out/eval/samples_<name> show (looked at, not computed).
 SEEN = {
     "pop909_ape": "Pieces from scratch: no note pile-ups; an upper line (about MIDI 75-90) "
@@ -114,6 +118,37 @@ def speed_note(info: dict) -> str:
     )
 
 
+def phase_text(cfg, info: dict, how: str) -> str:
+    """One training run: config, steps, tokens, optimiser, wall time and speed."""
+    return (
+        f"`{cfg.name}` (configs/{'pop909' if cfg.tokenizer == 'remi' else 'groove'}/small.yaml"
+        f" with the overrides in `scripts/train_shipped.sh`): {info['steps_trained']} steps of "
+        f"batch {cfg.train.batch_size} x {cfg.data.crop_len} tokens"
+        f"{tokens_note(info)} (Adam, lr {cfg.optim.lr:g}, {cfg.optim.warmup_steps} warm-up "
+        f"steps, min lr {cfg.optim.min_lr:g}; transposition {cfg.data.transpose[0]}.."
+        f"{cfg.data.transpose[1]}); {how}. {info['train_minutes']} minutes of wall time on a "
+        f"2-core CPU{speed_note(info)}"
+    )
+
+
+def training_text(cfg, info: dict, tokenizer: str) -> str:
+    """The training paragraph; a fine-tuned model (`train.init_from`) describes both phases."""
+    shipped = f"Shipped: the checkpoint with the best validation loss (step {info['step']})."
+    base = info.get("init_from")
+    if not base:
+        return f"{phase_text(cfg, info, TRAINING[tokenizer])}. {shipped}"
+    base_cfg = load_checkpoint(ROOT / base["path"]).config
+    total = {"tokens_trained": base["tokens_trained"] + info["tokens_trained"]}
+    return (
+        f"Two phases. Phase 1, {phase_text(base_cfg, base, TRAINING[tokenizer])}. Phase 2, a "
+        f"fine-tune from phase 1's best checkpoint (`train.init_from`) with one input added, the "
+        "count of notes the current onset already holds (`model.musical.notes_at_onset`, a "
+        "zero-initialised embedding; docs/model.md), on the data as prepared since notes of one "
+        f"pitch at one position are merged: {phase_text(cfg, info, FINE_TUNE)}. In all"
+        f"{tokens_note(total)}. {shipped}"
+    )
+
+
 def card(name: str, ev: Path) -> str:
     ckpt = ROOT / "checkpoints" / name  # the model folder
     loaded = load_checkpoint(ckpt)
@@ -143,15 +178,7 @@ def card(name: str, ev: Path) -> str:
         "",
         "## Training",
         "",
-        f"`{cfg.name}` (configs/{'pop909' if cfg.tokenizer == 'remi' else 'groove'}/small.yaml"
-        f" with the overrides in `scripts/train_shipped.sh`): {info['steps_trained']} steps of "
-        f"batch {cfg.train.batch_size} x {cfg.data.crop_len} tokens"
-        f"{tokens_note(info)} (Adam, lr {cfg.optim.lr:g}, {cfg.optim.warmup_steps} warm-up "
-        f"steps, min lr {cfg.optim.min_lr:g}; transposition {cfg.data.transpose[0]}.."
-        f"{cfg.data.transpose[1]}); {TRAINING[loaded.tokenizer.name]}. "
-        f"{info['train_minutes']} minutes of wall time on a 2-core CPU"
-        f"{speed_note(info)}. Shipped: the checkpoint with the best validation loss "
-        f"(step {info['step']}).",
+        training_text(loaded.config, info, loaded.tokenizer.name),
         "",
         "## Validation: per-position loss (nats/token), held-out songs",
         "",

@@ -152,6 +152,7 @@ VARIANTS = [
     dict(
         musical={"embed": True, "spe": "sine_spe", "phrase_bars": 8}, spe_shared=False, gated=False
     ),
+    dict(musical={"embed": True, "notes_at_onset": True}),
 ]
 
 
@@ -172,6 +173,50 @@ def test_parallel_matches_step_on_real_songs(variant, kind, remi, groove):
         steps = torch.stack([model.step(ids[:, t], state)[0] for t in range(300)], 1)
     assert (steps - full).abs().max() <= 1e-4
     assert state.time.key.shape == (2,)
+
+
+def _notes_walk(tok, ids: list[int], onsets: list[int]) -> list[int]:
+    """Reference: notes read at the current onset after each token (a Python loop)."""
+    note = tok.time_tables().note
+    out, last, count = [], None, 0
+    for i, t in zip(ids, onsets, strict=True):
+        count = (count if t == last else 0) + int(note[i])
+        last = t
+        out.append(count)
+    return out
+
+
+def test_notes_at_onset_parallel_equal_step_and_walk(remi, groove):
+    for tok, songs in ((remi, POP_SONGS), (groove, DRUMS)):
+        time = build_model(_tiny(tok, musical={"embed": True, "notes_at_onset": True}), tok)
+        time = time.musical.time
+        ids = _song_batch(tok, songs, 700)
+        onset = time.onsets(ids)
+        par = time.notes_at_onset(ids, onset)
+        state = time.init_state(2, "cpu")
+        steps = []
+        for t in range(700):
+            time.step(ids[:, t], state)
+            steps.append(state.notes.clone())
+        assert torch.equal(par, torch.stack(steps, 1))
+        for b in range(2):
+            assert par[b].tolist() == _notes_walk(tok, ids[b].tolist(), onset[b].tolist())
+        assert par.max() >= 3  # chords (REMI) or hits at one tick (groove) are counted
+
+
+def test_notes_at_onset_starts_neutral_and_needs_embed(remi):
+    """The zero-initialised table: a trained model given the input is unchanged until trained."""
+    torch.manual_seed(0)
+    base = build_model(_tiny(remi, musical={"embed": True}), remi).eval()
+    more = build_model(_tiny(remi, musical={"embed": True, "notes_at_onset": True}), remi).eval()
+    missing, unexpected = more.load_state_dict(base.state_dict(), strict=False)
+    assert missing == ["musical.embed.notes.weight"] and unexpected == []
+    ids = _song_batch(remi, POP_SONGS, 200)
+    noise = base.init_state(2, "cpu", seed=1).noise
+    with torch.no_grad():
+        assert torch.equal(base(ids, noise=noise), more(ids, noise=noise))
+    with pytest.raises(MusicgenError, match="notes_at_onset: needs model.musical.embed"):
+        build_model(_tiny(remi, musical={"notes_at_onset": True}), remi)
 
 
 def test_input_embedding_is_the_walked_bar_position_and_beat(remi):
@@ -260,7 +305,9 @@ def test_musical_spe_beside_token_spe_sums_the_kernels():
 
 
 def test_config_errors_and_defaults(remi):
-    assert Config().model.musical == MusicalConfig(embed=False, phrase_bars=4, spe="none")
+    assert Config().model.musical == MusicalConfig(
+        embed=False, phrase_bars=4, spe="none", notes_at_onset=False
+    )
     for musical, msg in (
         ({"spe": "conv"}, "model.musical.spe: unknown 'conv'"),
         ({"embed": True, "phrase_bars": 0}, "model.musical.phrase_bars"),
@@ -370,6 +417,34 @@ def test_train_generate_and_evaluate_end_to_end(prepared, tmp_path):
     fm = next(iter(res["models"].values()))["forbidden_mass"]
     assert 0.0 < fm["after_note"] < 1.0 and 0.0 < fm["overall"] < 1.0
     assert fm["positions"] == 128 and fm["after_note_positions"] > 5
+    # fine-tune it with the note count added: starts from its weights, trains, reloads alone
+    cfg.model.musical.notes_at_onset, cfg.train.init_from = True, str(result.last)
+    tuned = load_checkpoint(train(cfg, tmp_path / "tuned").last)
+    assert tuned.model.musical.counts_notes and tuned.config.train.init_from == str(result.last)
+    out = generate(tuned.model, tok, [[tok.bos_id]] * 2, default_options(tok.name), 80)
+    assert all(o.errors == 0 for o in out)
+
+
+def test_init_from_loads_shared_weights_and_refuses_what_does_not_fit(remi, groove, tmp_path):
+    from musicgen.train import init_weights
+
+    torch.manual_seed(0)
+    src_cfg = Config()
+    src_cfg.model = _tiny(remi, musical={"embed": True})
+    src = build_model(src_cfg.model, remi)
+    save_checkpoint(tmp_path / "src.pt", src, src_cfg, remi, {})
+    torch.manual_seed(1)
+    dst = build_model(_tiny(remi, musical={"embed": True, "notes_at_onset": True}), remi)
+    assert init_weights(dst, str(tmp_path / "src.pt"), remi) == ["musical.embed.notes.weight"]
+    theirs, ours = src.state_dict(), dst.state_dict()
+    assert all(torch.equal(theirs[k], ours[k]) for k in theirs)
+    for model, tok, msg in (
+        (build_model(_tiny(remi)), remi, "has weights this model lacks"),  # no musical embed
+        (build_model(_tiny(remi, d_model=32, musical={"embed": True}), remi), remi, "do not fit"),
+        (dst, groove, "its vocabulary differs from the data's"),
+    ):
+        with pytest.raises(MusicgenError, match=msg):
+            init_weights(model, str(tmp_path / "src.pt"), tok)
 
 
 def test_presets_switch_embed_on_for_pop909_lm_only():

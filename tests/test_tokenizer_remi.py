@@ -91,14 +91,22 @@ def test_from_dict_rejects_a_different_vocabulary_and_unknown_options(tok):
 def expected_notes(tok, path):
     """Notes with onsets and durations in sub-beats at the tokenizer's resolution.
 
-    Halves round up (as miditok does); durations are clipped to 1..16 sub-beats.
+    Halves round up (as miditok does); durations are clipped to 1..16 sub-beats. Notes of one
+    pitch at one onset merge into one: the longest duration, the loudest velocity.
     """
     score = symusic.Score(str(path))
     n = merge_piano(score).tracks[0].notes.numpy()
     scale = 4 / score.ticks_per_quarter  # sub-beats (16 per 4/4 bar) per tick
     onset = np.floor(n["time"] * scale + 0.5).astype(int)
     dur = np.clip(np.floor(n["duration"] * scale + 0.5), 1, 16).astype(int)
-    return n, onset, dur
+    key = onset * 128 + n["pitch"].astype(int)
+    uniq, group = np.unique(key, return_inverse=True)
+    merged_dur = np.zeros(len(uniq), int)
+    merged_vel = np.zeros(len(uniq), int)
+    np.maximum.at(merged_dur, group, dur)
+    np.maximum.at(merged_vel, group, n["velocity"].astype(int))
+    n = {"pitch": uniq % 128, "velocity": merged_vel}
+    return n, uniq // 128, merged_dur
 
 
 @pytest.mark.parametrize("path", SONGS, ids=lambda p: p.stem)
@@ -125,7 +133,7 @@ def test_round_trip_keeps_every_note(tok, encoded, path):
 
 def test_tracks_are_merged_and_drums_ignored(tok):
     score = symusic.Score(str(SONGS[0]))
-    n_pitched = sum(len(t.notes) for t in score.tracks)
+    n_pitched = len(expected_notes(tok, SONGS[0])[1])  # every track's notes, doubles merged
     drums = symusic.Track(name="drums", program=0, is_drum=True)
     drums.notes.append(symusic.Note(0, 120, 36, 100))
     score.tracks.append(drums)
@@ -295,6 +303,47 @@ def test_grammar_positions_after_position(tok):
     assert {"Bar_None", "EOS_None", "Pitch_21", "Tempo_32.0", "Chord_C:maj"} <= allowed
     g.allowed()[:] = False  # the caller gets a copy
     assert g.allowed()[tok.bar_id]
+
+
+def _doubled_score(tpq: int = 480) -> symusic.Score:
+    """C4 twice at beat 0 (soft and short, then loud and long) on two tracks, E4 once."""
+    score = symusic.Score(tpq)
+    melody = symusic.Track(name="melody", program=0)
+    piano = symusic.Track(name="piano", program=0)
+    melody.notes.append(symusic.Note(0, tpq // 2, 60, 40))
+    piano.notes.append(symusic.Note(5, 2 * tpq, 60, 100))  # 5 ticks later: the same sub-beat
+    piano.notes.append(symusic.Note(0, tpq, 64, 80))
+    score.tracks.extend([melody, piano])
+    return score
+
+
+def test_duplicates_at_one_onset_merge_into_the_longest_and_loudest(tok):
+    d = tok.decode(tok.encode(_doubled_score())).tracks[0].notes.numpy()
+    order = np.argsort(d["pitch"])
+    assert d["pitch"][order].tolist() == [60, 64]
+    assert d["duration"][order].tolist() == [8, 4]  # 2 beats kept, not the half beat
+    assert d["velocity"][order][0] >= 96  # the loud copy's bin
+    kept = RemiTokenizer({"merge_duplicates": False})
+    assert len(kept.decode(kept.encode(_doubled_score())).tracks[0].notes) == 3
+
+
+def test_grammar_forbids_a_pitch_twice_at_one_position(tok):
+    note = _ids(tok, *NOTE)
+    g = run_grammar(tok.grammar(), _ids(tok, "BOS_None", "Bar_None", "Position_4") + note)
+    assert not g.allowed()[note[0]] and g.allowed()[tok.token_id("Pitch_62")]
+    assert g.advance(note[0]) is False and g.errors == 1
+    for later in (["Position_5"], ["Bar_None", "Position_4"]):  # a new onset: allowed again
+        g = run_grammar(tok.grammar(), _ids(tok, "BOS_None", "Bar_None", "Position_4") + note)
+        run_grammar(g, _ids(tok, *later))
+        assert g.allowed()[note[0]] and g.advance(note[0]) and g.errors == 0
+    free = RemiTokenizer({"merge_duplicates": False}).grammar()
+    run_grammar(free, _ids(tok, "BOS_None", "Bar_None", "Position_4") + note)
+    assert free.allowed()[note[0]]
+
+
+def test_merge_duplicates_must_be_a_bool():
+    with pytest.raises(MusicgenError, match="merge_duplicates must be true or false"):
+        RemiTokenizer({"merge_duplicates": "yes"})
 
 
 def test_completion_closes_any_prefix_validly(tok, encoded):

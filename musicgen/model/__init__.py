@@ -64,6 +64,8 @@ def _check_musical(cfg) -> None:
         raise MusicgenError(f"model.musical.spe: unknown '{m.spe}'; valid: {valid}")
     if m.phrase_bars <= 0:
         raise MusicgenError(f"model.musical.phrase_bars: must be > 0, got {m.phrase_bars}")
+    if m.notes_at_onset and not m.embed:
+        raise MusicgenError("model.musical.notes_at_onset: needs model.musical.embed: true")
     if (m.embed or m.spe != "none") and cfg.head != "lm":
         raise MusicgenError(f"model.musical: not available with head '{cfg.head}' (only lm)")
 

@@ -6,7 +6,9 @@ each token's onset in sub-beats (`onset = bar_index * positions_per_bar + positi
                         sets, offset by the bars counted so far; -1 for tokens that set none)
   step (ids[B]):        the same running max / sum carried in a `MusicalState`, O(1) per token.
 Both are integer arithmetic, so they agree exactly. Two uses (model.musical, docs/model.md):
-  embed: true      add learned embeddings of (position in bar, beat, bar index mod phrase_bars)
+  embed: true      add learned embeddings of (position in bar, beat, bar index mod phrase_bars);
+                   with notes_at_onset also of how many notes the current onset holds so far
+                   (a count that restarts where the onset changes: the model sees a chord grow)
   spe: sine_spe    sineSPE codes indexed by the onset (musical time), not the token index: the
                    attention kernel depends on the onset difference only (structure-informed PE
                    in the sense of Agarwal et al.'s StrIPE). With a token-index SPE (`pe`) as well,
@@ -26,6 +28,7 @@ from musicgen.model.positional import SineSPE, SPENoise
 
 MUSICAL_SPE = ("none", "sine_spe")  # registry names of model.musical.spe
 MUSICAL_TAG = 1000  # noise tags of musical-time SPE modules (token-index SPE uses 0..n_layers-1)
+MAX_NOTES = 15  # notes_at_onset: counts from here on share one embedding
 
 
 @dataclass
@@ -35,6 +38,8 @@ class MusicalState:
     bars: Tensor  # (B,) int64
     key: Tensor  # (B,) int64
     shift: Tensor  # (B,) int64
+    onset: Tensor  # (B,) int64: the onset after the last id (-1 before any)
+    notes: Tensor  # (B,) int64: notes read at that onset
 
 
 class MusicalTime(nn.Module):
@@ -46,6 +51,8 @@ class MusicalTime(nn.Module):
         for name in ("bar", "position", "shift"):  # derived from the tokenizer: not saved
             buf = torch.as_tensor(getattr(tables, name), dtype=torch.long)
             self.register_buffer(name, buf, persistent=False)
+        note = tables.note if tables.note is not None else torch.zeros(len(tables.bar))
+        self.register_buffer("note", torch.as_tensor(note, dtype=torch.long), persistent=False)
 
     def _key(self, bars: Tensor, ids: Tensor) -> Tensor:
         pos = self.position[ids]
@@ -56,18 +63,34 @@ class MusicalTime(nn.Module):
         key = self._key(self.bar[ids].cumsum(-1), ids)
         return key.cummax(-1).values.clamp_min(0) + self.shift[ids].cumsum(-1)
 
+    def notes_at_onset(self, ids: Tensor, onset: Tensor) -> Tensor:
+        """ids, onset (B, N) -> notes read at each token's onset up to and including it (B, N):
+        a running count of note tokens that restarts where the onset changes."""
+        note = self.note[ids]
+        count = note.cumsum(-1)
+        start = torch.ones_like(onset, dtype=torch.bool)
+        start[:, 1:] = onset[:, 1:] != onset[:, :-1]
+        idx = torch.arange(ids.shape[1], device=ids.device).expand_as(ids)
+        first = torch.where(start, idx, 0).cummax(-1).values  # where each token's run starts
+        return count - (count - note).gather(-1, first)
+
     def init_state(self, batch_size: int, device: torch.device | str) -> MusicalState:
         def full(v: int) -> Tensor:
             return torch.full((batch_size,), v, dtype=torch.long, device=device)
 
-        return MusicalState(bars=full(0), key=full(-1), shift=full(0))
+        return MusicalState(
+            bars=full(0), key=full(-1), shift=full(0), onset=full(-1), notes=full(0)
+        )
 
     def step(self, ids: Tensor, state: MusicalState) -> Tensor:
-        """ids (B,) -> onset (B,) after reading them; advances `state` in place."""
+        """ids (B,) -> onset (B,) after reading them; advances `state` (and its note count)."""
         state.bars = state.bars + self.bar[ids]
         state.key = torch.maximum(state.key, self._key(state.bars, ids))
         state.shift = state.shift + self.shift[ids]
-        return state.key.clamp_min(0) + state.shift
+        onset = state.key.clamp_min(0) + state.shift
+        kept = torch.where(onset == state.onset, state.notes, 0)
+        state.onset, state.notes = onset, kept + self.note[ids]
+        return onset
 
     def split(self, onset: Tensor) -> tuple[Tensor, Tensor, Tensor]:
         """onset -> (bar index, position in the bar, beat in the bar), same shape."""
@@ -79,9 +102,13 @@ class MusicalEmbedding(nn.Module):
     """Learned tables of position in bar, beat and bar mod phrase_bars, summed (x sqrt(d_model)).
 
     Each table starts at std (3 d_model)^-1/2, so their sum is on the token embedding's scale.
+    The optional table of notes at the onset (0..MAX_NOTES) starts at zero: added to a trained
+    model, it leaves its outputs unchanged until fine-tuning moves it.
     """
 
-    def __init__(self, d_model: int, time: MusicalTime, phrase_bars: int) -> None:
+    def __init__(
+        self, d_model: int, time: MusicalTime, phrase_bars: int, notes: bool = False
+    ) -> None:
         super().__init__()
         self.scale, self.phrase_bars = math.sqrt(d_model), phrase_bars
         n_beats = -(-time.per_bar // time.per_beat)
@@ -90,10 +117,17 @@ class MusicalEmbedding(nn.Module):
         self.phrase = nn.Embedding(phrase_bars, d_model)
         for table in (self.position, self.beat, self.phrase):
             nn.init.normal_(table.weight, std=(3 * d_model) ** -0.5)
+        self.notes = nn.Embedding(MAX_NOTES + 1, d_model) if notes else None
+        if self.notes is not None:
+            nn.init.zeros_(self.notes.weight)
 
-    def forward(self, bar: Tensor, pos: Tensor, beat: Tensor) -> Tensor:
-        """(B, N) each -> (B, N, d_model)."""
+    def forward(
+        self, bar: Tensor, pos: Tensor, beat: Tensor, notes: Tensor | None = None
+    ) -> Tensor:
+        """(B, N) each -> (B, N, d_model); `notes` is used when the table exists."""
         out = self.position(pos) + self.beat(beat) + self.phrase(bar % self.phrase_bars)
+        if self.notes is not None:
+            out = out + self.notes(notes.clamp_max(MAX_NOTES))
         return out * self.scale
 
 
@@ -149,15 +183,24 @@ class MusicalPosition(nn.Module):
         super().__init__()
         m = cfg.musical
         self.time = MusicalTime(tables)
-        self.embed = MusicalEmbedding(cfg.d_model, self.time, m.phrase_bars) if m.embed else None
+        self.embed = (
+            MusicalEmbedding(cfg.d_model, self.time, m.phrase_bars, m.notes_at_onset)
+            if m.embed
+            else None
+        )
         self.spe = nn.ModuleList()
         if m.spe == "sine_spe":
             n = 1 if cfg.spe_shared else n_layers
             self.spe.extend(MusicalSineSPE(cfg, MUSICAL_TAG + i) for i in range(n))
 
-    def embedding(self, onset: Tensor) -> Tensor | None:
-        """onset (B, N) -> (B, N, d_model) to add to the input, or None without `embed`."""
-        return None if self.embed is None else self.embed(*self.time.split(onset))
+    @property
+    def counts_notes(self) -> bool:
+        return self.embed is not None and self.embed.notes is not None
+
+    def embedding(self, onset: Tensor, notes: Tensor | None = None) -> Tensor | None:
+        """onset, notes at the onset (B, N) -> (B, N, d_model) to add to the input, or None
+        without `embed`."""
+        return None if self.embed is None else self.embed(*self.time.split(onset), notes)
 
     def add_codes(self, codes: list, onset: Tensor, noise: SPENoise) -> list:
         """Per-layer codes with the musical-time codes added (or alone where `codes` has None)."""

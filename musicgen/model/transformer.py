@@ -74,10 +74,12 @@ class Performer(LanguageModel):
 
     # ------------------------------------------------------------------ helpers
 
-    def _inputs(self, ids: Tensor, pos: Tensor, onset: Tensor | None = None) -> Tensor:
+    def _inputs(
+        self, ids: Tensor, pos: Tensor, onset: Tensor | None = None, notes: Tensor | None = None
+    ) -> Tensor:
         x = self.embed_tokens(ids, pos)
         if self.musical is not None and self.musical.embed is not None:
-            x = x + self.musical.embedding(onset).to(x.dtype)  # onset (B, N) sub-beats
+            x = x + self.musical.embedding(onset, notes).to(x.dtype)  # onset (B, N) sub-beats
         return self.drop(x)
 
     def _codes(self, pos: Tensor, noise: SPENoise | None, onset: Tensor | None = None) -> list:
@@ -105,7 +107,10 @@ class Performer(LanguageModel):
         pos = torch.arange(n, device=ids.device)
         noise = noise if noise is not None else self.new_noise(ids.device)
         onset = self._onsets(ids)
-        x = self._inputs(ids, pos, onset)  # (B, N, d_model)
+        notes = None
+        if self.musical is not None and self.musical.counts_notes:
+            notes = self.musical.time.notes_at_onset(ids, onset)  # (B, N)
+        x = self._inputs(ids, pos, onset, notes)  # (B, N, d_model)
         for block, codes in zip(self.blocks, self._codes(pos, noise, onset), strict=True):
             x = block(x, codes)
         return self.logits(x)
@@ -128,7 +133,8 @@ class Performer(LanguageModel):
         """ids (B,) at position state.pos -> logits (B, V); advances `state` (in place)."""
         pos = torch.tensor([state.pos], device=ids.device)
         onset = self.musical.time.step(ids, state.time)[:, None] if self.musical else None
-        x = self._inputs(ids[:, None], pos, onset)  # (B, 1, d_model)
+        notes = state.time.notes[:, None] if self.musical else None
+        x = self._inputs(ids[:, None], pos, onset, notes)  # (B, 1, d_model)
         for block, codes, cache in zip(
             self.blocks, self._codes(pos, state.noise, onset), state.layers, strict=True
         ):

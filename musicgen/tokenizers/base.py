@@ -63,6 +63,7 @@ class TimeTables:
     shift: np.ndarray  # (V,) int64: sub-beats the token moves time forward by
     positions_per_bar: int
     positions_per_beat: int
+    note: np.ndarray | None = None  # (V,) int64: 1 for a token that starts a note, else 0
 
     def onsets(self, ids: np.ndarray) -> np.ndarray:
         """Onset in sub-beats after reading each id (numpy form of the model's parallel rule)."""

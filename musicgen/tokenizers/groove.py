@@ -379,6 +379,7 @@ class GrooveTokenizer(Tokenizer):
             shift=self.tables.shift.astype(np.int64).copy(),
             positions_per_bar=self.ticks_per_bar,
             positions_per_beat=TICKS_PER_BEAT,
+            note=(self.tables.kind == GrooveTables.ON).astype(np.int64),
         )
 
     def note_end_mask(self) -> np.ndarray:

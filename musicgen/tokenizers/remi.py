@@ -49,6 +49,9 @@ DEFAULTS: dict[str, Any] = {
     # Expressive piano: move note offs to the sustain pedal's release before tokenizing (the
     # pedal itself is not tokenized); see docs/tokenization.md, "Expressive piano".
     "fold_pedal": False,
+    # A pitch sounds once per onset: same-position duplicates (POP909's melody doubled in its
+    # piano track) merge into one note, and the grammar forbids sampling one (docs/tokenization.md).
+    "merge_duplicates": True,
 }
 SPECIAL_TOKENS = ["PAD", "BOS", "EOS"]  # miditok puts them first, in this order: PAD is id 0
 
@@ -112,6 +115,34 @@ def merge_piano(score: symusic.Score) -> symusic.Score:
     return out
 
 
+def merge_duplicates(ids: list[int], t: RemiTables) -> list[int]:
+    """Notes of one pitch at one Position become one: the first's place in the sequence, the
+    longest Duration and the loudest Velocity of the group (the union of the doubled notes)."""
+    out: list[int] = []
+    seen: dict[int, int] = {}  # pitch id -> index of its Pitch token in `out` (this position)
+    k = 0
+    while k < len(ids):
+        tok, fam = ids[k], t.family[ids[k]]
+        if fam in (RemiTables.BAR, RemiTables.POSITION):
+            seen.clear()
+        if fam != RemiTables.PITCH or k + 2 >= len(ids):
+            out.append(tok)
+            k += 1
+            continue
+        vel, dur = ids[k + 1], ids[k + 2]
+        if tok in seen:  # merge into the earlier note: [Pitch, Velocity, Duration] at j
+            j = seen[tok]
+            if t.value[vel] > t.value[out[j + 1]]:
+                out[j + 1] = vel
+            if t.value[dur] > t.value[out[j + 2]]:
+                out[j + 2] = dur
+        else:
+            seen[tok] = len(out)
+            out.extend((tok, vel, dur))
+        k += 3
+    return out
+
+
 class RemiTokenizer(Tokenizer):
     """Pop-piano REMI: Bar, Position, Tempo, Chord, then Pitch/Velocity/Duration per note."""
 
@@ -119,8 +150,9 @@ class RemiTokenizer(Tokenizer):
 
     def __init__(self, options: dict[str, Any] | None = None, miditok: dict | None = None):
         self.options = {**DEFAULTS, **(options or {})}
-        if not isinstance(self.options["fold_pedal"], bool):
-            raise MusicgenError("tokenizer: fold_pedal must be true or false")
+        for key in ("fold_pedal", "merge_duplicates"):
+            if not isinstance(self.options[key], bool):
+                raise MusicgenError(f"tokenizer: {key} must be true or false")
         cfg = _config_from_serialized(miditok) if miditok else _miditok_config(self.options)
         self._mt = REMI(cfg)
         vocab = self._mt.vocab
@@ -189,6 +221,8 @@ class RemiTokenizer(Tokenizer):
             raise MusicgenError(f"{where}: cannot tokenize ({exc})") from None
         seq = seqs[0] if isinstance(seqs, list) else seqs
         ids = [self.bos_id, *seq.ids, self.eos_id]
+        if self.options["merge_duplicates"]:
+            ids = merge_duplicates(ids, self.tables)
         if chords is not None:
             ids = self._annotated_chords(ids, score, chords)
         if not np.any(self.tables.family[np.asarray(ids)] == RemiTables.PITCH):
@@ -233,7 +267,13 @@ class RemiTokenizer(Tokenizer):
         return _RemiBarCounter(self.bar_id)
 
     def grammar(self) -> RemiGrammar:
-        return RemiGrammar(self.tables, self.bos_id, self.eos_id, self.bar_id)
+        return RemiGrammar(
+            self.tables,
+            self.bos_id,
+            self.eos_id,
+            self.bar_id,
+            unique_pitches=self.options["merge_duplicates"],
+        )
 
     # --- musical time -----------------------------------------------------------------------
 
@@ -255,6 +295,7 @@ class RemiTokenizer(Tokenizer):
             shift=np.zeros(self.vocab_size, np.int64),
             positions_per_bar=per_bar,
             positions_per_beat=per_beat,
+            note=(t.family == RemiTables.PITCH).astype(np.int64),
         )
 
     def note_end_mask(self) -> np.ndarray:

@@ -2,8 +2,9 @@
 
 Order: BOS, then bars; a bar is `Bar` followed by positions strictly increasing inside it; after a
 `Position` come Tempo, Chord or note events; a note is the triple Pitch, Velocity, Duration
-(miditok's order) and must be complete before anything else; EOS ends the sequence (allowed after
-a bar, a position or a complete event).
+(miditok's order) and must be complete before anything else; a pitch sounds at most once per
+position (`unique_pitches`, the tokenizer's `merge_duplicates`); EOS ends the sequence (allowed
+after a bar, a position or a complete event).
 """
 
 from __future__ import annotations
@@ -92,9 +93,13 @@ START, AFTER_BOS, AFTER_BAR, AFTER_POS, IN_POS, AFTER_PITCH, AFTER_VEL, DONE = r
 class RemiGrammar(Grammar):
     """Incremental REMI checker; `allowed()` picks one of a few precomputed masks."""
 
-    def __init__(self, t: RemiTables, bos: int, eos: int, bar: int):
+    def __init__(
+        self, t: RemiTables, bos: int, eos: int, bar: int, unique_pitches: bool = True
+    ) -> None:
         self.t, self.bos, self.eos, self.bar = t, bos, eos, bar
         self.state, self.pos, self.errors = START, -1, 0
+        self.unique_pitches = unique_pitches
+        self._played: list[int] = []  # Pitch ids already at the current position
         v = len(t.family)
         one = {i: np.eye(1, v, i, dtype=bool)[0] for i in (bos, eos, bar)}
         positions = t.family == RemiTables.POSITION
@@ -123,11 +128,15 @@ class RemiGrammar(Grammar):
         return (IN_POS, self.pos) if self.state == IN_POS else (self.state, -1)
 
     def allowed(self) -> np.ndarray:
-        return self._masks[self._key()].copy()
+        mask = self._masks[self._key()].copy()
+        if self.state == IN_POS:
+            mask[self._played] = False
+        return mask
 
     def advance(self, token_id: int) -> bool:
         token_id = int(token_id)
         ok = 0 <= token_id < len(self.t.family) and bool(self._masks[self._key()][token_id])
+        ok = ok and not (self.state == IN_POS and token_id in self._played)
         if not ok:
             self.errors += 1
             if not 0 <= token_id < len(self.t.family):
@@ -139,12 +148,16 @@ class RemiGrammar(Grammar):
             self.state = DONE
         elif fam == RemiTables.BAR:
             self.state, self.pos = AFTER_BAR, -1
+            self._played.clear()
         elif fam == RemiTables.POSITION:
             self.state, self.pos = AFTER_POS, int(self.t.position[token_id])
+            self._played.clear()
         elif fam in (RemiTables.TEMPO, RemiTables.CHORD, RemiTables.DURATION):
             self.state = IN_POS
         elif fam == RemiTables.PITCH:
             self.state = AFTER_PITCH
+            if self.unique_pitches:
+                self._played.append(token_id)
         elif fam == RemiTables.VELOCITY:
             self.state = AFTER_VEL
         return ok
