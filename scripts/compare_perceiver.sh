@@ -68,7 +68,7 @@ $PY scripts/perceiver_compare.py reference --data "$DATA" --split "$SPLIT" --pie
 for arm in "${ARMS[@]}"; do
   say "generate $PIECES x $GEN_TOKENS tokens with $arm, then evaluate music"
   $MG generate --checkpoint "$RUNS/$arm/last.pt" --out "$OUT/samples_$arm" --num "$PIECES" \
-    --max-tokens "$GEN_TOKENS" --seed 0 --batch-size "$PIECES" --device cpu --overwrite \
+    --max-tokens "$GEN_TOKENS" --min-tokens "$GEN_TOKENS" --seed 0 --batch-size "$PIECES" --device cpu --overwrite \
     > "$OUT/samples_$arm.log" 2>&1
   $MG evaluate music "$OUT/samples_$arm" --reference "$OUT/reference" \
     --checkpoint "$RUNS/$arm/last.pt" --out "$OUT/music_$arm" > "$OUT/music_$arm.log"
