@@ -95,7 +95,9 @@ def arm_entry(run: Path, nll: dict, music: Path, n: int) -> dict:
     """One arm of summary.json (its config is the one its checkpoint was trained with)."""
     ckpt = str(run / "last.pt")
     cfg = config_from_dict(read_payload(ckpt)["config"])
-    match = [m for m in nll["models"].values() if Path(m["checkpoint"]).resolve() == Path(ckpt).resolve()]
+    match = [
+        m for m in nll["models"].values() if Path(m["checkpoint"]).resolve() == Path(ckpt).resolve()
+    ]
     if not match:
         raise MusicgenError(f"nll.json: no entry for {ckpt}")
     res = match[0]
@@ -160,6 +162,12 @@ def print_table(summary: dict) -> None:
             f"| {arm} | {a['nll_first_n']:.3f} | {a['nll_overall']:.3f} | "
             f"{rep['repeated_bar_rate']['mean']:.3f} | {rep['bar_self_similarity']['mean']:.3f} | "
             f"{a['training']['seconds_per_step']:.2f} | {a['flops_per_step']['total'] / 1e9:.1f} |"
+        )
+    ref = next(iter(summary["arms"].values()))["repetition_reference"]
+    if ref.get("repeated_bar_rate"):
+        print(
+            f"| real pieces | | | {ref['repeated_bar_rate']['mean']:.3f} | "
+            f"{ref['bar_self_similarity']['mean']:.3f} | | |"
         )
 
 

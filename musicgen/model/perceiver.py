@@ -336,7 +336,6 @@ class PerceiverS(LanguageModel):
         state.pos += 1
         return self.logits(h)[:, 0], state
 
-
     def _step_scale(
         self, x: Tensor, a: Tensor, state: PerceiverState, j: int, w: int, memo: dict
     ) -> Tensor:
