@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Perceiver S against Perceiver AR and the plain Performer at equal compute on expressive piano
-# (issue 17 item 3; docs/perceiver.md, "Comparison at equal compute"). Steps, each skipped or
-# resumed when its output is there:
+# (issue 17 item 3; docs/perceiver.md, "Comparison at equal compute"). Steps (1 is skipped and
+# 2 resumed when their output is there; 3-5 always rerun, about 10 minutes):
 #   1. prepare ASAP/MAESTRO with the expressive REMI (prepare's default for --dataset maestro);
 #   2. train configs/maestro/compare_{perceiver_s,perceiver_ar,performer}.yaml into RUNS/<arm>
 #      (--resume when RUNS/<arm>/last.pt exists; a finished run resumes in seconds);
@@ -11,6 +11,9 @@
 #   5. scripts/perceiver_compare.py report: OUT/summary.json, the figure, a markdown table.
 # Usage: scripts/compare_perceiver.sh            (full size: about 12 min per arm on 2 threads)
 #        TINY=1 scripts/compare_perceiver.sh     (tiny sizes, a few steps: checks the pipeline)
+# Environment: PYTHON, OMP_NUM_THREADS (default 2), MAESTRO, DATA, SPLIT (validation | test),
+# DEVICE (evaluation and generation), RUNS, OUT, FIG; full size only: MAX_LEN (2048), SONGS
+# (default all of the split), PIECES (4 generations per arm), REF (16 real pieces).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PY=${PYTHON:-$([ -x .venv/bin/python ] && echo .venv/bin/python || echo python)}
@@ -18,6 +21,7 @@ MG="$PY -m musicgen.cli"
 MAESTRO=${MAESTRO:-../shared/data/asap_maestro}
 DATA=${DATA:-data/prepared/asap_maestro_expressive}
 SPLIT=${SPLIT:-validation}
+DEVICE=${DEVICE:-auto}  # of evaluation and generation (training: train.device, default auto)
 export OMP_NUM_THREADS=${OMP_NUM_THREADS:-2}
 ARMS=(perceiver_s perceiver_ar performer)
 if [ "${TINY:-0}" = 1 ]; then  # m = 256, n = 128, a 1-layer d_model 32 model, 3 steps, 2 pieces
@@ -54,13 +58,14 @@ for arm in "${ARMS[@]}"; do
   batch=$([ "$arm" = performer ] && echo "$BATCH_P" || echo "$BATCH_S")
   say "train $arm -> $run ${resume[*]:-}"
   $MG train --config "configs/maestro/compare_$arm.yaml" --data "$DATA" --out "$run" \
-    "${resume[@]}" "${TRAIN[@]}" ${batch:+train.batch_size=$batch} > "$run.train.log" 2>&1
+    "${resume[@]}" "${TRAIN[@]}" ${batch:+train.batch_size=$batch} > "$run.train.log" 2>&1 \
+    || { echo "training $arm failed: see $run.train.log" >&2; exit 1; }
   tail -1 "$run.train.log"
 done
 
 say "evaluate nll ($SPLIT, up to $MAX_LEN tokens per piece)"
 $MG evaluate nll --checkpoint "${CKPTS[@]}" --data "$DATA" --split "$SPLIT" \
-  --max-len "$MAX_LEN" ${SONGS:+--max-songs $SONGS} --seed 0 --out "$OUT/nll"
+  --max-len "$MAX_LEN" ${SONGS:+--max-songs $SONGS} --seed 0 --device "$DEVICE" --out "$OUT/nll"
 
 say "reference: the first $GEN_TOKENS tokens of $REF $SPLIT pieces"
 $PY scripts/perceiver_compare.py reference --data "$DATA" --split "$SPLIT" --pieces "$REF" \
@@ -68,7 +73,8 @@ $PY scripts/perceiver_compare.py reference --data "$DATA" --split "$SPLIT" --pie
 for arm in "${ARMS[@]}"; do
   say "generate $PIECES x $GEN_TOKENS tokens with $arm, then evaluate music"
   $MG generate --checkpoint "$RUNS/$arm/last.pt" --out "$OUT/samples_$arm" --num "$PIECES" \
-    --max-tokens "$GEN_TOKENS" --min-tokens "$GEN_TOKENS" --seed 0 --batch-size "$PIECES" --device cpu --overwrite \
+    --max-tokens "$GEN_TOKENS" --min-tokens "$GEN_TOKENS" --seed 0 --batch-size "$PIECES" \
+    --device "$DEVICE" --overwrite \
     > "$OUT/samples_$arm.log" 2>&1
   $MG evaluate music "$OUT/samples_$arm" --reference "$OUT/reference" \
     --checkpoint "$RUNS/$arm/last.pt" --out "$OUT/music_$arm" > "$OUT/music_$arm.log"
