@@ -19,7 +19,6 @@ cd "$(dirname "$0")/.."
 PY=${PYTHON:-$([ -x .venv/bin/python ] && echo .venv/bin/python || echo python)}
 MG="$PY -m musicgen.cli"
 MAESTRO=${MAESTRO:-../shared/data/asap_maestro}
-DATA=${DATA:-data/prepared/asap_maestro_expressive}
 SPLIT=${SPLIT:-validation}
 DEVICE=${DEVICE:-auto}  # of evaluation and generation (training: train.device, default auto)
 export OMP_NUM_THREADS=${OMP_NUM_THREADS:-2}
@@ -28,6 +27,7 @@ if [ "${TINY:-0}" = 1 ]; then  # m = 256, n = 128, a 1-layer d_model 32 model, 3
   M=256; N=128
   RUNS=${RUNS:-runs/perceiver_compare_tiny}; OUT=${OUT:-out/perceiver_compare_tiny}
   FIG=${FIG:-$OUT/perceiver_compare.png}
+  DATA=${DATA:-data/prepared/asap_maestro_tiny}  # 6 pieces per split of MAESTRO, below
   MAX_LEN=512; SONGS=2; PIECES=2; REF=2; GEN_TOKENS=$((4 * M))
   TRAIN=(model.n_layers=1 model.d_model=32 model.n_heads=2 model.d_ff=64 model.n_features=16
          model.num_realizations=8 model.perceiver.context_len=$M model.perceiver.n_queries=$N
@@ -38,6 +38,7 @@ else
   M=1024; N=256
   RUNS=${RUNS:-runs/perceiver_compare}; OUT=${OUT:-out/perceiver_compare}
   FIG=${FIG:-docs/figures/perceiver_compare.png}
+  DATA=${DATA:-data/prepared/asap_maestro_expressive}
   MAX_LEN=${MAX_LEN:-2048}; SONGS=${SONGS:-}; PIECES=${PIECES:-4}; REF=${REF:-16}
   GEN_TOKENS=$((4 * M))
   TRAIN=(); BATCH_S=""; BATCH_P=""
@@ -46,6 +47,10 @@ mkdir -p "$RUNS" "$OUT"
 say() { echo "[$(date +%H:%M:%S)] $*"; }
 
 if [ ! -f "$DATA/tokenizer.json" ]; then
+  if [ "${TINY:-0}" = 1 ]; then
+    $PY scripts/perceiver_compare.py subset --input "$MAESTRO" --per-split 6 --out "$OUT/maestro"
+    MAESTRO=$OUT/maestro
+  fi
   say "prepare $MAESTRO -> $DATA"
   $MG prepare --dataset maestro --input "$MAESTRO" --output "$DATA" --workers "$OMP_NUM_THREADS"
 fi

@@ -1,6 +1,8 @@
 """The parts of scripts/compare_perceiver.sh that the CLI does not do (docs/perceiver.md,
 "Comparison at equal compute"):
 
+  subset     copy the first K pieces of each split of a Maestro-layout folder, with its CSV cut
+             to them (the TINY=1 pipeline check prepares this in seconds);
   reference  write the first K tokens of the first R held-out pieces as MIDI, so that the
              repetition of the generations is compared with real music of the same length;
   report     gather nll.json, each arm's music.json and training log into summary.json (NLL on
@@ -11,6 +13,8 @@
 from __future__ import annotations
 
 import argparse
+import csv
+import io
 import json
 import sys
 from pathlib import Path
@@ -27,9 +31,34 @@ from musicgen.config import config_from_dict  # noqa: E402
 from musicgen.errors import MusicgenError  # noqa: E402
 from musicgen.evaluate.common import write_json  # noqa: E402
 from musicgen.evaluate.nll import load_eval_songs  # noqa: E402
-from musicgen.io import ensure_dir  # noqa: E402
+from musicgen.io import atomic_write_bytes, atomic_write_text, ensure_dir  # noqa: E402
 
 REPETITION = ("repeated_bar_rate", "bar_self_similarity", "grammar_error_rate")
+
+
+def write_subset(src: str, per_split: int, out: str) -> int:
+    """The first `per_split` rows of every split of SRC/maestro-v*.csv, files and CSV, in OUT."""
+    root, dst = Path(src), ensure_dir(out)
+    index = sorted(root.glob("maestro-v*.csv"))
+    if not index:
+        raise MusicgenError(f"{src}: no maestro-v*.csv")
+    with open(index[0], newline="") as fh:
+        reader = csv.DictReader(fh)
+        fields, rows = reader.fieldnames or [], list(reader)
+    kept, count = [], {}
+    for row in rows:
+        if count.get(row["split"], 0) < per_split and (root / row["midi_filename"]).is_file():
+            count[row["split"]] = count.get(row["split"], 0) + 1
+            kept.append(row)
+            target = dst / row["midi_filename"]
+            ensure_dir(target.parent)
+            atomic_write_bytes(target, (root / row["midi_filename"]).read_bytes())
+    text = io.StringIO()
+    writer = csv.DictWriter(text, fieldnames=fields)
+    writer.writeheader()
+    writer.writerows(kept)
+    atomic_write_text(dst / index[0].name, text.getvalue())
+    return len(kept)
 
 
 def write_reference(data: str, split: str, pieces: int, tokens: int, out: str) -> list[Path]:
@@ -175,6 +204,10 @@ def print_table(summary: dict) -> None:
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     sub = p.add_subparsers(dest="cmd", required=True)
+    c = sub.add_parser("subset")
+    c.add_argument("--input", required=True)
+    c.add_argument("--per-split", type=int, required=True)
+    c.add_argument("--out", required=True)
     r = sub.add_parser("reference")
     r.add_argument("--data", required=True)
     r.add_argument("--split", default="validation")
@@ -190,7 +223,10 @@ def main() -> None:
     s.add_argument("--figure", required=True)
     args = p.parse_args()
     try:
-        if args.cmd == "reference":
+        if args.cmd == "subset":
+            kept = write_subset(args.input, args.per_split, args.out)
+            print(f"copied {kept} pieces to {args.out}")
+        elif args.cmd == "reference":
             paths = write_reference(args.data, args.split, args.pieces, args.tokens, args.out)
             print(f"wrote {len(paths)} reference pieces to {args.out}")
         else:
