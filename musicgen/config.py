@@ -26,6 +26,11 @@ class PerceiverConfig:
     context_len: int = 4096  # m: tokens the cross-attention reads
     n_queries: int = 1024  # n: last positions that are queries / latents
     combine: str = "sum"  # how the two cross-attention outputs are merged: sum | sequential
+    # both: causal + scale-masked cross-attention (Perceiver S) | full: causal only (Perceiver AR)
+    cross: str = "both"
+    # training examples: effective (end uniform in the song, reaches the head: Perceiver S) |
+    # uniform (a full m + 1 window at a uniform random start: Perceiver AR's random crops)
+    segmentation: str = "effective"
 
 
 @dataclass
@@ -284,6 +289,8 @@ def config_from_dict(data: dict) -> Config:
 
 PRECISIONS = ("auto", "fp32", "bf16", "fp16")
 SCHEDULES = ("cosine", "constant")
+PERCEIVER_CROSS = ("both", "full")
+SEGMENTATIONS = ("effective", "uniform")
 
 
 def validate(cfg: Config) -> Config:
@@ -313,6 +320,10 @@ def validate(cfg: Config) -> Config:
     check_seed("config: train.seed", t.seed)
     check_choice("config: train.precision", t.precision, PRECISIONS)
     check_choice("config: optim.schedule", o.schedule, SCHEDULES)
+    check_choice("config: model.perceiver.cross", cfg.model.perceiver.cross, PERCEIVER_CROSS)
+    check_choice(
+        "config: model.perceiver.segmentation", cfg.model.perceiver.segmentation, SEGMENTATIONS
+    )
     if len(o.betas) != 2 or not all(0 <= b < 1 for b in o.betas):
         raise MusicgenError(f"config: optim.betas: must be two values in [0, 1), got {o.betas}")
     if len(d.transpose) != 2 or d.transpose[0] > d.transpose[1]:

@@ -29,12 +29,15 @@ PAPER_DEFAULTS: dict[str, dict[str, float]] = {
 
 @dataclass
 class SamplingOptions:
-    """temperature 0 = greedy; top_k 0 = off; top_p 1 = off; grammar False = no masking."""
+    """temperature 0 = greedy; top_k 0 = off; top_p 1 = off; grammar False = no masking;
+    min_tokens: the end token is masked until a sequence has sampled that many ids (with masking
+    on), so a long generation runs several context windows instead of stopping early."""
 
     temperature: float = 1.0
     top_k: int = 0
     top_p: float = 1.0
     grammar: bool = True
+    min_tokens: int = 0
 
     def validate(self) -> SamplingOptions:
         if not self.temperature >= 0:  # also rejects NaN
@@ -43,6 +46,8 @@ class SamplingOptions:
             raise MusicgenError(f"--top-k: must be >= 0 (0 = off), got {self.top_k}")
         if not 0 < self.top_p <= 1:
             raise MusicgenError(f"--top-p: must be in (0, 1] (1 = off), got {self.top_p}")
+        if self.min_tokens < 0:
+            raise MusicgenError(f"--min-tokens: must be >= 0 (0 = off), got {self.min_tokens}")
         return self
 
 
@@ -198,6 +203,7 @@ def generate(
     rows = [_Row.start(tokenizer, list(p), options.grammar, bars is not None) for p in prompts]
     for row in rows:
         row.first = first_allowed
+        row.no_end_before, row.eos_id = options.min_tokens, tokenizer.eos_id
     total_steps = max(len(p) for p in prompts) - 1 + max_new_tokens
     state = model.init_state(batch, device, generator=generator)  # SPE noise: no global RNG
     feed = torch.tensor([p[0] for p in prompts], dtype=torch.long, device=device)  # [B]
@@ -248,12 +254,17 @@ class _Row:
     prompt_errors: int
     active: bool = True
     first: np.ndarray | None = None  # bool[vocab]: what the first sampled id may be
+    no_end_before: int = 0  # the end token is masked until this many ids are sampled
+    eos_id: int = -1
 
     def allowed(self) -> np.ndarray:
-        """The grammar's mask, narrowed by `first` while nothing is sampled yet."""
+        """The grammar's mask, narrowed by `first` while nothing is sampled yet and without the
+        end token before `no_end_before` sampled ids."""
         mask = self.grammar.allowed()
         if self.first is not None and self.out.sampled == 0:
             mask &= self.first
+        if self.out.sampled < self.no_end_before and self.eos_id >= 0:
+            mask[self.eos_id] = False
         return mask
 
     @classmethod

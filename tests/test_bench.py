@@ -45,3 +45,27 @@ def test_interleaved_alternates_which_tree_goes_first():
     out = benchlib.interleaved(trees, 3, lambda label, tree: calls.append(label) or {"x": label})
     assert calls == ["new", "base", "base", "new", "new", "base"]
     assert [r["x"] for r in out["base"]] == ["base"] * 3
+
+
+def test_perceiver_compare_first_tokens_and_flops():
+    import perceiver_compare as pc
+
+    from musicgen.config import load_config
+    from musicgen.errors import MusicgenError
+
+    model = {"per_segment": [2.0, 4.0, 9.0], "tokens_per_segment": [10, 30, 5]}
+    assert pc.first_tokens_nll(model, 128, 256) == pytest.approx((20 + 120) / 40)
+    with pytest.raises(MusicgenError, match="multiple"):
+        pc.first_tokens_nll(model, 128, 200)
+    root = Path(__file__).resolve().parents[1] / "configs" / "maestro"
+    s, ar, lm = (
+        load_config(root / f"compare_{a}.yaml")
+        for a in ("perceiver_s", "perceiver_ar", "performer")
+    )
+    fs, far, flm = pc.step_flops(s), pc.step_flops(ar), pc.step_flops(lm)
+    assert fs["blocks"] == far["blocks"] and flm["cross"] == 0
+    assert fs["cross"] > far["cross"] > 0  # the scale layer costs something, not everything
+    # equal trained tokens per step: B x n for the Perceivers, B x crop for the Performer
+    p = s.model.perceiver
+    assert s.train.batch_size * p.n_queries == lm.train.batch_size * lm.data.crop_len
+    assert p.context_len == lm.data.crop_len == ar.model.perceiver.context_len

@@ -299,6 +299,7 @@ def test_bad_checkpoints_are_one_line_errors(tmp_path, capsys):
         (["--num", "0"], "--num"),
         (["--batch-size", "0"], "--batch-size"),
         (["--max-tokens", "0"], "--max-tokens"),
+        (["--min-tokens", "-1"], "--min-tokens"),
     ],
 )
 def test_options_out_of_range(option, message, ckpts, tmp_path, capsys):

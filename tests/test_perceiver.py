@@ -14,10 +14,12 @@ from musicgen.config import load_config
 from musicgen.data.dataset import IGNORE_INDEX, CropDataset, PreparedSplit
 from musicgen.data.segments import (
     SegmentDataset,
+    UniformCropDataset,
     end_range,
     head_probability,
     make_train_dataset,
     segment,
+    uniform_end_range,
 )
 from musicgen.errors import MusicgenError
 from musicgen.model import build_model
@@ -32,6 +34,7 @@ M, N, V = 24, 8, 40  # window, queries, vocabulary of the hand-sized models
 def tiny_model(
     pe: str = "sine_spe",
     combine: str = "sum",
+    cross: str = "both",
     m: int = M,
     n: int = N,
     seed: int = 0,
@@ -45,6 +48,7 @@ def tiny_model(
             f"model.perceiver.context_len={m}",
             f"model.perceiver.n_queries={n}",
             f"model.perceiver.combine={combine}",
+            f"model.perceiver.cross={cross}",
             *extra,
         ],
     ).model
@@ -98,10 +102,17 @@ def test_cross_attention_masks_hide_exactly_what_they_should(pe):
 
 
 @pytest.mark.parametrize(
-    "pe,combine", [("ape", "sum"), ("sine_spe", "sum"), ("conv_spe", "sequential")]
+    "pe,combine,cross",
+    [
+        ("ape", "sum", "both"),
+        ("sine_spe", "sum", "both"),
+        ("conv_spe", "sequential", "both"),
+        ("ape", "sum", "full"),
+        ("sine_spe", "sum", "full"),
+    ],
 )
-def test_whole_model_prediction_never_sees_later_tokens(pe, combine):
-    model = tiny_model(pe, combine)
+def test_whole_model_prediction_never_sees_later_tokens(pe, combine, cross):
+    model = tiny_model(pe, combine, cross)
     ids = song_ids(2, M)
     x = model.embed_window(ids, torch.arange(M)).detach().requires_grad_(True)
     ok, noise = ids != PAD_ID, model.new_noise("cpu", seed=2)
@@ -128,17 +139,19 @@ def test_real_queries_ignore_padding_completely():
 
 
 @pytest.mark.parametrize(
-    "pe,combine,shared",
+    "pe,combine,shared,cross",
     [
-        ("ape", "sum", True),
-        ("ape_learned", "sequential", True),
-        ("sine_spe", "sum", True),
-        ("conv_spe", "sum", False),
-        ("none", "sum", True),
+        ("ape", "sum", True, "both"),
+        ("ape_learned", "sequential", True, "both"),
+        ("sine_spe", "sum", True, "both"),
+        ("conv_spe", "sum", False, "both"),
+        ("none", "sum", True, "both"),
+        ("ape", "sum", True, "full"),  # Perceiver AR
+        ("sine_spe", "sum", False, "full"),
     ],
 )
-def test_step_by_step_equals_score_at_every_position(pe, combine, shared):
-    model = tiny_model(pe, combine, extra=(f"model.spe_shared={str(shared).lower()}",))
+def test_step_by_step_equals_score_at_every_position(pe, combine, shared, cross):
+    model = tiny_model(pe, combine, cross, extra=(f"model.spe_shared={str(shared).lower()}",))
     length = 3 * N + 5  # several query blocks, windows sliding past the song's head
     ids = song_ids(2, length, seed=5)
     ids[:, 0] = 1
@@ -184,11 +197,44 @@ def test_score_uses_the_context_of_its_window_only():
         assert not torch.allclose(model.score(changed)[0, t], ref)
 
 
+@pytest.mark.parametrize("pe", ["ape", "sine_spe"])
+def test_perceiver_ar_future_ids_never_change_earlier_logits(pe):
+    model = tiny_model(pe, cross="full")
+    ids = song_ids(1, 4 * N + 3, seed=9)
+    with torch.no_grad():
+        ref = model.score(ids, seed=1)
+        for t in (1, N, 2 * N + 3, 4 * N + 2):
+            changed = ids.clone()
+            changed[0, t:] = (changed[0, t:] + 1) % V + 1
+            out = model.score(changed, seed=1)
+            assert torch.equal(out[:, :t], ref[:, :t])
+            assert not torch.allclose(out[:, t], ref[:, t])  # the changed id itself is read
+
+
+def test_perceiver_ar_has_one_cross_attention_and_a_checkpoint_rebuilds_it(tmp_path):
+    from dataclasses import asdict
+
+    from musicgen.config import config_from_dict
+
+    ar, s = tiny_model("sine_spe", cross="full"), tiny_model("sine_spe")
+    assert ar.cross_scale is None and s.cross_scale is not None
+    n_params = lambda m: sum(p.numel() for p in m.parameters())  # noqa: E731
+    assert n_params(s) - n_params(ar) == n_params(s.cross_scale)
+    cfg = load_config(TINY, ["model.perceiver.cross=full", "model.perceiver.segmentation=uniform"])
+    again = config_from_dict(asdict(cfg))  # what a checkpoint stores and reads back
+    assert (again.model.perceiver.cross, again.model.perceiver.segmentation) == ("full", "uniform")
+    assert config_from_dict({}).model.perceiver.cross == "both"  # checkpoints before the key
+
+
 def test_bad_perceiver_settings_are_clear_errors():
     with pytest.raises(MusicgenError, match="n_queries <= context_len"):
         tiny_model(m=8, n=16)
     with pytest.raises(MusicgenError, match="combine"):
         tiny_model(combine="concat")
+    with pytest.raises(MusicgenError, match=r"model\.perceiver\.cross: .*'half'.*both, full"):
+        tiny_model(cross="half")
+    with pytest.raises(MusicgenError, match=r"perceiver\.segmentation: .*effective, uniform"):
+        load_config(TINY, ["model.perceiver.segmentation=random"])
 
 
 # ---------------------------------------------------------------------------------------------
@@ -258,12 +304,37 @@ def test_a_song_shorter_than_the_queries_is_left_padded_with_ignored_targets(tra
     assert torch.all(item["target"][:-9] == IGNORE_INDEX)
 
 
+def test_uniform_crops_are_full_windows_at_a_uniform_start(train_split):
+    m, n, per_song = 256, 64, 400
+    lengths = train_split.lengths
+    ds = UniformCropDataset(train_split, m, n, seed=5, num_samples=per_song * len(train_split))
+    starts: dict[int, list[int]] = {}
+    for i in range(len(ds)):
+        song_i, end, song, _ = ds.draw(i)
+        assert end in range(*np.add(uniform_end_range(len(song), m), (0, 1)))
+        item = ds[i]
+        assert not torch.any(item["input"] == PAD_ID)  # songs are longer than m + 1: no padding
+        assert item["input"].tolist() == song[end - 1 - m : end - 1].tolist()
+        assert item["target"].tolist() == song[end - n : end].tolist()
+        starts.setdefault(song_i, []).append(end - 1 - m)
+    for song_i, got in starts.items():  # start uniform in [0, l - m - 1]: a chi-square check
+        k = int(lengths[song_i]) - m  # possible starts
+        bins = np.bincount(np.asarray(got) * 8 // k, minlength=8)  # 8 equal-width bins
+        expected = len(got) / 8
+        chi2 = float(((bins - expected) ** 2 / expected).sum())
+        assert chi2 < 24.3, (song_i, bins)  # 7 degrees of freedom, p = 0.001
+    heads = sum(s == 0 for got in starts.values() for s in got)
+    assert heads < 0.05 * len(ds)  # far rarer than effective segmentation's head rate
+
+
 def test_training_dataset_follows_the_head(train_split):
     cfg = load_config(TINY)
     ds = make_train_dataset(cfg, train_split, 8)
     assert isinstance(ds, SegmentDataset) and len(ds) == 8
     assert ds[0]["input"].shape == (cfg.model.perceiver.context_len,)
     assert ds[0]["target"].shape == (cfg.model.perceiver.n_queries,)
+    cfg.model.perceiver.segmentation = "uniform"
+    assert isinstance(make_train_dataset(cfg, train_split, 8), UniformCropDataset)
     cfg.model.head = "lm"
     assert isinstance(make_train_dataset(cfg, train_split, 8), CropDataset)
 

@@ -126,6 +126,7 @@ def test_sampling_follows_the_filtered_distribution_and_is_seeded():
         (SamplingOptions(top_k=-1), "--top-k"),
         (SamplingOptions(top_p=0.0), "--top-p"),
         (SamplingOptions(top_p=1.5), "--top-p"),
+        (SamplingOptions(min_tokens=-1), "--min-tokens"),
     ],
 )
 def test_options_out_of_range_are_errors(options, message):
@@ -259,6 +260,38 @@ def test_prompts_of_different_lengths_are_kept_and_continued():
         assert res.continuation == res.ids[len(prompt) :]
         grammar = tok.grammar()
         assert all(grammar.advance(t) for t in res.ids) and grammar.finished()
+
+
+class _EndLover(torch.nn.Module):
+    """A model that wants to end at once: the end token's logit raised far above the rest."""
+
+    def __init__(self, inner: torch.nn.Module, eos: int):
+        super().__init__()
+        self.inner, self.eos = inner, eos
+
+    def init_state(self, *args, **kwargs):
+        return self.inner.init_state(*args, **kwargs)
+
+    def step(self, ids, state):
+        logits, state = self.inner.step(ids, state)
+        logits[:, self.eos] += 30.0
+        return logits, state
+
+
+def test_min_tokens_keeps_the_end_token_away_until_then():
+    tok = build_tokenizer("remi")
+    model = _EndLover(tiny_model(tok), tok.eos_id)
+    run = lambda opts: generate(  # noqa: E731
+        model, tok, [[tok.bos_id]] * 8, opts, 64, generator=torch.Generator().manual_seed(0)
+    )
+    eager = run(SamplingOptions(temperature=1.0))
+    assert all(r.stop == "end" and r.sampled < 10 for r in eager)  # the model ends at once
+    held = run(SamplingOptions(temperature=1.0, min_tokens=40))
+    for r in held:
+        assert r.sampled >= 40 and r.stop in ("end", "max_tokens")
+        assert tok.eos_id not in r.ids[1:40]
+        grammar = tok.grammar()
+        assert all(grammar.advance(t) for t in r.ids) and grammar.finished()
 
 
 @pytest.mark.parametrize("name", ["remi", "groove"])

@@ -84,6 +84,12 @@ def _add_common(p: argparse.ArgumentParser) -> None:
     p.add_argument("--top-p", type=float, default=None, help="nucleus mass in (0, 1] (1 = off)")
     p.add_argument("--seed", type=int, default=None, help="random seed (default: drawn, printed)")
     p.add_argument(
+        "--min-tokens",
+        type=int,
+        default=0,
+        help="mask the end token until this many ids are sampled (long generations; 0 = off)",
+    )
+    p.add_argument(
         "--no-grammar", action="store_true", help="do not mask invalid tokens (ablation)"
     )
     p.add_argument(
@@ -117,12 +123,15 @@ def check_common(args: argparse.Namespace) -> None:
         temperature=1.0 if args.temperature is None else args.temperature,
         top_k=args.top_k or 0,
         top_p=1.0 if args.top_p is None else args.top_p,
+        min_tokens=args.min_tokens,
     ).validate()
 
 
 def sampling_options(args: argparse.Namespace, model: Model) -> SamplingOptions:
     """The paper's defaults for this tokenizer, with every option given on the command line."""
-    return model.options(args.temperature, args.top_k, args.top_p, grammar=not args.no_grammar)
+    opts = model.options(args.temperature, args.top_k, args.top_p, grammar=not args.no_grammar)
+    opts.min_tokens = args.min_tokens
+    return opts.validate()
 
 
 def save_all(

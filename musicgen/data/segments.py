@@ -11,6 +11,10 @@ model sees how pieces begin, which fixed crops that rarely start at the head do 
 The seed text draws the end point from [n+1, l+1] in 1-based positions; read as an exclusive end of
 the input+target window in 1-based counting, its lowest value holds only n tokens (n-1 targets).
 We start one later so that every example has n real targets (noted in docs/perceiver.md).
+
+`UniformCropDataset` is the Perceiver AR baseline's sampling: a full window of m + 1 ids at a
+uniform random start (e uniform in [m+1, l]), so it reaches the song's head only with probability
+1 / (l - m); songs of at most m + 1 ids are taken whole (left-padded), as by `segment`.
 """
 
 from __future__ import annotations
@@ -26,6 +30,11 @@ from musicgen.errors import MusicgenError
 def end_range(length: int, n_queries: int) -> tuple[int, int]:
     """Inclusive range [lo, hi] of window ends e for a song of `length` ids."""
     return min(n_queries + 1, length), length
+
+
+def uniform_end_range(length: int, context_len: int) -> tuple[int, int]:
+    """Inclusive range [lo, hi] of window ends for uniform crops: every window holds m + 1 ids."""
+    return min(context_len + 1, length), length
 
 
 def head_probability(length: int, context_len: int, n_queries: int) -> float:
@@ -83,9 +92,13 @@ class SegmentDataset(SongDataset):
             song = np.asarray(
                 self.tokenizer.drop_tracks(song, rng, self.drop_instrument_p), dtype=np.int64
             )
-        lo, hi = end_range(len(song), self.n)
+        lo, hi = self.ends(len(song))
         end = int(rng.integers(lo, hi + 1)) if hi >= lo else len(song)
         return i, end, song, rng
+
+    def ends(self, length: int) -> tuple[int, int]:
+        """Inclusive range of window ends drawn from (effective segmentation: `end_range`)."""
+        return end_range(length, self.n)
 
     def __getitem__(self, index: int) -> dict[str, torch.Tensor]:
         _, end, song, rng = self.draw(index)
@@ -94,11 +107,20 @@ class SegmentDataset(SongDataset):
         return segment(window, len(window), self.m, self.n, self.tokenizer.pad_id)
 
 
+class UniformCropDataset(SegmentDataset):
+    """Perceiver AR's training examples: windows of m + 1 ids at a uniform random start."""
+
+    def ends(self, length: int) -> tuple[int, int]:
+        return uniform_end_range(length, self.m)
+
+
 def make_train_dataset(cfg, split: PreparedSplit, num_samples: int) -> Dataset:
-    """The training dataset the model head needs: fixed crops ('lm') or segments ('perceiver_s')."""
+    """The training dataset the model head needs: fixed crops ('lm'), or for 'perceiver_s'
+    segments (`perceiver.segmentation: effective`) or uniform crops (`uniform`)."""
     if cfg.model.head == "perceiver_s":
         p = cfg.model.perceiver
-        return SegmentDataset(
+        cls = UniformCropDataset if p.segmentation == "uniform" else SegmentDataset
+        return cls(
             split,
             p.context_len,
             p.n_queries,

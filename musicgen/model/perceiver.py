@@ -7,6 +7,7 @@ looks the same in training, evaluation and generation. Two softmax cross-attenti
   full  : causal mask M only (query at window position i sees keys 0..i)     -> n x m scores
   scale : M + the scale mask M^ hiding window positions 0..m-n-1             -> n x n scores
 (the scale mask is applied by slicing the keys, which is the -inf mask without computing it).
+`cross: full` keeps the first layer only: Perceiver AR, the baseline of the comparison.
 Padding keys are masked too (a query always sees itself, so no row is empty). Their outputs are
 summed (`combine: sum`, the same function class as concatenation + a linear map) or applied one
 after the other (`combine: sequential`), then an FFN, then the Performer blocks of the model
@@ -29,6 +30,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+from musicgen.config import PERCEIVER_CROSS as CROSS  # both (Perceiver S) | full (Perceiver AR)
 from musicgen.errors import MusicgenError
 from musicgen.model.attention import AttentionCache
 from musicgen.model.base import LanguageModel
@@ -116,17 +118,22 @@ class PerceiverS(LanguageModel):
             raise MusicgenError(
                 f"model.perceiver.combine: unknown '{p.combine}'; valid: {', '.join(COMBINES)}"
             )
+        if p.cross not in CROSS:
+            raise MusicgenError(
+                f"model.perceiver.cross: unknown '{p.cross}'; valid: {', '.join(CROSS)}"
+            )
         if cfg.d_model % cfg.n_heads:
             raise MusicgenError(
                 f"model.n_heads: d_model {cfg.d_model} is not divisible by {cfg.n_heads} heads"
             )
         # window positions are < m; SPE: one shared module, or one per block then per cross layer
-        super().__init__(cfg, p.context_len, cfg.n_layers + 2)
+        super().__init__(cfg, p.context_len, cfg.n_layers + (2 if p.cross == "both" else 1))
         self.m, self.n, self.combine = p.context_len, p.n_queries, p.combine
         self.predicts_last = self.n
         self.drop = nn.Dropout(cfg.dropout)
         self.cross_full = CrossAttention(cfg, self.uses_spe)
-        self.cross_scale = CrossAttention(cfg, self.uses_spe)
+        # Perceiver AR (cross: full) has no scale-masked layer at all (no unused parameters)
+        self.cross_scale = CrossAttention(cfg, self.uses_spe) if p.cross == "both" else None
         self.norm_ff = nn.LayerNorm(cfg.d_model)
         self.ffn = nn.Sequential(
             nn.Linear(cfg.d_model, cfg.d_ff),
@@ -199,7 +206,9 @@ class PerceiverS(LanguageModel):
     ) -> Tensor:
         """lat (B, n, d) = ctx[:, m-n:], ctx (B, m, d), ok (B, m) -> latents (B, n, d)."""
         a = self.full_attention(lat, ctx, ok, noise, memo)
-        if self.combine == "sum":
+        if self.cross_scale is None:  # Perceiver AR: the causal cross-attention only
+            h = lat + self.drop(a)
+        elif self.combine == "sum":
             h = lat + self.drop(a) + self.drop(self.scale_attention(lat, ctx, ok, noise, memo))
         else:
             h = lat + self.drop(a)
@@ -287,8 +296,9 @@ class PerceiverS(LanguageModel):
             state.k_full[:, :, : m - n], state.v_full[:, :, : m - n] = kf, vf
         state.ok_full = torch.zeros(b, m, dtype=torch.bool, device=dev)
         state.ok_full[:, : m - n] = ctx_ids != PAD_ID
-        state.k_scale = state.k_full.new_zeros(b, self.cfg.n_heads, n, e)
-        state.v_scale = state.v_full.new_zeros(b, self.cfg.n_heads, n, self.cross_full.d)
+        if self.cross_scale is not None:
+            state.k_scale = state.k_full.new_zeros(b, self.cfg.n_heads, n, e)
+            state.v_scale = state.v_full.new_zeros(b, self.cfg.n_heads, n, self.cross_full.d)
         state.layers = [blk.attn.init_cache(b, dev) for blk in self.blocks]
 
     def step(self, ids: Tensor, state: PerceiverState) -> tuple[Tensor, PerceiverState]:
@@ -307,12 +317,9 @@ class PerceiverS(LanguageModel):
         ok = ids != PAD_ID
         memo, one = {}, (w, w + 1)
         cf = self.codes(0, one, one, state.noise, ids.device, memo)
-        cs = self.codes(1, one, one, state.noise, ids.device, memo)
         kf, vf = self.cross_full.keys(x, cf)
         state.k_full[:, :, w : w + 1], state.v_full[:, :, w : w + 1] = kf, vf
         state.ok_full[:, w] = ok
-        ks, vs = self.cross_scale.keys(x, cs)
-        state.k_scale[:, :, j : j + 1], state.v_scale[:, :, j : j + 1] = ks, vs
         keys_f = torch.arange(w + 1, device=ids.device)
         a = self.cross_full.attend(
             self.cross_full.query(x, cf),
@@ -320,13 +327,7 @@ class PerceiverS(LanguageModel):
             state.v_full[:, :, : w + 1],
             attention_mask(wpos, keys_f, state.ok_full[:, : w + 1]),
         )
-        mask_s = attention_mask(wpos, keys_f[m - n :], state.ok_full[:, m - n : w + 1])
-        ks, vs = state.k_scale[:, :, : j + 1], state.v_scale[:, :, : j + 1]
-        if self.combine == "sum":
-            h = x + a + self.cross_scale.attend(self.cross_scale.query(x, cs), ks, vs, mask_s)
-        else:
-            h = x + a
-            h = h + self.cross_scale.attend(self.cross_scale.query(h, cs), ks, vs, mask_s)
+        h = x + a if self.cross_scale is None else self._step_scale(x, a, state, j, w, memo)
         h = h + self.ffn(self.norm_ff(h))
         for i, (block, cache) in enumerate(zip(self.blocks, state.layers, strict=True)):
             h = block(h, self.codes(2 + i, one, one, state.noise, ids.device, memo), cache)
@@ -334,6 +335,23 @@ class PerceiverS(LanguageModel):
             state.history = torch.cat([state.history[:, 1:], ids[:, None]], 1)
         state.pos += 1
         return self.logits(h)[:, 0], state
+
+    def _step_scale(
+        self, x: Tensor, a: Tensor, state: PerceiverState, j: int, w: int, memo: dict
+    ) -> Tensor:
+        """The scale layer's part of `step` (x, a: (B, 1, d)) -> h (B, 1, d) before the FFN."""
+        m, n, dev = self.m, self.n, x.device
+        cs = self.codes(1, (w, w + 1), (w, w + 1), state.noise, dev, memo)
+        ks, vs = self.cross_scale.keys(x, cs)
+        state.k_scale[:, :, j : j + 1], state.v_scale[:, :, j : j + 1] = ks, vs
+        wpos = torch.tensor([w], device=dev)
+        keys = torch.arange(m - n, w + 1, device=dev)
+        mask_s = attention_mask(wpos, keys, state.ok_full[:, m - n : w + 1])
+        ks, vs = state.k_scale[:, :, : j + 1], state.v_scale[:, :, : j + 1]
+        if self.combine == "sum":
+            return x + a + self.cross_scale.attend(self.cross_scale.query(x, cs), ks, vs, mask_s)
+        h = x + a
+        return h + self.cross_scale.attend(self.cross_scale.query(h, cs), ks, vs, mask_s)
 
 
 def build_perceiver(cfg) -> PerceiverS:
