@@ -128,6 +128,7 @@ class SPECodes:
 
 SINE_BLOCK = 512  # positions per block of the per-layer sine contraction (bounds its temporary)
 TABLE_MIN_BATCH = 3  # sineSPE: shared tables from this batch size on, per-layer contraction below
+TABLE_MAX_STEP = 4  # sineSPE: shared tables also for inputs of at most this many positions
 
 
 class SineCodes(SPECodes):
@@ -141,7 +142,9 @@ class SineCodes(SPECodes):
         return torch.einsum("...hdj,hdjr->...hdr", omega, lz).contiguous()
 
     def _contract(self, x: Tensor, side: str) -> Tensor:
-        if x.shape[0] >= TABLE_MIN_BATCH or side in self._tables:
+        # a few positions (a generation step): the table is tiny, built once for all layers
+        small = x.shape[1] <= TABLE_MAX_STEP
+        if small or x.shape[0] >= TABLE_MIN_BATCH or side in self._tables:
             return super()._contract(x, side)
         omega, lz = self.parts[side]
         return _SineContract.apply(x, omega, lz)  # (B, N, H, R)
