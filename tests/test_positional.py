@@ -159,9 +159,9 @@ def test_learned_table_refuses_positions_past_max_len():
 def test_sine_tables_and_blocked_contraction_equal_the_direct_one_with_gradients(
     monkeypatch, tables, block
 ):
-    """Both contraction paths (shared (N, H, D, R) tables; per layer, in position blocks under
-    checkpointing) give the paper's sum_d q_d Qbar_d[m] and the frequencies' gradients of
-    contracting (q * Omega) with lambda Z directly."""
+    """Both contraction paths (shared (N, H, D, R) tables; per layer, in position blocks with a
+    hand-written backward) give the paper's sum_d q_d Qbar_d[m] and the gradients (frequencies,
+    gains, q) of contracting (q * Omega) with lambda Z directly."""
     import musicgen.model.positional as positional
 
     monkeypatch.setattr(positional, "TABLE_MIN_BATCH", 1 if tables else 100)
@@ -169,17 +169,19 @@ def test_sine_tables_and_blocked_contraction_equal_the_direct_one_with_gradients
     torch.manual_seed(0)
     spe = SineSPE(2, 4, 8, 3)
     pos = torch.arange(50)
-    x = torch.randn(2, 50, 2, 4, generator=torch.Generator().manual_seed(1))
+    x = torch.randn(2, 50, 2, 4, generator=torch.Generator().manual_seed(1)).requires_grad_()
     codes = spe.codes(pos, pos, SPENoise(3, "cpu"))
     out = codes.project(x, "q", None)
     out.square().sum().backward()
-    g_table = spe.freq.grad.clone()
+    grads = [t.grad.clone() for t in (spe.freq, spe.gain, x)]
     spe.zero_grad()
+    x.grad = None
     omega, lz = spe.codes(pos, pos, SPENoise(3, "cpu")).parts["q"]  # (N, H, D, 2K), (H, D, 2K, R)
     direct = torch.einsum("bnhdj,hdjr->bnhr", x.unsqueeze(-1) * omega, lz) / math.sqrt(8)
     direct.square().sum().backward()
     assert torch.allclose(out, direct, atol=1e-5)
-    assert torch.allclose(g_table, spe.freq.grad, atol=1e-4, rtol=1e-4)
+    for got, want in zip(grads, (spe.freq.grad, spe.gain.grad, x.grad), strict=True):
+        assert torch.allclose(got, want, atol=1e-4, rtol=1e-4)
     assert ("q" in codes._tables) == tables  # built once, shared by the layers
 
 
@@ -201,3 +203,18 @@ def test_sine_codes_for_positions_per_batch_row_equal_codes_per_row(monkeypatch,
         for b in range(2):
             one = spe.codes(pos[b], pos[b], noise).project(x[b : b + 1], side, gate)
             assert torch.allclose(got[b : b + 1], one, atol=1e-6)
+
+
+@pytest.mark.parametrize("batch, per_row", [(1, False), (2, False), (2, True)])
+def test_blocked_sine_contraction_backward_passes_gradcheck(monkeypatch, batch, per_row):
+    """The per-layer sine contraction's hand-written backward (blocks of 7 positions) against
+    finite differences, for Omega shared by the batch and given per row."""
+    import musicgen.model.positional as positional
+
+    monkeypatch.setattr(positional, "SINE_BLOCK", 7)
+    g = torch.Generator().manual_seed(0)
+    x = torch.randn(batch, 20, 2, 3, dtype=torch.double, generator=g, requires_grad=True)
+    om_shape = ((batch,) if per_row else ()) + (20, 2, 3, 4)
+    omega = torch.randn(om_shape, dtype=torch.double, generator=g, requires_grad=True)
+    lz = torch.randn(2, 3, 4, 5, dtype=torch.double, generator=g, requires_grad=True)
+    assert torch.autograd.gradcheck(positional._SineContract.apply, (x, omega, lz))

@@ -136,8 +136,13 @@ class AttentionCache:
         phi_k, shift = features.key(k, self.shift)
         phi_k = phi_k[:, :, 0]  # (B, H, M)
         scale = torch.exp(self.shift - shift)  # (B, H)
-        self.s = self.s * scale[..., None, None] + phi_k.unsqueeze(-1) * v.float().unsqueeze(-2)
-        self.z = self.z * scale[..., None] + phi_k
+        outer = phi_k.unsqueeze(-1) * v.float().unsqueeze(-2)  # (B, H, M, Dv)
+        if torch.is_grad_enabled():  # keep the old sums intact for autograd
+            self.s = self.s * scale[..., None, None] + outer
+            self.z = self.z * scale[..., None] + phi_k
+        else:  # generation: no new state tensors per step
+            self.s.mul_(scale[..., None, None]).add_(outer)
+            self.z.mul_(scale[..., None]).add_(phi_k)
         self.shift = shift
         num = (phi_q.unsqueeze(-2) @ self.s).squeeze(-2)  # (B, H, Dv)
         den = (phi_q * self.z).sum(-1, keepdim=True)

@@ -55,11 +55,14 @@ class FavorFeatures(nn.Module):
     def redraw(self, generator: torch.Generator | None = None) -> None:
         self.proj.copy_(orthogonal_gaussian(self.n_features, self.in_dim, generator).to(self.proj))
 
+    def _wx(self, x: Tensor) -> Tensor:
+        """x (..., in) -> W x (..., m) of the pre-scaled x."""
+        return x.float() @ (self.proj.float() * self.scale).T
+
     def _parts(self, x: Tensor) -> tuple[Tensor, Tensor]:
         """x (..., in) -> (W x (..., m), |x|^2 / 2 (..., 1)) of the pre-scaled x."""
         x = x.float()
-        wx = x @ (self.proj.float() * self.scale).T
-        return wx, (0.5 * self.scale**2) * (x * x).sum(-1, keepdim=True)
+        return self._wx(x), (0.5 * self.scale**2) * (x * x).sum(-1, keepdim=True)
 
     def _exponent(self, x: Tensor) -> Tensor:
         wx, half_sq = self._parts(x)
@@ -72,7 +75,7 @@ class FavorFeatures(nn.Module):
     def query(self, x: Tensor) -> Tensor:
         """x (B, H, N, in) -> (B, H, N, m); stabilised per position (cancels in the ratio), so
         the |x|^2 term, constant over features, drops out as well."""
-        wx, _ = self._parts(x)
+        wx = self._wx(x)
         return self._exp(wx, wx.detach().amax(-1, keepdim=True))
 
     def key_causal(self, x: Tensor) -> tuple[Tensor, Tensor]:

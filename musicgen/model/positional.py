@@ -16,7 +16,6 @@ import math
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
-from torch.utils.checkpoint import checkpoint
 
 NOISE_BLOCK = 256  # convSPE white noise is drawn lazily in blocks of this many positions
 
@@ -129,6 +128,7 @@ class SPECodes:
 
 SINE_BLOCK = 512  # positions per block of the per-layer sine contraction (bounds its temporary)
 TABLE_MIN_BATCH = 3  # sineSPE: shared tables from this batch size on, per-layer contraction below
+TABLE_MAX_STEP = 4  # sineSPE: shared tables also for inputs of at most this many positions
 
 
 class SineCodes(SPECodes):
@@ -142,24 +142,75 @@ class SineCodes(SPECodes):
         return torch.einsum("...hdj,hdjr->...hdr", omega, lz).contiguous()
 
     def _contract(self, x: Tensor, side: str) -> Tensor:
-        if x.shape[0] >= TABLE_MIN_BATCH or side in self._tables:
+        # a few positions (a generation step): the table is tiny, built once for all layers
+        small = x.shape[1] <= TABLE_MAX_STEP
+        if small or x.shape[0] >= TABLE_MIN_BATCH or side in self._tables:
             return super()._contract(x, side)
         omega, lz = self.parts[side]
-        # position blocks keep the (B, block, H, D, 2K) temporary small; in training each block
-        # is recomputed in backward instead of stored, so the peak stays one block's worth
-        outs = []
-        for s in range(0, x.shape[1], SINE_BLOCK):
-            xb, ob = x[:, s : s + SINE_BLOCK], omega[..., s : s + SINE_BLOCK, :, :, :]
-            if torch.is_grad_enabled():
-                outs.append(checkpoint(_sine_contract, xb, ob, lz, use_reentrant=False))
-            else:
-                outs.append(_sine_contract(xb, ob, lz))
-        return outs[0] if len(outs) == 1 else torch.cat(outs, 1)  # (B, N, H, R)
+        return _SineContract.apply(x, omega, lz)  # (B, N, H, R)
 
 
-def _sine_contract(x: Tensor, omega: Tensor, lz: Tensor) -> Tensor:
-    a = x.unsqueeze(-1) * omega  # (B, N, H, D, 2K)
-    return torch.einsum("bnhdj,hdjr->bnhr", a, lz)
+class _SineContract(torch.autograd.Function):
+    """out[b,n,h,r] = sum_{d,j} x[b,n,h,d] Omega[(b,)n,h,d,j] lambdaZ[h,d,j,r], in position
+    blocks of SINE_BLOCK. Saves only its inputs: the (B, block, H, D, 2K) product is rebuilt per
+    block in backward (what checkpointing did, without autograd's slice or split gradients), and
+    every product is laid out (H, B * block, D * 2K) for one batched GEMM over heads."""
+
+    @staticmethod
+    def forward(ctx, x: Tensor, omega: Tensor, lz: Tensor) -> Tensor:
+        ctx.save_for_backward(x, omega, lz)
+        h, d, j, r = lz.shape
+        w = lz.reshape(h, d * j, r)
+        b, outs = x.shape[0], []
+        for xb, ob in _sine_blocks(x, omega):
+            out = torch.bmm(_modulate(xb, ob), w)  # (H, B nb, R)
+            outs.append(out.view(h, b, xb.shape[1], r).permute(1, 2, 0, 3))
+        return torch.cat(outs, 1)  # (B, N, H, R)
+
+    @staticmethod
+    def backward(ctx, g: Tensor):
+        x, omega, lz = ctx.saved_tensors
+        h, d, j, r = lz.shape
+        b = x.shape[0]
+        w = lz.reshape(h, d * j, r)
+        gx, gom, glz = [], [], torch.zeros_like(w) if ctx.needs_input_grad[2] else None
+        g_blocks = g.split(SINE_BLOCK, 1)
+        for (xb, ob), gb in zip(_sine_blocks(x, omega), g_blocks, strict=True):
+            nb = xb.shape[1]
+            gh = gb.permute(2, 0, 1, 3).reshape(h, b * nb, r)  # (H, B nb, R)
+            if glz is not None:
+                glz.baddbmm_(_modulate(xb, ob).transpose(1, 2), gh)
+            ga = torch.bmm(gh, w.transpose(1, 2)).view(h, b, nb, d, j)  # grad of the product
+            if ctx.needs_input_grad[0]:  # sum_j grad * Omega -> (B, nb, H, D)
+                gx.append((ga * _omega_heads(ob)).sum(-1).permute(1, 2, 0, 3))
+            if ctx.needs_input_grad[1]:  # grad * x, summed over B when Omega is shared
+                go = ga.mul_(xb.permute(2, 0, 1, 3).unsqueeze(-1))  # (H, B, nb, D, 2K)
+                if ob.dim() == 5:
+                    gom.append(go.permute(1, 2, 0, 3, 4))
+                else:  # batch 1: a view, no reduction pass
+                    gom.append((go[:, 0] if b == 1 else go.sum(1)).transpose(0, 1))
+        grad_x = torch.cat(gx, 1) if gx else None
+        grad_om = torch.cat(gom, -4) if gom else None
+        return grad_x, grad_om, None if glz is None else glz.view(h, d, j, r)
+
+
+def _sine_blocks(x: Tensor, omega: Tensor):
+    """Matching position blocks of x (B, N, H, D) and Omega ((B,) N, H, D, 2K)."""
+    return zip(x.split(SINE_BLOCK, 1), omega.split(SINE_BLOCK, -4), strict=True)
+
+
+def _omega_heads(omega: Tensor) -> Tensor:
+    """Omega block ((B,) n, H, D, 2K) -> a (H, B or 1, n, D, 2K) view."""
+    return omega.permute(2, 0, 1, 3, 4) if omega.dim() == 5 else omega.transpose(0, 1)[:, None]
+
+
+def _modulate(x: Tensor, omega: Tensor) -> Tensor:
+    """x (B, n, H, D) * Omega -> (H, B n, D 2K), contiguous: one multiply, no copy."""
+    b, n, h, d = x.shape
+    j = omega.shape[-1]
+    out = x.new_empty(h, b, n, d, j)
+    torch.mul(x.permute(2, 0, 1, 3).unsqueeze(-1), _omega_heads(omega), out=out)
+    return out.view(h, b * n, d * j)
 
 
 class ConvCodes(SPECodes):
