@@ -78,6 +78,7 @@ def test_remi_on_a_bundled_song_stays_within_half_a_grid_step():
             "num_velocities": 32,
             "tempo_range": [30, 420],
             "num_tempos": 131,
+            "merge_duplicates": False,  # timing only: 001 doubles ~2 % of its melody notes
         }
     )
 
