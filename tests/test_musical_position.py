@@ -380,6 +380,9 @@ def test_forbidden_mass_uniform_and_perfect_models(remi):
     assert uniform["overall"] == pytest.approx(masks.mean())
     assert uniform["after_note"] == pytest.approx(masks[after].mean())
     assert uniform["after_note_positions"] == int(after.sum()) > 20
+    kinds = uniform["after_note_by_kind"]  # the same mass, split by the kind of token
+    assert sum(kinds.values()) == pytest.approx(uniform["after_note"])
+    assert {"Position", "Pitch"} <= set(kinds) and "Duration" in kinds  # no Duration after one
     # after a Duration: only Pitch, Tempo, Chord, later Positions, Bar, EOS are allowed
     dur = np.flatnonzero(after)[0]
     pos_now = int(remi.time_tables().onsets(song[: dur + 1])[-1] % 16)

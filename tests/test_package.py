@@ -26,8 +26,9 @@ SONG = DATA / "pop909" / "005" / "005.mid"
 # sha256 (first 16 hex digits) of the weights of the three shipped checkpoints as trained and
 # exported (checkpoints/<name>/model.pt before their conversion to model folders)
 SHIPPED_DIGESTS = {
-    "pop909_sine_spe_gated": "342ae1d01bb23ee6",  # retrained for issue 12 (2026-12-01)
-    "pop909_ape": "1326fc8e85013a13",
+    # retrained for issue 12, then fine-tuned with the note count at the onset (2026-12-01)
+    "pop909_sine_spe_gated": "d10d27a4b761837e",
+    "pop909_ape": "f1af49e832b13bcb",
     "groove_sine_spe_gated": "4aabcde2aa5afa5e",
 }
 
@@ -58,10 +59,11 @@ def test_shipped_model_folders_hold_the_trained_weights(name):
 
 @pytest.mark.parametrize("name", ["pop909_ape", "pop909_sine_spe_gated"])
 def test_shipped_pop909_models_know_the_bar_and_keep_spe_in_float32(name):
-    """The POP909 pair retrained for issue 12: musical-position embeddings on; SPE parameters
-    and gates stored in float32, every other weight in float16."""
+    """The POP909 pair retrained for issue 12: musical-position embeddings and the note count at
+    the onset on; SPE parameters and gates stored in float32, every other weight in float16."""
     loaded = load_checkpoint(ROOT / "checkpoints" / name)
     assert loaded.config.model.musical.embed and loaded.model.musical is not None
+    assert loaded.model.musical.counts_notes and loaded.tokenizer.options["merge_duplicates"]
     stored = read_payload(ROOT / "checkpoints" / name)["model"]
     keep = {k for k in stored if k.startswith("spe.") or k.endswith(".gate")}
     assert (len(keep) > 0) == (name != "pop909_ape")

@@ -61,6 +61,7 @@ def _step(title: str, func, **options) -> list[Path]:
         "batch_size": 8,
         "render": True,
         "max_tokens": None,
+        "min_tokens": 0,
         "bars": None,
     }
     args = argparse.Namespace(**{**defaults, **options})

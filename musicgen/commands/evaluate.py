@@ -118,8 +118,11 @@ def run_nll(args: argparse.Namespace) -> int:
             f"beyond = {_fmt(m['mean_beyond'])}, per note = {_fmt(m['nll_per_note'])}"
         )
         fm = m["forbidden_mass"]
+        top = sorted(fm["after_note_by_kind"].items(), key=lambda kv: -kv[1])[:3]
+        kinds = f" (on {', '.join(f'{k} {_fmt(v)}' for k, v in top)})" if top else ""
         print(
-            f"{label}: forbidden mass {_fmt(fm['overall'])}, after a note {_fmt(fm['after_note'])}"
+            f"{label}: forbidden mass {_fmt(fm['overall'])}, "
+            f"after a note {_fmt(fm['after_note'])}{kinds}"
         )
     print(f"wrote {args.out}/nll.json, {args.out}/nll.png")
     return 0

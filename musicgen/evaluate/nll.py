@@ -138,11 +138,18 @@ def forbidden_mass(
 ) -> dict:
     """Mean probability the model puts on grammar-forbidden next tokens, over every predicted
     position of real songs (`overall`) and over those right after a note (`after_note`: the
-    previous token completes a note, `tokenizer.note_end_mask()`). The sampler's mask hides this
-    mass, but it shows a model that does not know where it is (e.g. a Position behind it)."""
+    previous token completes a note, `tokenizer.note_end_mask()`), the latter also split by the
+    kind of token it falls on (`after_note_by_kind`: the name before "_", e.g. REMI Position for
+    a position behind the current one, Pitch for one already played there). The sampler's mask
+    hides this mass, but it shows a model that does not know where it is."""
     device = torch.device(device)
     note_end = tokenizer.note_end_mask()
     sums, counts = np.zeros(2), np.zeros(2, np.int64)  # [overall, after a note]
+    kinds = [tokenizer.token_name(i).split("_")[0] for i in range(tokenizer.vocab_size)]
+    names = sorted(set(kinds))
+    kind_of = np.zeros((tokenizer.vocab_size, len(names)))  # (V, K) one-hot
+    kind_of[np.arange(tokenizer.vocab_size), [names.index(k) for k in kinds]] = 1.0
+    by_kind = np.zeros(len(names))
     was_training = model.training
     model.eval()
     try:
@@ -153,16 +160,20 @@ def forbidden_mass(
             scorer = getattr(model, "score", None) or model
             logits = scorer(torch.from_numpy(s[:-1])[None].to(device)).float()[0]  # [N, V]
             probs = torch.softmax(logits, -1).cpu().numpy()
-            mass = (probs * forbidden_masks(tokenizer, s)).sum(-1)  # [N]
+            forbidden = probs * forbidden_masks(tokenizer, s)  # [N, V]
+            mass = forbidden.sum(-1)  # [N]
             after = note_end[s[:-1]]
             sums += [mass.sum(), mass[after].sum()]
+            by_kind += (forbidden[after] @ kind_of).sum(0)  # [K]
             counts += [len(mass), int(after.sum())]
     finally:
         model.train(was_training)
     mean = [float(x / c) if c else float("nan") for x, c in zip(sums, counts, strict=True)]
+    kind_means = by_kind / counts[1] if counts[1] else by_kind * float("nan")
     return {
         "overall": mean[0],
         "after_note": mean[1],
+        "after_note_by_kind": {n: float(m) for n, m in zip(names, kind_means, strict=True) if m},
         "positions": int(counts[0]),
         "after_note_positions": int(counts[1]),
     }
