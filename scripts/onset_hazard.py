@@ -53,6 +53,7 @@ def main() -> None:
     rows = {}
     for ckpt in args.checkpoints:
         loaded = load_checkpoint(ckpt)
+        torch.manual_seed(0)  # the SPE noise of `forward`: the same draw for every run
         rows[ckpt] = hazard(loaded.model, loaded.tokenizer.tables, songs)
     n, real, _ = next(iter(rows.values()))
     print("| k | after-note positions | real | " + " | ".join(args.checkpoints) + " |")
