@@ -13,7 +13,8 @@
 #        TINY=1 scripts/compare_perceiver.sh     (tiny sizes, a few steps: checks the pipeline)
 # Environment: PYTHON, OMP_NUM_THREADS (default 2), MAESTRO, DATA, SPLIT (validation | test),
 # DEVICE (evaluation and generation), RUNS, OUT, FIG; full size only: MAX_LEN (2048), SONGS
-# (default all of the split), PIECES (4 generations per arm), REF (16 real pieces).
+# (default all of the split), PIECES (4 generations per arm), REF (16 real pieces), SEED (the
+# training seed, default the presets' 0), ARMS (a subset, e.g. "perceiver_s perceiver_ar").
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PY=${PYTHON:-$([ -x .venv/bin/python ] && echo .venv/bin/python || echo python)}
@@ -22,7 +23,7 @@ MAESTRO=${MAESTRO:-../shared/data/asap_maestro}
 SPLIT=${SPLIT:-validation}
 DEVICE=${DEVICE:-auto}  # of evaluation and generation (training: train.device, default auto)
 export OMP_NUM_THREADS=${OMP_NUM_THREADS:-2}
-ARMS=(perceiver_s perceiver_ar performer)
+read -ra ARMS <<< "${ARMS:-perceiver_s perceiver_ar performer}"
 if [ "${TINY:-0}" = 1 ]; then  # m = 256, n = 128, a 1-layer d_model 32 model, 3 steps, 2 pieces
   M=256; N=128
   RUNS=${RUNS:-runs/perceiver_compare_tiny}; OUT=${OUT:-out/perceiver_compare_tiny}
@@ -41,7 +42,7 @@ else
   DATA=${DATA:-data/prepared/asap_maestro_expressive}
   MAX_LEN=${MAX_LEN:-2048}; SONGS=${SONGS:-}; PIECES=${PIECES:-4}; REF=${REF:-16}
   GEN_TOKENS=$((4 * M))
-  TRAIN=(); BATCH_S=""; BATCH_P=""
+  TRAIN=(${SEED:+train.seed=$SEED}); BATCH_S=""; BATCH_P=""
 fi
 mkdir -p "$RUNS" "$OUT"
 say() { echo "[$(date +%H:%M:%S)] $*"; }

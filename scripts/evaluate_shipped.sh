@@ -3,6 +3,7 @@
 # into each checkpoints/<name>/README.md (scripts/write_model_cards.py) and README.md's figures.
 #   scripts/evaluate_shipped.sh pop909 [export] [nll] [texture]   # the POP909 pair (issue #12)
 #   scripts/evaluate_shipped.sh groove   # the groove model
+#   scripts/evaluate_shipped.sh maestro  # Perceiver S on MAESTRO (issue #17; after the comparison)
 # pop909 compares with the models shipped before #12 when PREVIOUS (default out/eval/previous)
 # holds copies of their folders; they are scored on detected chords, the data they were trained
 # on (data/prepared/pop909_detected, prepared here if missing). Steps default to all three;
@@ -67,6 +68,19 @@ if [ "$WHAT" = pop909 ]; then
       if [ "${PREVIOUS_FULL:-0}" = 1 ]; then texture $name $PREVIOUS previous_$name; fi
     done
   fi
+elif [ "$WHAT" = maestro ]; then
+  # the Perceiver S run of the comparison's second seed, trained and measured by
+  # SEED=1 ARMS="perceiver_s perceiver_ar" RUNS=runs/perceiver_compare_seed1 \
+  #   OUT=out/perceiver_compare_seed1 scripts/compare_perceiver.sh
+  CMP=${CMP:-out/perceiver_compare_seed1}
+  $BIN/python scripts/export_checkpoint.py runs/perceiver_compare_seed1/perceiver_s \
+    checkpoints/maestro_perceiver_s --which last.pt > $E/maestro_perceiver_s.export.json
+  $BIN/python scripts/convert_checkpoint.py checkpoints/maestro_perceiver_s/model.pt \
+    checkpoints/maestro_perceiver_s
+  rm checkpoints/maestro_perceiver_s/model.pt
+  rm -rf $E/maestro_nll $E/music_maestro_perceiver_s
+  cp -r $CMP/nll $E/maestro_nll
+  cp -r $CMP/music_perceiver_s $E/music_maestro_perceiver_s
 elif [ "$WHAT" = groove ]; then
   ship groove_sine_spe_gated
   $BIN/musicgen evaluate nll --checkpoint checkpoints/groove_sine_spe_gated \
@@ -78,5 +92,5 @@ elif [ "$WHAT" = groove ]; then
       --out $E/groove_style$([ $t = 1.0 ] && echo _t1 || true)
   done
 else
-  echo "usage: scripts/evaluate_shipped.sh pop909|groove" >&2; exit 2
+  echo "usage: scripts/evaluate_shipped.sh pop909|groove|maestro" >&2; exit 2
 fi

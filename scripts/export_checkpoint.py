@@ -42,6 +42,12 @@ def summary(run: Path, step: int, tokens_per_step: int) -> dict:
     }
 
 
+def tokens_per_step(cfg) -> int:
+    """Trained (target) tokens per step: a crop's every position, or a Perceiver's n queries."""
+    per_example = cfg.model.perceiver.n_queries if cfg.model.head == "perceiver_s" else None
+    return cfg.train.batch_size * cfg.train.grad_accum * (per_example or cfg.data.crop_len)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("run", type=Path)
@@ -51,13 +57,11 @@ def main() -> None:
     src = args.run / args.which
     loaded = load_checkpoint(src)
     t = loaded.config.train
-    per_step = t.batch_size * t.grad_accum * loaded.config.data.crop_len
-    info = summary(args.run, int(loaded.train_state.get("step", 0)), per_step)
+    info = summary(args.run, int(loaded.train_state.get("step", 0)), tokens_per_step(loaded.config))
     if t.init_from:  # a fine-tune: the run it started from, summarised the same way
         base = Path(t.init_from)
         base_run = base.parent if base.suffix == ".pt" else base
-        base_cfg = load_checkpoint(base).config
-        base_step = base_cfg.train.batch_size * base_cfg.train.grad_accum * base_cfg.data.crop_len
+        base_step = tokens_per_step(load_checkpoint(base).config)
         info["init_from"] = {"path": str(base), **summary(base_run, 0, base_step)}
     path = save_checkpoint(
         args.out / "model.pt",

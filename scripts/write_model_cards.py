@@ -18,10 +18,17 @@ from musicgen.checkpoint import load_checkpoint
 ROOT = Path(__file__).resolve().parents[1]
 
 DATA = {
-    "remi": "POP909 (Music X Lab; 850 pop songs arranged for piano; MIT licence, "
+    "pop909": "POP909 (Music X Lab; 850 pop songs arranged for piano; MIT licence, "
     "https://github.com/music-x-lab/POP909-Dataset): 811 songs for training, 39 held out "
     "by musicgen's stable hashed split. The weights are a derivative of POP909 and are "
     "shared under the same MIT terms with its attribution.",
+    "maestro": "ASAP's 595 MAESTRO v3 performances (Foscarin et al. 2020, ASAP, from Hawthorne et "
+    "al. 2019, MAESTRO; `../shared/data/asap_maestro`), split per piece: 505 pieces for "
+    "training, 60 validation, 29 test (one duplicate skipped), tokenized with the expressive "
+    "REMI (`configs/tokenizer/remi_expressive.yaml`: 16 positions per beat, 32 velocities, "
+    "pedal folded into durations). MAESTRO and ASAP are CC BY-NC-SA 4.0, so these weights are "
+    "too: **non-commercial use only, share-alike, with attribution** to MAESTRO (Google "
+    "Magenta) and ASAP.",
     "groove": "the synthetic trio set bundled in `data/trio/` (300 songs: bass, drums, piano; "
     "240/30/30 with test styles never seen in training), built from POP909 chord "
     "annotations (MIT) and Groove MIDI Dataset drum grooves (Magenta, CC BY 4.0; see "
@@ -29,7 +36,7 @@ DATA = {
 }
 
 LIMITS = {
-    "remi": "A small model (4.9 M parameters, 11.3 M training tokens on a CPU), far from a "
+    "pop909": "A small model (4.9 M parameters, 11.3 M training tokens on a CPU), far from a "
     "converged paper-size model. It knows where it is in the bar and, since the fine-tune, when "
     "the notes at one onset make a full chord (stacked onsets in the table above; "
     "`scripts/onset_hazard.py` compares its probability of yet another note with the songs'), "
@@ -37,6 +44,14 @@ LIMITS = {
     "against about 0.2 in the held-out songs) and no voice stays on top long enough to read as "
     "a melody. Duplicate notes are 0 by construction: the grammar lets a pitch sound once per "
     "position, and the mass the model still puts on such a pitch is counted as forbidden above.",
+    "maestro": "Trained for the comparison of docs/perceiver.md, not for quality: 4 blocks of "
+    "d_model 256 and 0.8 M target tokens (about an eighth of one pass over the training "
+    "pieces). It does not yet play music: its onsets stack (3.3 notes per sixteenth-note onset "
+    "against 1.6 in the real performances, 9.6 % of onsets with 8 or more), its pitches leave the "
+    "key (scale consistency 0.61 against 0.89), and long generations collapse into brief chords "
+    "at the start of each window. Maestro has one tempo per file (120 bpm), so a 'bar' is a "
+    "2-second window. The repetition claim of the Perceiver S paper could not be tested at this "
+    "scale: no arm repeated whole bars (docs/perceiver.md).",
     "groove": "Per track, the continuations follow the prompt's drum groove closely (time-pitch "
     "similarity about 0.85 on the drum track, as high as the real continuation) but "
     "play few bass and piano notes, which often sustain too long: at the paper's "
@@ -47,15 +62,17 @@ LIMITS = {
 }
 
 
-SHIPPED = ("pop909_sine_spe_gated", "pop909_ape", "groove_sine_spe_gated")
+SHIPPED = ("pop909_sine_spe_gated", "pop909_ape", "groove_sine_spe_gated", "maestro_perceiver_s")
 
 # How each shipped run was trained (the numbers come from the run's log through export.json).
 TRAINING = {
-    "remi": "one cosine schedule over all steps; musical-position embeddings on (position in bar, "
-    "beat, bar mod 4; docs/model.md). The two POP909 runs trained side by side, one thread each, "
-    "with nothing else on the machine (`scripts/train_shipped.sh pop909`); the sineSPE run, the "
-    "slower, was stopped at step 3672 when the APE run ended and resumed (`--resume`) on two "
-    "threads for its last 828 steps",
+    "pop909": "one cosine schedule over all steps; musical-position embeddings on (position "
+    "in bar, beat, bar mod 4; docs/model.md). The two POP909 runs trained side by side, one "
+    "thread each, with nothing else on the machine (`scripts/train_shipped.sh pop909`); the "
+    "sineSPE run, the slower, was stopped at step 3672 when the APE run ended and resumed "
+    "(`--resume`) on two threads for its last 828 steps",
+    "maestro": "the Perceiver S arm of the comparison at equal compute (docs/perceiver.md), "
+    "seed 1, two threads, the only job on the machine (`SEED=1 scripts/compare_perceiver.sh`)",
     "groove": "cosine to the minimum at step 1000, then resumed to step 1500 with the cosine "
     "recomputed (a warm restart), on a machine shared with other jobs "
     "(`scripts/train_shipped.sh groove`)",
@@ -75,6 +92,12 @@ SEEN = {
     "does not repeat and the top voice wanders rather than phrases. Continuations: the 2 prompt "
     "bars come back unchanged; the upper line and register of the prompt carry on for 2-3 bars, "
     "then the texture thins into scattered notes.",
+    "maestro_perceiver_s": "Pieces from scratch (4096 tokens, about 100 two-second windows): "
+    "for the first 40 windows or so, clusters of chord tones and scattered notes over MIDI "
+    "40-85 with no voice that continues; after that the texture collapses into brief chords "
+    "struck at the start of each window with little between them. The real performances it is "
+    "compared with (e.g. a Bach fugue) move in continuous, overlapping voices; nothing of that "
+    "is there yet.",
     "pop909_sine_spe_gated": "Pieces from scratch: no note pile-ups; single notes and two- to "
     "three-note chords spread over MIDI 40-85, with an occasional long low note held for a bar "
     "or two; no voice stays on top long enough to read as a melody and no figure repeats bar by "
@@ -123,29 +146,84 @@ def speed_note(info: dict) -> str:
     )
 
 
+def family(cfg) -> str:
+    """Which shipped family a config belongs to: pop909, maestro or groove."""
+    if cfg.tokenizer == "groove":
+        return "groove"
+    return "maestro" if "maestro" in cfg.data.path else "pop909"
+
+
+# per family: what it is, its preset, where evaluate_shipped.sh / compare_perceiver.sh left the
+# numbers (under --eval), what the generated pieces were and how to reproduce it
+FAMILIES = {
+    "pop909": {
+        "kind": "pop-piano",
+        "preset": "configs/pop909/small.yaml with the overrides in `scripts/train_shipped.sh`",
+        "nll": "pop909_nll",
+        "pieces": "pieces of 16 bars from scratch (T = 1.2, top-p 0.9, grammar on, seed 0)",
+        "reference": "held-out POP909 songs",
+        "reproduce": [
+            "scripts/train_shipped.sh pop909      # trains into runs/ (rerun to resume)",
+            "PREVIOUS_FULL=1 scripts/evaluate_shipped.sh pop909   # export, measure",
+        ],
+    },
+    "maestro": {
+        "kind": "expressive classical-piano",
+        "preset": "configs/maestro/compare_perceiver_s.yaml, `train.seed=1`",
+        "nll": "maestro_nll",
+        "pieces": "pieces of 4096 tokens from scratch (T = 1.2, top-p 0.9, grammar on, seed 0)",
+        "reference": "held-out MAESTRO performances (their first 4096 tokens)",
+        "reproduce": [
+            'SEED=1 ARMS="perceiver_s perceiver_ar" RUNS=runs/perceiver_compare_seed1 \\',
+            "  OUT=out/perceiver_compare_seed1 scripts/compare_perceiver.sh   # train, measure",
+            "scripts/evaluate_shipped.sh maestro   # export to checkpoints/",
+        ],
+    },
+    "groove": {
+        "kind": "groove (bass, drums, piano)",
+        "preset": "configs/groove/small.yaml with the overrides in `scripts/train_shipped.sh`",
+        "nll": "groove_nll",
+        "pieces": "",
+        "reference": "",
+        "reproduce": [
+            "scripts/train_shipped.sh groove      # trains into runs/ (rerun to resume)",
+            "scripts/evaluate_shipped.sh groove   # export to checkpoints/, measure",
+        ],
+    },
+}
+
+
 def phase_text(cfg, info: dict, how: str, ratio: bool = True) -> str:
     """One training run: config, steps, tokens, optimiser, wall time and speed."""
     return (
-        f"`{cfg.name}` (configs/{'pop909' if cfg.tokenizer == 'remi' else 'groove'}/small.yaml"
-        f" with the overrides in `scripts/train_shipped.sh`): {info['steps_trained']} steps of "
-        f"batch {cfg.train.batch_size} x {cfg.data.crop_len} tokens"
-        f"{tokens_note(info, ratio)} (Adam, lr {cfg.optim.lr:g}, {cfg.optim.warmup_steps} warm-up "
+        f"`{cfg.name}` ({FAMILIES[family(cfg)]['preset']}): {info['steps_trained']} steps of "
+        f"{batch_text(cfg)}{tokens_note(info, ratio and family(cfg) == 'pop909')} "
+        f"(Adam, lr {cfg.optim.lr:g}, {cfg.optim.warmup_steps} warm-up "
         f"steps, min lr {cfg.optim.min_lr:g}; transposition {cfg.data.transpose[0]}.."
         f"{cfg.data.transpose[1]}); {how}. {info['train_minutes']} minutes of wall time on a "
         f"2-core CPU{speed_note(info)}"
     )
 
 
-def training_text(cfg, info: dict, tokenizer: str) -> str:
+def batch_text(cfg) -> str:
+    """What one step trains on: crops, or Perceiver windows with their trained positions."""
+    b, m = cfg.train.batch_size, cfg.model
+    if m.head == "perceiver_s":
+        p = m.perceiver
+        return f"batch {b} windows of {p.context_len} tokens ({p.n_queries} trained positions each)"
+    return f"batch {b} x {cfg.data.crop_len} tokens"
+
+
+def training_text(cfg, info: dict, fam: str) -> str:
     """The training paragraph; a fine-tuned model (`train.init_from`) describes both phases."""
     shipped = f"Shipped: the checkpoint with the best validation loss (step {info['step']})."
     base = info.get("init_from")
     if not base:
-        return f"{phase_text(cfg, info, TRAINING[tokenizer])}. {shipped}"
+        return f"{phase_text(cfg, info, TRAINING[fam])}. {shipped}"
     base_cfg = load_checkpoint(ROOT / base["path"]).config
     total = {"tokens_trained": base["tokens_trained"] + info["tokens_trained"]}
     return (
-        f"Two phases. Phase 1, {phase_text(base_cfg, base, TRAINING[tokenizer])}. Phase 2, a "
+        f"Two phases. Phase 1, {phase_text(base_cfg, base, TRAINING[fam])}. Phase 2, a "
         f"fine-tune from phase 1's best checkpoint (`train.init_from`) with one input added, the "
         "count of notes the current onset already holds (`model.musical.notes_at_onset`, a "
         "zero-initialised embedding; docs/model.md), on the data as prepared since notes of one "
@@ -158,6 +236,7 @@ def card(name: str, ev: Path) -> str:
     ckpt = ROOT / "checkpoints" / name  # the model folder
     loaded = load_checkpoint(ckpt)
     cfg, m = loaded.config, loaded.config.model
+    fam, spec = family(cfg), FAMILIES[family(cfg)]
     info = json.loads((ev / f"{name}.export.json").read_text())
     params = sum(p.numel() for p in loaded.model.parameters()) / 1e6
     pe = m.pe + (" (gated)" if m.gated and m.pe.endswith("spe") else "")
@@ -168,10 +247,11 @@ def card(name: str, ev: Path) -> str:
     lines = [
         f"# {name}",
         "",
-        f"A {'pop-piano' if loaded.tokenizer.name == 'remi' else 'groove (bass, drums, piano)'} "
-        f"model: a Performer of {m.n_layers} layers, d_model {m.d_model}, {m.n_heads} heads, FFN "
-        f"{m.d_ff}, {m.feature_map.upper()} features ({m.n_features}), positional encoding "
-        f"**{pe}**{spe}; {params:.1f} M parameters; {loaded.tokenizer.name} tokens "
+        f"{article(spec['kind'])} {spec['kind']} model: {head_text(m)}a Performer of "
+        f"{m.n_layers} layers, d_model "
+        f"{m.d_model}, {m.n_heads} heads, FFN {m.d_ff}, {m.feature_map.upper()} features "
+        f"({m.n_features}), positional encoding **{pe}**{spe}; {params:.1f} M parameters; "
+        f"{loaded.tokenizer.name} tokens "
         f"(vocabulary {loaded.tokenizer.vocab_size}). Weights in half precision in "
         f"`model.safetensors`{precision_note(ckpt)} (converted bit for bit from the training "
         "export by `scripts/convert_checkpoint.py`), with `config.json` and `tokenizer.json` "
@@ -179,17 +259,16 @@ def card(name: str, ev: Path) -> str:
         "",
         "## Data and licence",
         "",
-        f"Trained on {DATA[loaded.tokenizer.name]}",
+        f"Trained on {DATA[fam]}",
         "",
         "## Training",
         "",
-        training_text(loaded.config, info, loaded.tokenizer.name),
+        training_text(loaded.config, info, fam),
         "",
         "## Validation: per-position loss (nats/token), held-out songs",
         "",
     ]
-    nll_dir = ev / ("pop909_nll" if loaded.tokenizer.name == "remi" else "groove_nll")
-    nll = json.loads((nll_dir / "nll.json").read_text())
+    nll = json.loads((ev / spec["nll"] / "nll.json").read_text())
     crop, top = cfg.data.crop_len, next(iter(nll["models"].values()))["max_len"]
     lines += [
         f"| model | songs | within the training length (0-{crop}) | beyond it ({crop}-{top}) |",
@@ -213,9 +292,8 @@ def card(name: str, ev: Path) -> str:
         lines += [
             "## Music statistics",
             "",
-            f"{len(d['files'])} pieces of 16 bars from scratch (T = 1.2, top-p 0.9, grammar on, "
-            f"seed 0) against {len(d.get('reference_files', []))} held-out POP909 songs "
-            "(`musicgen evaluate music`; mean ± std over pieces):",
+            f"{len(d['files'])} {spec['pieces']} against {len(d.get('reference_files', []))} "
+            f"{spec['reference']} (`musicgen evaluate music`; mean ± std over pieces):",
             "",
             "| statistic | generated | held-out songs |",
             "|---|---:|---:|",
@@ -226,30 +304,36 @@ def card(name: str, ev: Path) -> str:
                 f"| {key} | {g['mean']:.3f} ± {g['std']:.3f} | {r['mean']:.3f} ± {r['std']:.3f} |"
             )
         lines.append("")
-    if loaded.tokenizer.name == "remi":
+    if fam == "pop909":
         lines += acceptance(name, ev)
         if (ev / f"style_{name}" / "style.json").exists():
             style = json.loads((ev / f"style_{name}" / "style.json").read_text())
             lines += style_section(style, groove=False)
-        if name in SEEN:
-            lines += ["## What the piano rolls show", "", SEEN[name], ""]
+    if name in SEEN:
+        lines += ["## What the piano rolls show", "", SEEN[name], ""]
     for folder in ("groove_style", "groove_style_t1"):
         style = ev / folder / "style.json"
-        if loaded.tokenizer.name == "groove" and style.exists():
+        if fam == "groove" and style.exists():
             lines += style_section(json.loads(style.read_text()))
-    lines += ["## Limitations", "", LIMITS[loaded.tokenizer.name], ""]
-    what = "pop909" if loaded.tokenizer.name == "remi" else "groove"
-    lines += [
-        "## Reproduce",
-        "",
-        "```bash",
-        f"scripts/train_shipped.sh {what}      # trains into runs/ (rerun to resume)",
-        f"PREVIOUS_FULL=1 scripts/evaluate_shipped.sh {what}   # export to checkpoints/, measure",
-        f"python scripts/write_model_cards.py {name}",
-        "```",
-        "",
-    ]
+    lines += ["## Limitations", "", LIMITS[fam], ""]
+    lines += ["## Reproduce", "", "```bash", *spec["reproduce"]]
+    lines += [f"python scripts/write_model_cards.py {name}", "```", ""]
     return "\n".join(lines)
+
+
+def article(word: str) -> str:
+    return "An" if word[0] in "aeiou" else "A"
+
+
+def head_text(m) -> str:
+    """The Perceiver-S head in words (empty for the plain Performer)."""
+    if m.head != "perceiver_s":
+        return ""
+    p = m.perceiver
+    return (
+        f"**Perceiver S** (causal and scale-masked softmax cross-attention over a window of m = "
+        f"{p.context_len} tokens, n = {p.n_queries} latents, effective segmentation) over "
+    )
 
 
 def _entry(nll: dict, name: str) -> dict:

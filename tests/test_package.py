@@ -30,6 +30,7 @@ SHIPPED_DIGESTS = {
     "pop909_sine_spe_gated": "d10d27a4b761837e",
     "pop909_ape": "f1af49e832b13bcb",
     "groove_sine_spe_gated": "4aabcde2aa5afa5e",
+    "maestro_perceiver_s": "254d12b3400d07a8",  # issue 17: the comparison's seed-1 Perceiver S
 }
 
 
@@ -69,6 +70,19 @@ def test_shipped_pop909_models_know_the_bar_and_keep_spe_in_float32(name):
     assert (len(keep) > 0) == (name != "pop909_ape")
     assert all(stored[k].dtype == torch.float32 for k in keep)
     assert all(v.dtype == torch.float16 for k, v in stored.items() if k not in keep)
+
+
+def test_shipped_maestro_model_is_perceiver_s_on_expressive_remi():
+    """Issue 17: Perceiver S (both cross-attentions, effective segmentation) on the expressive
+    REMI (pedal folded, 16 positions per beat); its card states the CC BY-NC-SA licence."""
+    loaded = load_checkpoint(ROOT / "checkpoints" / "maestro_perceiver_s")
+    p = loaded.config.model.perceiver
+    assert loaded.config.model.head == "perceiver_s" and loaded.model.cross_scale is not None
+    assert (p.cross, p.segmentation) == ("both", "effective")
+    assert loaded.tokenizer.options["fold_pedal"]
+    assert loaded.tokenizer.options["positions_per_beat"] == 16
+    card = (ROOT / "checkpoints" / "maestro_perceiver_s" / "README.md").read_text()
+    assert "CC BY-NC-SA 4.0" in card and "non-commercial" in card
 
 
 def test_pt_to_folder_is_bit_identical_and_loads_the_same(tiny_checkpoints, tmp_path):

@@ -1,8 +1,9 @@
 """`musicgen demo`: the main job in one command, with the shipped model folders.
 
 Writes to `out/demo/`: two pop-piano pieces from scratch, a continuation of the first 2 bars of
-a bundled POP909 song, and (when the groove model is there) a continuation of a 2-bar trio
-prompt of a style never seen in training; each as MIDI, a piano-roll PNG and audio (WAV with
+a bundled POP909 song, (when the groove model is there) a continuation of a 2-bar trio prompt of
+a style never seen in training and (when the Maestro model is there) a continuation of the first
+4 seconds of a held-out MAESTRO performance; each as MIDI, a piano-roll PNG and audio (WAV with
 FluidSynth when installed, else with the pip-installed synthesizer; see `musicgen.render`). Each
 step calls the same function as the `generate` / `continue` command a user would run, so the
 demo is also their smoke test. Works from a source checkout and from an installed wheel.
@@ -19,8 +20,11 @@ from musicgen.resources import shipped_dir
 
 POP_MODEL = "pop909_sine_spe_gated"
 GROOVE_MODEL = "groove_sine_spe_gated"
+MAESTRO_MODEL = "maestro_perceiver_s"
 POP_PROMPT = "pop909_005.mid"
 GROOVE_PROMPT = "trio_test_prompt.mid"
+MAESTRO_PROMPT = "maestro_test_prompt.mid"
+MAESTRO_SECONDS = 4.0
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -28,7 +32,8 @@ def register(sub: argparse._SubParsersAction) -> None:
         "demo",
         help="generate music with the shipped models into out/demo",
         description="Two pop-piano pieces from scratch, a continuation of a POP909 song's first "
-        "2 bars and of a groove trio prompt, with piano rolls and audio; prints what it wrote.",
+        "2 bars, of a groove trio prompt and of 4 s of a MAESTRO performance, with piano rolls "
+        "and audio; prints what it wrote.",
     )
     p.add_argument("--out", default="out/demo", help="output folder (default out/demo)")
     p.add_argument("--seed", type=int, default=1, help="random seed (default 1)")
@@ -44,6 +49,11 @@ def register(sub: argparse._SubParsersAction) -> None:
         "--groove",
         default=str(shipped_dir("checkpoints") / GROOVE_MODEL),
         help="groove model ('' to skip)",
+    )
+    p.add_argument(
+        "--maestro",
+        default=str(shipped_dir("checkpoints") / MAESTRO_MODEL),
+        help="expressive-piano model ('' to skip)",
     )
     p.set_defaults(func=run)
 
@@ -74,6 +84,19 @@ def _step(title: str, func, **options) -> list[Path]:
     return func(args)
 
 
+def _optional_step(checkpoint: str, title: str, **options) -> list[Path]:
+    """A continuation with a model that may be absent ('' skips it; a missing folder is noted)."""
+    from musicgen.commands.generate import continue_files
+
+    if not checkpoint:
+        return []
+    if not Path(checkpoint).exists():
+        print(f"\nnote: {checkpoint} not found; skipped: {title}")
+        return []
+    options = {"bars": None, "prompt_bars": None, "continuation_only": False, **options}
+    return _step(title, continue_files, checkpoint=checkpoint, **options)
+
+
 def run(args: argparse.Namespace) -> int:
     from musicgen.commands.generate import continue_files, generate_files
 
@@ -102,24 +125,26 @@ def run(args: argparse.Namespace) -> int:
         max_tokens=args.max_tokens,
         **common,
     )
-    groove = Path(args.groove) if args.groove else None
-    if groove is not None and groove.exists():
-        # T = 1.0 rather than the paper's 0.6: this small model puts little mass on each
-        # pitched note, and at 0.6 it continues the drums alone (see its model card).
-        files += _step(
-            f"continue a 2-bar trio prompt of an unseen style ({GROOVE_PROMPT}, T=1.0)",
-            continue_files,
-            checkpoint=str(groove),
-            prompt=str(demo / GROOVE_PROMPT),
-            bars=2,
-            prompt_bars=None,
-            continuation_only=False,
-            max_tokens=args.max_tokens,
-            temperature=1.0,
-            **common,
-        )
-    elif groove is not None:
-        print(f"\nnote: {groove} not found; the groove continuation is skipped")
+    # T = 1.0 rather than the paper's 0.6: this small model puts little mass on each
+    # pitched note, and at 0.6 it continues the drums alone (see its model card).
+    files += _optional_step(
+        args.groove,
+        f"continue a 2-bar trio prompt of an unseen style ({GROOVE_PROMPT}, T=1.0)",
+        prompt=str(demo / GROOVE_PROMPT),
+        bars=2,
+        max_tokens=args.max_tokens,
+        temperature=1.0,
+        **common,
+    )
+    files += _optional_step(
+        args.maestro,
+        f"continue the first {MAESTRO_SECONDS:g} s of a held-out MAESTRO performance "
+        f"({MAESTRO_PROMPT}, CC BY-NC-SA 4.0)",
+        prompt=str(demo / MAESTRO_PROMPT),
+        seconds=MAESTRO_SECONDS,
+        max_tokens=args.max_tokens,
+        **common,
+    )
     elapsed = time.time() - t0
     print(
         f"\nmusicgen demo: wrote {len(files)} files to {args.out}/ in {elapsed:.0f} s "
