@@ -62,7 +62,7 @@ def one(size: str, pe: str, steps: int, threads: int) -> dict:
     batch = 1 if size == "default" else cfg.train.batch_size
     peak_gflops = matmul_peak_gflops()
     try:  # trees since issue 12 build the model with its tokenizer (musical position tables)
-        model = build_model(cfg.model, build_tokenizer(ROOT / "configs/tokenizer/remi.yaml"))
+        model = build_model(cfg.model, build_tokenizer(code / "configs/tokenizer/remi.yaml"))
     except TypeError:
         model = build_model(cfg.model)
     try:  # the optimizer training uses, in the tree measured
