@@ -133,7 +133,7 @@ class Performer(LanguageModel):
         """ids (B,) at position state.pos -> logits (B, V); advances `state` (in place)."""
         pos = torch.tensor([state.pos], device=ids.device)
         onset = self.musical.time.step(ids, state.time)[:, None] if self.musical else None
-        notes = state.time.notes[:, None] if self.musical else None
+        notes = state.time.notes[:, None] if self.musical and self.musical.counts_notes else None
         x = self._inputs(ids[:, None], pos, onset, notes)  # (B, 1, d_model)
         for block, codes, cache in zip(
             self.blocks, self._codes(pos, state.noise, onset), state.layers, strict=True

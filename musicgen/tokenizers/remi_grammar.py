@@ -91,7 +91,8 @@ START, AFTER_BOS, AFTER_BAR, AFTER_POS, IN_POS, AFTER_PITCH, AFTER_VEL, DONE = r
 
 
 class RemiGrammar(Grammar):
-    """Incremental REMI checker; `allowed()` picks one of a few precomputed masks."""
+    """Incremental REMI checker; `allowed()` picks one of a few precomputed masks, less the
+    pitches already played at the current position."""
 
     def __init__(
         self, t: RemiTables, bos: int, eos: int, bar: int, unique_pitches: bool = True
