@@ -1,7 +1,8 @@
 """The `musicgen` command: parses arguments, calls one function per subcommand, sets the exit code.
 
 Every failure a user can cause or meet (bad input, a full disk, a signal) ends in one line on
-stderr and a non-zero exit code; a traceback means a bug in musicgen.
+stderr and a non-zero exit code. Anything else is a bug in musicgen: it too ends in one line
+(exit 3) that says so, and `MUSICGEN_DEBUG=1` shows its traceback.
 
 Each subcommand lives in `musicgen/commands/<name>.py` and exposes `register(subparsers)`, which
 adds its parser and sets `func` (a callable taking the parsed namespace and returning an exit code).
@@ -11,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import os
 import signal
 import sys
 
@@ -56,6 +58,15 @@ def main(argv: list[str] | None = None) -> int:
         signum = getattr(exc, "signum", signal.SIGINT)
         print("terminated" if signum == signal.SIGTERM else "interrupted", file=sys.stderr)
         return 128 + int(signum)
+    except Exception as exc:  # a bug: one line for the user, the traceback on request
+        if os.environ.get("MUSICGEN_DEBUG"):
+            raise
+        print(
+            f"error: internal error in musicgen {args.command} ({type(exc).__name__}: {exc}); "
+            "this is a bug: rerun with MUSICGEN_DEBUG=1 for the traceback and report it",
+            file=sys.stderr,
+        )
+        return 3
 
 
 if __name__ == "__main__":

@@ -82,6 +82,7 @@ class DataConfig:
     transpose: list[int] = field(default_factory=lambda: [-6, 6])  # inclusive semitone range
     drop_instrument_p: float = 0.0  # groove: drop each track with this probability
     random_start_bar: bool = True  # crops start at a random bar (else at the song's head)
+    start_bar_every: int = 1  # ... whose index in the song is a multiple of this (phrase_bars)
     workers: int = 0  # DataLoader worker processes
 
 
@@ -299,6 +300,7 @@ def validate(cfg: Config) -> Config:
     for where, value, low in (
         ("data.crop_len", d.crop_len, 2),
         ("data.workers", d.workers, 0),
+        ("data.start_bar_every", d.start_bar_every, 1),
         ("optim.warmup_steps", o.warmup_steps, 0),
         ("train.batch_size", t.batch_size, 1),
         ("train.grad_accum", t.grad_accum, 1),

@@ -7,7 +7,10 @@ threads, then runs one warm-up and `--steps` timed training steps (forward, back
 Adam) on random tokens at the preset's crop length and batch size (the default model at batch 1:
 one CPU step of batch 4 takes minutes). With `--baseline REV` the same worker also runs on a
 temporary `git worktree` of REV, the two alternating `--repeats` times, so that a speed-up is a
-ratio measured under the same load. Writes the "training" section of docs/benchmarks.md.
+ratio measured under the same load. With `--compile` the new tree's steps run under
+`torch.compile` (the base stays eager: `--compile --baseline HEAD` is compiled against eager on the
+same code); its warm-up (the compilation) is reported apart. Writes the "training" section of
+docs/benchmarks.md.
 
     python scripts/bench_train.py --baseline HEAD~3 --sizes small default --repeats 3 --threads 2
 """
@@ -44,7 +47,7 @@ PRESETS = {
 PES = ["ape", "sine_spe", "sine_spe+gate", "conv_spe", "conv_spe+gate"]
 
 
-def one(size: str, pe: str, steps: int, threads: int) -> dict:
+def one(size: str, pe: str, steps: int, threads: int, compile: bool = False) -> dict:
     """One measurement in this process, with the `musicgen` found on PYTHONPATH (new or base)."""
     import torch.nn.functional as F
 
@@ -73,10 +76,11 @@ def one(size: str, pe: str, steps: int, threads: int) -> dict:
         opt = torch.optim.Adam(model.parameters(), lr=1e-4)
     base = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     x = torch.randint(3, 345, (batch, cfg.data.crop_len + 1))
+    forward = torch.compile(model) if compile else model
     times = []
     for _ in range(steps + 1):
         t = time.perf_counter()
-        logits = model(x[:, :-1])
+        logits = forward(x[:, :-1])
         loss = F.cross_entropy(logits.flatten(0, 1), x[:, 1:].flatten())
         loss.backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), 0.5)
@@ -98,6 +102,7 @@ def one(size: str, pe: str, steps: int, threads: int) -> dict:
         "tok_s": batch * cfg.data.crop_len / step,
         "peak_gflops": peak_gflops,
         "peak_mib": (peak - base) / 1024,
+        "warmup_s": times[0],
     }
 
 
@@ -109,11 +114,12 @@ def main() -> None:
     ap.add_argument("--pes", nargs="+", default=PES, choices=PES)
     ap.add_argument("--baseline", help="git revision to run side by side with this tree")
     ap.add_argument("--repeats", type=int, default=1, help="alternations per measurement")
+    ap.add_argument("--compile", action="store_true", help="the new tree under torch.compile")
     ap.add_argument("--one", nargs=2, metavar=("SIZE", "PE"), help=argparse.SUPPRESS)
     ap.add_argument("--write", default=str(ROOT / "docs" / "benchmarks.md"))
     args = ap.parse_args()
     if args.one:
-        print(json.dumps(one(*args.one, args.steps, args.threads)))
+        print(json.dumps(one(*args.one, args.steps, args.threads, args.compile)))
         return
     t0, load0 = time.time(), os.getloadavg()[0]
     rows = []
@@ -136,7 +142,9 @@ def main() -> None:
                     trees,
                     args.repeats,
                     lambda label, tree, cmd=cmd, what=what: run_worker(
-                        cmd, f"{what} {label}", tree
+                        cmd + (["--compile"] if args.compile and label == "new" else []),
+                        f"{what} {label}",
+                        tree,
                     ),
                 )
                 rows.append(summarise(res))
@@ -162,6 +170,7 @@ def summarise(res: dict[str, list[dict]]) -> dict:
             "mfu": median([r["flops"] / r["step_s"] / (r["peak_gflops"] * 1e9) for r in runs]),
             "peak_gflops": median([r["peak_gflops"] for r in runs]),
             "peak_mib": median([r["peak_mib"] for r in runs]),
+            "warmup_s": median([r.get("warmup_s", float("nan")) for r in runs]),
             "n": len(runs),
         }
     return out
@@ -172,6 +181,7 @@ def write(args, rows: list[dict], seconds: float, load0: float, load1: float) ->
     cmd = (
         f"`scripts/bench_train.py --sizes {' '.join(args.sizes)} --steps {args.steps} "
         f"--threads {args.threads} --repeats {args.repeats}"
+        + (" --compile" if args.compile else "")
         + (f" --baseline {args.baseline}`" if args.baseline else "`")
     )
     lines = [
@@ -193,9 +203,11 @@ def write(args, rows: list[dict], seconds: float, load0: float, load1: float) ->
         "",
         "| preset | layers x d_model | params | crop x batch | positional encoding | tokens/s | "
         "MFU | step (s) | peak (MiB) | vs APE time |"
-        + (" base tokens/s | base MFU | speed-up | MFU ratio |" if args.baseline else ""),
+        + (" base tokens/s | base MFU | speed-up | MFU ratio |" if args.baseline else "")
+        + (" compilation (s) |" if args.compile else ""),
         "|---|---|---:|---|---|---:|---:|---:|---:|---:|"
-        + ("---:|---:|---:|---:|" if args.baseline else ""),
+        + ("---:|---:|---:|---:|" if args.baseline else "")
+        + ("---:|" if args.compile else ""),
     ]
     ape = {r["size"]: r["new"]["step_s"] for r in rows if r["pe"] == "ape" and "new" in r}
     for r in rows:
@@ -216,6 +228,8 @@ def write(args, rows: list[dict], seconds: float, load0: float, load1: float) ->
                 if b
                 else " failed | — | — | — |"
             )
+        if args.compile:  # the warm-up step, less one timed step
+            line += f" {new['warmup_s'] - new['step_s']:.0f} |"
         lines.append(line)
     peaks = [r["new"]["peak_gflops"] for r in rows if "new" in r]
     lines += [

@@ -20,7 +20,8 @@ PIECES=${PIECES:-16}; PROMPTS=${PROMPTS:-20}; SONGS=${SONGS:-39}
 E=${EVAL:-out/eval}
 mkdir -p $E
 ship() {  # run folder -> checkpoints/<name> model folder, weights bit-identical to the export
-  local run=runs/$1; [ -d runs/$1_notes ] && run=runs/$1_notes  # the fine-tuned phase if run
+  local run=runs/$1  # the last phase run (train_shipped.sh: _long after _notes)
+  for phase in _notes _long; do [ -d runs/$1$phase ] && run=runs/$1$phase; done
   $BIN/python scripts/export_checkpoint.py $run checkpoints/$1 > $E/$1.export.json
   $BIN/python scripts/convert_checkpoint.py checkpoints/$1/model.pt checkpoints/$1
   rm checkpoints/$1/model.pt

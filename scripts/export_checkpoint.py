@@ -4,10 +4,10 @@
 
 Reads RUN/best.pt (or last.pt), keeps the config, tokenizer and a summary of the training
 (step, wall time, best validation loss, the validation record; for a fine-tune, `init_from`
-holds the same summary of the run it started from) and writes OUT/model.pt, which
-`load_checkpoint` reads like any other checkpoint. SPE parameters and gates stay
-float32 (`musicgen.checkpoint.full_precision_names`): rounding them would shift the positional
-kernel's phase by radians at long lags. Prints the summary as JSON.
+holds the same summary of the run it started from, and so on back to the first phase) and
+writes OUT/model.pt, which `load_checkpoint` reads like any other checkpoint. SPE parameters
+and gates stay float32 (`musicgen.checkpoint.full_precision_names`): rounding them would shift
+the positional kernel's phase by radians at long lags. Prints the summary as JSON.
 """
 
 from __future__ import annotations
@@ -18,6 +18,19 @@ from pathlib import Path
 
 from musicgen.checkpoint import load_checkpoint, save_checkpoint
 from musicgen.runlog import read_log
+
+
+def base_summary(base: Path) -> dict:
+    """The summary of the run a fine-tune started from, with its own `init_from` in turn (a chain
+    of phases, the first trained from scratch)."""
+    cfg = load_checkpoint(base).config
+    out = {
+        "path": str(base),
+        **summary(base.parent if base.suffix == ".pt" else base, 0, tokens_per_step(cfg)),
+    }
+    if cfg.train.init_from:
+        out["init_from"] = base_summary(Path(cfg.train.init_from))
+    return out
 
 
 def summary(run: Path, step: int, tokens_per_step: int) -> dict:
@@ -59,10 +72,7 @@ def main() -> None:
     t = loaded.config.train
     info = summary(args.run, int(loaded.train_state.get("step", 0)), tokens_per_step(loaded.config))
     if t.init_from:  # a fine-tune: the run it started from, summarised the same way
-        base = Path(t.init_from)
-        base_run = base.parent if base.suffix == ".pt" else base
-        base_step = tokens_per_step(load_checkpoint(base).config)
-        info["init_from"] = {"path": str(base), **summary(base_run, 0, base_step)}
+        info["init_from"] = base_summary(Path(t.init_from))
     path = save_checkpoint(
         args.out / "model.pt",
         loaded.model,

@@ -3,10 +3,14 @@
 #   scripts/train_shipped.sh pop909   # the POP909 gated-sineSPE model and its APE twin (#12)
 #   scripts/train_shipped.sh groove   # the groove model (pre-#12 recipe, unchanged)
 # pop909: the two runs side by side, one thread each, musical-position embeddings on (the
-# presets' default), STEPS steps of 4 x 512 tokens (4500 = 9.2 M tokens, 3x the previous
-# models), one cosine schedule; then FT_STEPS (1000) steps of fine-tuning with the count of
-# notes at the onset as a further input (runs/<name>_notes, what is shipped). MINUTES is a
-# safety stop per phase (the run checkpoints and exits).
+# presets' default), three phases, each with its own cosine schedule:
+#   1. STEPS (4500) steps of 4 x 512 tokens from scratch (9.2 M tokens), crops on any bar;
+#   2. FT_STEPS (1000) steps from 1's best with the count of notes at the onset as a further
+#      input (runs/<name>_notes);
+#   3. LONG_STEPS (1200) steps of 2 x 1024 tokens from 2's best, crops on bars 0, 4, 8, ... of
+#      the song (the presets' data.start_bar_every), so the bar-mod-4 embedding counts the song's
+#      bars and a crop holds twice the bars to copy from (runs/<name>_long: what is shipped).
+# MINUTES is a safety stop per phase (the run checkpoints and exits).
 # Interrupted? Run it again: each run resumes from its last.pt.
 # Data: POP909 from ../shared/data (or POP909=path), the bundled trio set.
 set -euo pipefail
@@ -15,7 +19,8 @@ WHAT=${1:-pop909}
 POP909=${POP909:-../shared/data/pop909}
 STEPS=${STEPS:-4500}
 FT_STEPS=${FT_STEPS:-1000}
-MINUTES=${MINUTES:-150}
+LONG_STEPS=${LONG_STEPS:-1200}
+MINUTES=${MINUTES:-150}  # phase 3 with 1200 steps: about 40 min
 BIN=.venv/bin
 export OMP_NUM_THREADS=1
 mkdir -p runs
@@ -25,18 +30,22 @@ if [ "$WHAT" = pop909 ]; then
     --input "$POP909" --output data/prepared/pop909
   COMMON=(--config configs/pop909/small.yaml --train.max_minutes=$MINUTES
           --train.val_every=500 --train.val_songs=16 --train.ckpt_every=100)
-  # phase 2: the same model given the count of notes at the current onset (a zero-initialised
-  # embedding, docs/model.md), fine-tuned from phase 1's best checkpoint; lr 2.5e-4 peak, cosine
-  NOTES=(--model.musical.notes_at_onset=true --train.max_steps=$FT_STEPS --optim.lr=2.5e-4
-         --optim.warmup_steps=50)
-  pop909() {  # RUN NAME [overrides]: phase 1 (unless done), then phase 2 into runs/RUN_notes
+  done_at() { [ -f "$1/step_$(printf %07d "$2").pt" ]; }  # RUN STEPS: that phase has finished
+  NOTES=--model.musical.notes_at_onset=true  # a zero-initialised embedding (docs/model.md)
+  pop909() {  # RUN NAME [overrides]: the phases not yet finished, each resumable
     local run=$1 name=$2; shift 2
-    [ -f runs/$run/step_$(printf %07d $STEPS).pt ] || $BIN/musicgen train "${COMMON[@]}" \
+    done_at runs/$run $STEPS || $BIN/musicgen train "${COMMON[@]}" --data.start_bar_every=1 \
       --train.max_steps=$STEPS --name=$name --out runs/$run $(resume_if runs/$run) "$@" \
       >> runs/$run.log 2>&1
-    $BIN/musicgen train "${COMMON[@]}" "${NOTES[@]}" --train.init_from=runs/$run/best.pt \
-      --name=${name}_notes --out runs/${run}_notes $(resume_if runs/${run}_notes) "$@" \
-      >> runs/${run}_notes.log 2>&1
+    done_at runs/${run}_notes $FT_STEPS || $BIN/musicgen train "${COMMON[@]}" $NOTES \
+      --data.start_bar_every=1 --train.max_steps=$FT_STEPS --optim.lr=2.5e-4 \
+      --optim.warmup_steps=50 --train.init_from=runs/$run/best.pt --name=${name}_notes \
+      --out runs/${run}_notes $(resume_if runs/${run}_notes) "$@" >> runs/${run}_notes.log 2>&1
+    done_at runs/${run}_long $LONG_STEPS || $BIN/musicgen train "${COMMON[@]}" $NOTES \
+      --data.crop_len=1024 --train.batch_size=2 --train.val_max_len=2048 \
+      --train.max_steps=$LONG_STEPS --optim.lr=2e-4 --optim.warmup_steps=50 \
+      --train.init_from=runs/${run}_notes/best.pt --name=${name}_long \
+      --out runs/${run}_long $(resume_if runs/${run}_long) "$@" >> runs/${run}_long.log 2>&1
   }
   pop909 pop909_sine_spe_gated pop909_small &
   pop909 pop909_ape pop909_small_ape --model.pe=ape --model.gated=false &

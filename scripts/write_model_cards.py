@@ -78,11 +78,26 @@ TRAINING = {
     "(`scripts/train_shipped.sh groove`)",
 }
 
-FINE_TUNE = (
-    "one cosine schedule; the two runs side by side, one thread each, with beside them only "
-    "one-thread helper jobs for the first minutes and, at the lowest CPU priority (nice 19), "
-    "data preparation and tests"
-)
+# Phases 2 and 3 of the POP909 pair (scripts/train_shipped.sh): what each fine-tune changed, and
+# how it ran
+FINE_TUNES = [
+    (
+        "with one input added, the count of notes the current onset already holds "
+        "(`model.musical.notes_at_onset`, a zero-initialised embedding; docs/model.md), on the "
+        "data as prepared since notes of one pitch at one position are merged",
+        "one cosine schedule; the two runs side by side, one thread each, with beside them only "
+        "one-thread helper jobs for the first minutes and, at the lowest CPU priority (nice 19), "
+        "data preparation and tests",
+    ),
+    (
+        "on crops of 1024 tokens (twice the bars to repeat from) that start on bars 0, 4, 8, ... "
+        "of the song (`data.start_bar_every: 4`), so the bar-mod-4 embedding counts the song's "
+        "own bars",
+        "one cosine schedule; the two runs side by side, one thread each, with beside them only "
+        "two short one-thread tests at the lowest CPU priority (nice 19)",
+    ),
+]
+ORDINAL = ["1", "2", "3", "4"]
 
 # What the piano rolls of the pieces in out/eval/samples_<name> show (looked at, not computed).
 SEEN = {
@@ -214,22 +229,30 @@ def batch_text(cfg) -> str:
     return f"batch {b} x {cfg.data.crop_len} tokens"
 
 
+def phases(info: dict) -> list[dict]:
+    """The training phases of an export summary, first to last (a fine-tune's `init_from` chain)."""
+    chain = [info]
+    while "init_from" in chain[0]:
+        chain.insert(0, chain[0]["init_from"])
+    return chain
+
+
 def training_text(cfg, info: dict, fam: str) -> str:
-    """The training paragraph; a fine-tuned model (`train.init_from`) describes both phases."""
+    """The training paragraph; a fine-tuned model (`train.init_from`) describes every phase."""
     shipped = f"Shipped: the checkpoint with the best validation loss (step {info['step']})."
-    base = info.get("init_from")
-    if not base:
+    chain = phases(info)
+    if len(chain) == 1:
         return f"{phase_text(cfg, info, TRAINING[fam])}. {shipped}"
-    base_cfg = load_checkpoint(ROOT / base["path"]).config
-    total = {"tokens_trained": base["tokens_trained"] + info["tokens_trained"]}
-    return (
-        f"Two phases. Phase 1, {phase_text(base_cfg, base, TRAINING[fam])}. Phase 2, a "
-        f"fine-tune from phase 1's best checkpoint (`train.init_from`) with one input added, the "
-        "count of notes the current onset already holds (`model.musical.notes_at_onset`, a "
-        "zero-initialised embedding; docs/model.md), on the data as prepared since notes of one "
-        f"pitch at one position are merged: {phase_text(cfg, info, FINE_TUNE, ratio=False)}. In all"
-        f"{tokens_note(total)}. {shipped}"
-    )
+    cfgs = [load_checkpoint(ROOT / p["path"]).config for p in chain[:-1]] + [cfg]
+    parts = [f"Phase 1, {phase_text(cfgs[0], chain[0], TRAINING[fam])}."]
+    for k, (c, p) in enumerate(zip(cfgs[1:], chain[1:], strict=True), start=1):
+        what, how = FINE_TUNES[k - 1]
+        parts.append(
+            f"Phase {ORDINAL[k]}, a fine-tune from phase {ORDINAL[k - 1]}'s best checkpoint "
+            f"(`train.init_from`) {what}: {phase_text(c, p, how, ratio=False)}."
+        )
+    total = {"tokens_trained": sum(p["tokens_trained"] for p in chain)}
+    return f"{len(chain)} phases. " + " ".join(parts) + f" In all{tokens_note(total)}. {shipped}"
 
 
 def card(name: str, ev: Path) -> str:
@@ -305,7 +328,7 @@ def card(name: str, ev: Path) -> str:
             )
         lines.append("")
     if fam == "pop909":
-        lines += acceptance(name, ev)
+        lines += acceptance(name, ev, cfg.data.crop_len)
         if (ev / f"style_{name}" / "style.json").exists():
             style = json.loads((ev / f"style_{name}" / "style.json").read_text())
             lines += style_section(style, groove=False)
@@ -401,7 +424,7 @@ def _forbidden(fm: dict) -> str:
     return _pct(fm["after_note"]) + (f" ({parts})" if parts else "")
 
 
-def acceptance(name: str, ev: Path) -> list[str]:
+def acceptance(name: str, ev: Path, crop: int) -> list[str]:
     """Issue #12's acceptance table: this model against the target and the model it replaced."""
     nll = json.loads((ev / "pop909_nll" / "nll.json").read_text())
     me, twin = _entry(nll, name), _entry(nll, "pop909_ape" if name != "pop909_ape" else SHIPPED[0])
@@ -456,7 +479,7 @@ def acceptance(name: str, ev: Path) -> list[str]:
             old.get("quarters", "n/a"),
         ),
         (
-            "NLL beyond the training length (512-2048), this model vs its twin",
+            f"NLL beyond the training length ({crop}-{me['max_len']}), this model vs its twin",
             "SPE below APE",
             f"{me['mean_beyond']:.3f} vs {twin['mean_beyond']:.3f}",
             f"{prev['mean_beyond']:.3f}" if prev else "n/a",

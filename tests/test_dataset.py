@@ -159,3 +159,31 @@ def test_every_pass_over_the_songs_is_reshuffled_and_items_are_pure(train):
     fresh = CropDataset(train, crop_len=64, transpose=(-6, 6), seed=3, num_samples=passes * n)
     for i in reversed(range(passes * n)):  # random access order, cold cache
         assert torch.equal(fresh[i]["input"], ds[i]["input"]), i
+
+
+def _crop_starts(ds: CropDataset, train: PreparedSplit, i: int) -> set[int]:
+    """Where in its song item i's input sits (every start that matches it)."""
+    song = np.asarray(train[ds.song_index(i)])
+    inp, n = ds[i]["input"].numpy(), ds.crop_len
+    return {s for s in range(len(song) - n) if np.array_equal(song[s : s + n], inp)}
+
+
+@pytest.mark.parametrize("every", [1, 4])
+def test_crops_start_on_every_kth_bar_of_the_song(train, every):
+    ds = CropDataset(train, crop_len=128, seed=0, num_samples=24, start_bar_every=every)
+    off_phrase = 0
+    for i in range(len(ds)):
+        bars = train.tokenizer.bar_starts(np.asarray(train[ds.song_index(i)]))
+        found = _crop_starts(ds, train, i)
+        assert found & ({0} | set(bars.tolist())), "a crop starts at the head or on a bar"
+        on_phrase = found & ({0} | set(bars[::4].tolist()))
+        off_phrase += not on_phrase
+        if every == 4:
+            assert on_phrase, f"item {i} starts off the song's bars 0, 4, 8, ..."
+    if every == 1:
+        assert off_phrase > 0  # the default draws any bar, so the check above can fail
+
+
+def test_start_bar_every_must_be_positive(train):
+    with pytest.raises(MusicgenError, match="start_bar_every"):
+        CropDataset(train, crop_len=16, start_bar_every=0)

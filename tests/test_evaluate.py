@@ -594,3 +594,29 @@ def test_cli_evaluate_style_prints_the_other_song_baseline(run, tmp_path, capsys
     res = json.loads((tmp_path / "o" / "style.json").read_text())
     for seg in res["baseline_summary"]["time_pitch"]:
         assert seg["n"] == 2 and 0 <= seg["mean"] <= 1
+
+
+def test_repeat_nll_marks_the_ids_of_a_bar_that_repeats(remi, songs):
+    import sys
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "scripts"))
+    from repeat_nll import repeat_mask, score
+
+    from musicgen.tokenizers.remi_grammar import RemiTables
+
+    split, tok = songs[0], remi
+    bars = tok.bar_starts(split)[4:]  # bars with notes
+    a, b = split[bars[0] : bars[1]], split[bars[1] : bars[2]]
+    ids = np.concatenate([split[: bars[0]], a, b, a, split[bars[0] : bars[0] + 1]])  # A B A Bar
+    fam = tok.tables.family[ids]
+    scored = (fam == RemiTables.POSITION) | (fam == RemiTables.PITCH)
+    mask = repeat_mask(ids, tok.bar_starts(ids), scored)
+    third = slice(len(ids) - 1 - len(a), len(ids) - 1)
+    assert (mask[third][scored[third]] == 1).all() and scored[third].any()
+    assert (mask[: third.start][scored[: third.start]] == 0).all()
+    assert (mask[~scored] == -1).all()
+    # an untrained model gives both groups a probability; the counts are the mask's
+    torch.manual_seed(0)
+    model = build_model(tiny_config(tok.vocab_size).model).eval()
+    r = score(model, tok, [ids])
+    assert r["repeated_ids"] == int(scored[third].sum()) and 0 < r["p_true_repeated"] < 1

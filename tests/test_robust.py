@@ -668,6 +668,22 @@ def test_cli_misuse_is_one_line_and_a_nonzero_exit(
     assert message in one_line_error(err)
 
 
+def test_a_bug_is_one_line_unless_debugging(monkeypatch, tmp_path, capsys):
+    import musicgen.commands.render as render
+
+    def broken(args):
+        raise KeyError("min_tokens")
+
+    monkeypatch.setattr(render, "run", broken)
+    rc, _, err = run_cli(capsys, "render", str(SONGS[0]), "--png", "--out", str(tmp_path))
+    assert rc == 3
+    line = one_line_error(err)
+    assert "error: internal error in musicgen render (KeyError: 'min_tokens')" in line
+    monkeypatch.setenv("MUSICGEN_DEBUG", "1")
+    with pytest.raises(KeyError):
+        main(["render", str(SONGS[0]), "--png", "--out", str(tmp_path)])
+
+
 def test_every_shipped_preset_passes_validation():
     presets = [p for p in (ROOT / "configs").glob("*/*.yaml") if p.parent.name != "tokenizer"]
     assert len(presets) > 5

@@ -132,7 +132,12 @@ class SongDataset(Dataset):
 
 
 class CropDataset(SongDataset):
-    """Fixed-length training crops: a song, a start at a bar, a random transposition."""
+    """Fixed-length training crops: a song, a start at a bar, a random transposition.
+
+    With `start_bar_every` k > 1 a crop starts only on bars whose index in the song is a multiple
+    of k, so a model's bar-mod-phrase embedding (counted from the crop's first bar) agrees with
+    the song's own bar count mod k, as it does when a song is scored or generated from its head.
+    """
 
     def __init__(
         self,
@@ -143,12 +148,16 @@ class CropDataset(SongDataset):
         random_start_bar: bool = True,
         seed: int = 0,
         num_samples: int | None = None,
+        start_bar_every: int = 1,
     ):
         super().__init__(split, transpose, drop_instrument_p, seed, num_samples)
         if crop_len < 1:
             raise MusicgenError(f"crop_len must be positive, got {crop_len}")
+        if start_bar_every < 1:
+            raise MusicgenError(f"start_bar_every must be at least 1, got {start_bar_every}")
         self.crop_len = int(crop_len)
         self.random_start_bar = random_start_bar
+        self.start_bar_every = int(start_bar_every)
 
     def __getitem__(self, index: int) -> dict[str, torch.Tensor]:
         rng = self.item_rng(index)
@@ -156,7 +165,7 @@ class CropDataset(SongDataset):
         n_take = self.crop_len + 1  # input and its one-step-shifted target
         start = 0
         if self.random_start_bar:
-            bars = self.tokenizer.bar_starts(song)
+            bars = self.tokenizer.bar_starts(song)[:: self.start_bar_every]  # bars 0, k, 2k, ...
             starts = np.concatenate([[0], bars[bars <= len(song) - n_take]])
             start = int(starts[rng.integers(len(starts))])
         if self.drop_instrument_p > 0:

@@ -137,4 +137,5 @@ def make_train_dataset(cfg, split: PreparedSplit, num_samples: int) -> Dataset:
         random_start_bar=cfg.data.random_start_bar,
         seed=cfg.train.seed,
         num_samples=num_samples,
+        start_bar_every=cfg.data.start_bar_every,
     )
