@@ -36,14 +36,17 @@ DATA = {
 }
 
 LIMITS = {
-    "pop909": "A small model (4.9 M parameters, 11.3 M training tokens on a CPU), far from a "
-    "converged paper-size model. It knows where it is in the bar and, since the fine-tune, when "
-    "the notes at one onset make a full chord (stacked onsets in the table above; "
+    "pop909": "A small model (4.9 M parameters, 13.7 M training tokens on a CPU), far from a "
+    "converged paper-size model. It knows where it is in the bar and, since the second phase, "
+    "when the notes at one onset make a full chord (stacked onsets in the table above; "
     "`scripts/onset_hazard.py` compares its probability of yet another note with the songs'), "
-    "but not yet what a song repeats: generated bars almost never repeat (repeated-bar rate 0 "
-    "against about 0.2 in the held-out songs) and no voice stays on top long enough to read as "
-    "a melody. Duplicate notes are 0 by construction: the grammar lets a pitch sound once per "
-    "position, and the mass the model still puts on such a pitch is counted as forbidden above.",
+    "but not what a song repeats: generated bars never repeat (repeated-bar rate 0 against about "
+    "0.2 in the held-out songs) and no voice stays on top long enough to read as a melody. It "
+    "does not copy: on the held-out songs it predicts the notes of a bar that exactly repeats an "
+    "earlier bar of the same window about as badly as those of a new bar (`scripts/repeat_nll.py`; "
+    "docs/evaluation.md), and neither sampling colder nor more random features change that. "
+    "Duplicate notes are 0 by construction: the grammar lets a pitch sound once per position, "
+    "and the mass the model still puts on such a pitch is counted as forbidden above.",
     "maestro": "Trained for the comparison of docs/perceiver.md, not for quality: 4 blocks of "
     "d_model 256 and 0.8 M target tokens (about an eighth of one pass over the training "
     "pieces). It does not yet play music: its onsets stack (3.3 notes per sixteenth-note onset "
@@ -93,33 +96,38 @@ FINE_TUNES = [
         "on crops of 1024 tokens (twice the bars to repeat from) that start on bars 0, 4, 8, ... "
         "of the song (`data.start_bar_every: 4`), so the bar-mod-4 embedding counts the song's "
         "own bars",
-        "one cosine schedule; the two runs side by side, one thread each, with beside them only "
-        "two short one-thread tests at the lowest CPU priority (nice 19)",
+        "one cosine schedule; the two runs side by side, one thread each, with beside them two "
+        "short one-thread tests at the lowest CPU priority (nice 19) and, once the APE run had "
+        "ended (the sineSPE run's last 17 minutes), at nice 19 a one-thread benchmark of "
+        "`torch.compile` (whose compilation starts more processes) and the APE model's "
+        "evaluation",
     ),
 ]
 ORDINAL = ["1", "2", "3", "4"]
 
 # What the piano rolls of the pieces in out/eval/samples_<name> show (looked at, not computed).
 SEEN = {
-    "pop909_ape": "Pieces from scratch: no note pile-ups; on many downbeats a low note (about "
-    "MIDI 40-48) held for most of the bar under single notes and small chords in MIDI 55-80: a "
-    "bass that marks the bar, the nearest thing to an accompaniment, but what sounds above it "
-    "does not repeat and the top voice wanders rather than phrases. Continuations: the 2 prompt "
-    "bars come back unchanged; the upper line and register of the prompt carry on for 2-3 bars, "
-    "then the texture thins into scattered notes.",
+    "pop909_ape": "Pieces from scratch: no note pile-ups; some open with one or two empty bars, "
+    "as many POP909 songs do; held low notes (about MIDI 35-50) on or near many downbeats, now "
+    "and then the same low note in consecutive bars, under single notes and small chords in MIDI "
+    "55-80: a bass that marks the bar, the nearest thing to an accompaniment, but nothing above "
+    "it repeats and the top voice wanders rather than phrases. Continuations: the 2 prompt bars "
+    "come back unchanged; the prompt's upper register (MIDI 70-80) carries on as a top line for "
+    "most of the continuation over scattered chord tones, but the prompt's figures do not "
+    "return.",
     "maestro_perceiver_s": "Pieces from scratch (4096 tokens, about 100 two-second windows): "
     "for the first 40 windows or so, clusters of chord tones and scattered notes over MIDI "
     "40-85 with no voice that continues; after that the texture collapses into brief chords "
     "struck at the start of each window with little between them. The real performances it is "
     "compared with (e.g. a Bach fugue) move in continuous, overlapping voices; nothing of that "
     "is there yet.",
-    "pop909_sine_spe_gated": "Pieces from scratch: no note pile-ups; single notes and two- to "
-    "three-note chords spread over MIDI 40-85, with an occasional long low note held for a bar "
-    "or two; no voice stays on top long enough to read as a melody and no figure repeats bar by "
-    "bar. Continuations: the 2 prompt bars come back unchanged; after them an upper line (about "
-    "MIDI 70-85, longer notes) runs over middle-register chord tones for several bars — the "
-    "closest this model comes to a melody over an accompaniment — but the prompt's figures do "
-    "not return.",
+    "pop909_sine_spe_gated": "Pieces from scratch: no note pile-ups; the first bars often "
+    "hold chords in long notes (a low note held for a bar or two, a chord above it), then single "
+    "notes and two- to three-note chords spread over MIDI 35-75 without a voice that stays on "
+    "top; no figure repeats bar by bar. Continuations: the 2 prompt bars come back unchanged; "
+    "after them an upper line (about MIDI 70-80, longer notes) runs over middle-register chord "
+    "tones for several bars, the closest this model comes to a melody over an accompaniment, "
+    "then thins into scattered notes; the prompt's figures do not return.",
 }
 
 
@@ -482,7 +490,7 @@ def acceptance(name: str, ev: Path, crop: int) -> list[str]:
             f"NLL beyond the training length ({crop}-{me['max_len']}), this model vs its twin",
             "SPE below APE",
             f"{me['mean_beyond']:.3f} vs {twin['mean_beyond']:.3f}",
-            f"{prev['mean_beyond']:.3f}" if prev else "n/a",
+            f"{prev['mean_beyond']:.3f} (beyond its {prev['crop_len']})" if prev else "n/a",
         ),
     ]
     out = [
