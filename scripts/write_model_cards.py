@@ -44,7 +44,9 @@ LIMITS = {
     "0.2 in the held-out songs) and no voice stays on top long enough to read as a melody. It "
     "does not copy: on the held-out songs it predicts the notes of a bar that exactly repeats an "
     "earlier bar of the same window about as badly as those of a new bar (`scripts/repeat_nll.py`; "
-    "docs/evaluation.md), and neither sampling colder nor more random features change that. "
+    "docs/evaluation.md), and neither sampling colder nor more random features change that: "
+    "on a crop followed by itself, small models with this FAVOR+ attention do not learn to copy "
+    "the repeat where the same models with exact softmax attention do (`scripts/copy_probe.py`). "
     "Duplicate notes are 0 by construction: the grammar lets a pitch sound once per position, "
     "and the mass the model still puts on such a pitch is counted as forbidden above.",
     "maestro": "Trained for the comparison of docs/perceiver.md, not for quality: 4 blocks of "
