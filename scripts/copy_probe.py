@@ -8,7 +8,9 @@ Arms (4 layers x 128, 4 heads, the same seed and batches): FAVOR+ with 64 and 25
 features and APE (the linear attention of the shipped models), FAVOR+ with 64 features and gated
 sineSPE instead of APE (a relative kernel could learn the fixed 128-token lag), and exact causal
 softmax attention with APE and the same projections (the reference, as in
-scripts/bench_model.py). An architecture that copies drives
+scripts/bench_model.py); and the hybrid of `model.local_layers`: blocks 1 and 3 with windowed
+softmax attention over 160 positions (more than the 128-token lag), the others FAVOR+ with 64
+features, with APE (`local`) or gated sineSPE (`local_spe`). An architecture that copies drives
 the repeat's NLL towards 0 once it has seen a few of its ids.
 """
 
@@ -39,8 +41,9 @@ def arm(name: str, train: CropDataset, val: torch.Tensor, steps: int, vocab: int
     n_features = 256 if name == "favor256" else 64
     cfg = ModelConfig(
         vocab_size=vocab, n_layers=4, d_model=128, n_heads=4, d_ff=512, dropout=0.0,
-        n_features=n_features, pe="sine_spe" if name == "sine_spe" else "ape",
-        gated=name == "sine_spe", num_realizations=32, redraw="never", max_len=2 * HALF,
+        n_features=n_features, pe="sine_spe" if "spe" in name else "ape",
+        gated="spe" in name, num_realizations=32, redraw="never", max_len=2 * HALF,
+        local_layers=[1, 3] if name.startswith("local") else [], local_window=160,
     )  # fmt: skip
     model = build_model(cfg)
     if name == "softmax":
@@ -63,8 +66,12 @@ def arm(name: str, train: CropDataset, val: torch.Tensor, steps: int, vocab: int
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--data", default="data/prepared/pop909")
-    ap.add_argument("--steps", type=int, default=400)
-    ap.add_argument("--arms", nargs="+", default=["favor64", "favor256", "sine_spe", "softmax"])
+    ap.add_argument("--steps", type=int, default=600)
+    ap.add_argument(
+        "--arms",
+        nargs="+",
+        default=["favor64", "favor256", "sine_spe", "softmax", "local", "local_spe"],
+    )
     args = ap.parse_args()
     split = PreparedSplit(args.data, "train")
     train = CropDataset(split, HALF, transpose=(-6, 6), seed=0, num_samples=args.steps * 8)

@@ -65,6 +65,12 @@ def attention_maps(
     blocks = model.blocks
     _check_index("layer", layers, len(blocks))
     _check_index("head", heads, blocks[0].attn.n_heads)
+    local = [lay for lay in layers if not hasattr(blocks[lay].attn, "features")]
+    if local:
+        raise MusicgenError(
+            f"--layer: {local[0]} is a windowed softmax layer (model.local_layers), not a "
+            "linear-attention one; choose another layer"
+        )
     maps: dict[tuple[int, int], np.ndarray] = {}
 
     def hook_for(layer: int):

@@ -49,12 +49,26 @@ def _check(cfg) -> None:
         "kernel_size",
         "chunk_size",
         "max_len",
+        "local_window",
     ):
         if getattr(cfg, name) <= 0:
             raise MusicgenError(f"model.{name}: must be > 0, got {getattr(cfg, name)}")
     if not 0.0 <= cfg.dropout < 1.0:
         raise MusicgenError(f"model.dropout: must be in [0, 1), got {cfg.dropout}")
     _check_musical(cfg)
+    _check_local(cfg)
+
+
+def _check_local(cfg) -> None:
+    layers = list(cfg.local_layers)
+    if any(not isinstance(i, int) or not 0 <= i < cfg.n_layers for i in layers):
+        raise MusicgenError(
+            f"model.local_layers: {layers}: each must be a block index in 0..{cfg.n_layers - 1}"
+        )
+    if len(set(layers)) != len(layers):
+        raise MusicgenError(f"model.local_layers: {layers}: an index appears twice")
+    if layers and cfg.head != "lm":
+        raise MusicgenError(f"model.local_layers: not available with head '{cfg.head}' (only lm)")
 
 
 def _check_musical(cfg) -> None:

@@ -80,5 +80,7 @@ class LanguageModel(nn.Module):
         else:
             do = bool(torch.rand((), generator=generator) < self.cfg.redraw_prob)
         if do:
-            for block in self.blocks:
-                block.attn.features.redraw(generator)
+            for block in self.blocks:  # windowed softmax blocks (local.py) have no features
+                features = getattr(block.attn, "features", None)
+                if features is not None:
+                    features.redraw(generator)

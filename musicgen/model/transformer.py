@@ -7,7 +7,8 @@ One interface for every positional encoding:
   on_train_step(step, generator=None)                  (FAVOR+ redraw policy; not in eval)
 Embedding, head, tying, noise and the redraw policy live in `base.LanguageModel`.
 With model.musical on, `musical.py` adds the bar/position embeddings and musical-time SPE codes,
-from onsets it derives from the ids (parallel) or carries in `state.time` (step).
+from onsets it derives from the ids (parallel) or carries in `state.time` (step). Blocks listed
+in model.local_layers use windowed softmax attention (`local.py`) instead of linear attention.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from torch import Tensor, nn
 from musicgen.errors import MusicgenError
 from musicgen.model.attention import AttentionCache, CausalSelfAttention
 from musicgen.model.base import LanguageModel
+from musicgen.model.local import LocalAttention
 from musicgen.model.musical import MusicalState, build_musical
 from musicgen.model.positional import SPENoise
 
@@ -36,11 +38,12 @@ class PerformerState:
 
 
 class Block(nn.Module):
-    def __init__(self, cfg, spe: bool) -> None:
+    def __init__(self, cfg, spe: bool, local: bool = False) -> None:
         super().__init__()
         self.pre = cfg.norm == "pre"
         self.norm1, self.norm2 = nn.LayerNorm(cfg.d_model), nn.LayerNorm(cfg.d_model)
-        self.attn = CausalSelfAttention(cfg, spe)
+        # linear attention (with SPE when the model has it), or windowed softmax (local.py)
+        self.attn = LocalAttention(cfg) if local else CausalSelfAttention(cfg, spe)
         self.ffn = nn.Sequential(
             nn.Linear(cfg.d_model, cfg.d_ff),
             nn.GELU(),
@@ -69,7 +72,8 @@ class Performer(LanguageModel):
         self.musical = build_musical(cfg, time_tables, cfg.n_layers)
         spe_in = self.uses_spe or (self.musical is not None and len(self.musical.spe) > 0)
         self.drop = nn.Dropout(cfg.dropout)
-        self.blocks = nn.ModuleList(Block(cfg, spe_in) for _ in range(cfg.n_layers))
+        local = set(cfg.local_layers)
+        self.blocks = nn.ModuleList(Block(cfg, spe_in, i in local) for i in range(cfg.n_layers))
         self._build_head()
 
     # ------------------------------------------------------------------ helpers

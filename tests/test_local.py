@@ -1,0 +1,86 @@
+"""Windowed softmax attention (model.local_layers): the blocked form equals a naive banded
+softmax, the window is respected, and the config refuses what it cannot build."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from musicgen.config import ModelConfig
+from musicgen.errors import MusicgenError
+from musicgen.model import build_model
+from musicgen.model.local import LocalAttention, local_causal_attention
+
+
+def naive(q, k, v, window):
+    n = q.shape[2]
+    i, j = torch.arange(n)[:, None], torch.arange(n)[None, :]
+    scores = (q @ k.transpose(-1, -2)) / q.shape[-1] ** 0.5
+    scores = scores.masked_fill(~((j <= i) & (i - j < window)), float("-inf"))
+    return torch.softmax(scores, -1) @ v
+
+
+@pytest.mark.parametrize("n,window", [(5, 8), (8, 8), (23, 8), (64, 16), (50, 1)])
+def test_blocked_form_equals_the_banded_softmax(n, window):
+    g = torch.Generator().manual_seed(n)
+    q, k, v = (torch.randn(2, 3, n, 4, generator=g) for _ in range(3))
+    got = local_causal_attention(q, k, v, window)
+    assert torch.allclose(got, naive(q, k, v, window), atol=1e-5)
+
+
+def test_a_key_beyond_the_window_changes_nothing():
+    cfg = ModelConfig(vocab_size=10, d_model=8, n_heads=2, local_window=4)
+    torch.manual_seed(0)
+    attn = LocalAttention(cfg)
+    x = torch.randn(1, 12, 8)
+    y = x.clone()
+    y[0, 3] += 5.0  # position 3 is out of the window of positions 7..11
+    a, b = attn(x), attn(y)
+    assert torch.equal(a[0, 7:], b[0, 7:]) and not torch.allclose(a[0, 3:7], b[0, 3:7])
+
+
+def test_step_keeps_only_the_window():
+    cfg = ModelConfig(vocab_size=10, d_model=8, n_heads=2, local_window=3)
+    attn = LocalAttention(cfg)
+    cache = attn.init_cache(2, "cpu")
+    for _ in range(5):
+        attn(torch.randn(2, 1, 8), cache=cache)
+    assert cache.k.shape == (2, 2, 3, 4) and cache.v.shape == (2, 2, 3, 4)
+
+
+@pytest.mark.parametrize(
+    "kw,message",
+    [
+        (dict(local_layers=[2]), "each must be a block index in 0..1"),
+        (dict(local_layers=[0, 0]), "appears twice"),
+        (dict(local_window=0), "local_window: must be > 0"),
+        (dict(local_layers=[0], head="perceiver_s"), "not available with head 'perceiver_s'"),
+    ],
+)
+def test_bad_local_configs_are_one_line_errors(kw, message):
+    cfg = ModelConfig(vocab_size=10, n_layers=2, d_model=8, n_heads=2, d_ff=16, **kw)
+    with pytest.raises(MusicgenError, match=message):
+        build_model(cfg)
+
+
+def test_init_from_a_performer_keeps_the_learned_weights_of_a_block_made_local(tmp_path, capsys):
+    from musicgen.checkpoint import save_checkpoint
+    from musicgen.config import Config
+    from musicgen.tokenizers import build_tokenizer
+    from musicgen.train import init_weights
+
+    remi = build_tokenizer("remi")
+    cfg = Config()
+    cfg.model = ModelConfig(
+        vocab_size=remi.vocab_size, n_layers=2, d_model=16, n_heads=2, d_ff=32, n_features=8
+    )
+    torch.manual_seed(0)
+    src = build_model(cfg.model)
+    save_checkpoint(tmp_path / "src.pt", src, cfg, remi, {})
+    cfg.model.local_layers = [1]
+    dst = build_model(cfg.model)
+    assert init_weights(dst, str(tmp_path / "src.pt"), remi) == []
+    assert "random features not used here: blocks.1.attn.features.proj" in capsys.readouterr().out
+    theirs, ours = src.state_dict(), dst.state_dict()
+    assert set(theirs) - set(ours) == {"blocks.1.attn.features.proj"}
+    assert all(torch.equal(theirs[k], ours[k]) for k in ours)  # qkv and out included
