@@ -84,3 +84,13 @@ def test_init_from_a_performer_keeps_the_learned_weights_of_a_block_made_local(t
     theirs, ours = src.state_dict(), dst.state_dict()
     assert set(theirs) - set(ours) == {"blocks.1.attn.features.proj"}
     assert all(torch.equal(theirs[k], ours[k]) for k in ours)  # qkv and out included
+
+
+def test_attention_figures_refuse_a_windowed_softmax_layer():
+    from musicgen.evaluate import attention_maps
+
+    cfg = ModelConfig(vocab_size=10, n_layers=2, d_model=8, n_heads=2, d_ff=16, local_layers=[1])
+    model = build_model(cfg)
+    assert attention_maps(model, [1, 2, 3], layers=[0], heads=[0])[(0, 0)].shape == (3, 3)
+    with pytest.raises(MusicgenError, match="1 is a windowed softmax layer"):
+        attention_maps(model, [1, 2, 3], layers=[1], heads=[0])
