@@ -2,16 +2,16 @@
 (a 128-token crop, then the same 128 ids again) and compare their NLL on the repeat with their
 NLL on the first pass (docs/evaluation.md, "Does a model copy?").
 
-    python scripts/copy_probe.py [--data data/prepared/pop909] [--steps 400]
-
 Arms (4 layers x 128, 4 heads, the same seed and batches): FAVOR+ with 64 and 256 random
-features and APE (the linear attention of the shipped models), FAVOR+ with 64 features and gated
-sineSPE instead of APE (a relative kernel could learn the fixed 128-token lag), and exact causal
-softmax attention with APE and the same projections (the reference, as in
-scripts/bench_model.py); and the hybrid of `model.local_layers`: blocks 1 and 3 with windowed
-softmax attention over 160 positions (more than the 128-token lag), the others FAVOR+ with 64
-features, with APE (`local`) or gated sineSPE (`local_spe`). An architecture that copies drives
-the repeat's NLL towards 0 once it has seen a few of its ids.
+features and APE (the linear attention of the shipped models); FAVOR+ with 64 features and gated
+sineSPE (a relative kernel could learn the fixed 128-token lag); exact causal softmax with APE
+(the reference: every block windowed softmax with a window as long as the sequence); and the
+hybrid of `model.local_layers`, blocks 1 and 3 windowed softmax over 160 positions (more than the
+128-token lag) and the others FAVOR+ with 64 features, with APE (`local`) or gated sineSPE
+(`local_spe`). An architecture that copies drives the repeat's NLL towards 0 once it has seen a
+few of its ids.
+
+    python scripts/copy_probe.py [--data data/prepared/pop909] [--steps 600]
 """
 
 from __future__ import annotations
@@ -21,13 +21,13 @@ import json
 
 import torch
 import torch.nn.functional as F
-from bench_model import _softmax_forward
 
 from musicgen.config import ModelConfig
 from musicgen.data.dataset import CropDataset, PreparedSplit
 from musicgen.model import build_model
 
 HALF = 128
+LOCAL = {"softmax": [0, 1, 2, 3], "local": [1, 3], "local_spe": [1, 3]}  # windowed softmax blocks
 
 
 def doubled(ds: CropDataset, indices) -> torch.Tensor:
@@ -43,12 +43,9 @@ def arm(name: str, train: CropDataset, val: torch.Tensor, steps: int, vocab: int
         vocab_size=vocab, n_layers=4, d_model=128, n_heads=4, d_ff=512, dropout=0.0,
         n_features=n_features, pe="sine_spe" if "spe" in name else "ape",
         gated="spe" in name, num_realizations=32, redraw="never", max_len=2 * HALF,
-        local_layers=[1, 3] if name.startswith("local") else [], local_window=160,
+        local_layers=LOCAL.get(name, []), local_window=2 * HALF if name == "softmax" else 160,
     )  # fmt: skip
     model = build_model(cfg)
-    if name == "softmax":
-        for block in model.blocks:
-            block.attn.forward = _softmax_forward(block.attn, F)
     opt = torch.optim.Adam(model.parameters(), lr=1e-3)
     for step in range(steps):
         x = doubled(train, range(step * 8, step * 8 + 8))  # (8, 256)

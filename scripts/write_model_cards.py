@@ -105,7 +105,6 @@ FINE_TUNES = [
         "evaluation",
     ),
 ]
-ORDINAL = ["1", "2", "3", "4"]
 
 # What the piano rolls of the pieces in out/eval/samples_<name> show (looked at, not computed).
 SEEN = {
@@ -258,7 +257,7 @@ def training_text(cfg, info: dict, fam: str) -> str:
     for k, (c, p) in enumerate(zip(cfgs[1:], chain[1:], strict=True), start=1):
         what, how = FINE_TUNES[k - 1]
         parts.append(
-            f"Phase {ORDINAL[k]}, a fine-tune from phase {ORDINAL[k - 1]}'s best checkpoint "
+            f"Phase {k + 1}, a fine-tune from phase {k}'s best checkpoint "
             f"(`train.init_from`) {what}: {phase_text(c, p, how, ratio=False)}."
         )
     total = {"tokens_trained": sum(p["tokens_trained"] for p in chain)}
