@@ -71,6 +71,7 @@ class ModelConfig:
     chunk_size: int = 64  # chunk length of the parallel causal linear attention
     local_layers: list[int] = field(default_factory=list)  # blocks with windowed softmax attention
     local_window: int = 256  # ... over the last this many positions (model/local.py)
+    local_rope: bool = True  # rotary positions inside those blocks (relative distance)
     tie_embeddings: bool = False  # share the output head's weight with the token embedding
     head: str = "lm"  # lm | perceiver_s
     perceiver: PerceiverConfig = field(default_factory=PerceiverConfig)

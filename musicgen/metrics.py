@@ -73,6 +73,16 @@ class Notes:
     def end(self) -> float:
         return float((self.onset + self.duration).max()) if len(self) else 0.0
 
+    def first_bars(self, bars: int, bar_beats: float = 4.0) -> Notes:
+        """The notes of `bars` bars from the bar of the first note, shifted to start at beat 0:
+        a song's head as long as a generated piece, so that repetition compares like with like."""
+        if not len(self):
+            return self
+        start = np.floor(self.onset.min() / bar_beats) * bar_beats
+        kept = self.select((self.onset >= start) & (self.onset < start + bars * bar_beats))
+        kept.onset = kept.onset - start
+        return kept
+
 
 def make_notes(
     onset,
@@ -365,6 +375,20 @@ def repeated_bar_rate(notes: Notes, bar_beats: float = BAR_BEATS) -> float:
     if len(notes) == 0:
         return float("nan")
     bar, key, bars = _bar_keys(notes, bar_beats)
+    return _repeat_rate(bar, key, bars)
+
+
+def rhythm_repeat_rate(notes: Notes, bar_beats: float = BAR_BEATS) -> float:
+    """Fraction of non-empty bars whose onset positions (pitch ignored) repeat an earlier bar's:
+    an accompaniment figure that comes back over another chord counts, a copied bar too."""
+    if len(notes) == 0:
+        return float("nan")
+    bar, key, bars = _bar_keys(notes, bar_beats)
+    return _repeat_rate(bar, key // 128, bars)
+
+
+def _repeat_rate(bar: np.ndarray, key: np.ndarray, bars: int) -> float:
+    """Share of the bars with notes whose set of keys equals that of an earlier such bar."""
     seen: set[tuple[int, ...]] = set()
     repeats = filled = 0
     for b in range(bars):
@@ -408,6 +432,7 @@ STATISTICS = {
     "duplicate_note_rate": duplicate_note_rate,
     "sparse_bar_rate": sparse_bar_rate,
     "repeated_bar_rate": repeated_bar_rate,
+    "rhythm_repeat_rate": rhythm_repeat_rate,
     "bar_self_similarity": bar_self_similarity,
 }
 

@@ -231,8 +231,9 @@ def build_run(
 
 def init_weights(model: nn.Module, src: str, tok: Tokenizer) -> list[str]:
     """Fine-tuning: load `src`'s weights into `model` (same vocabulary as the data). Modules the
-    config adds keep their initialisation (returned, and logged); FAVOR+ projections of blocks
-    that became windowed softmax are dropped (logged); anything else that does not fit is an
+    config adds keep their initialisation (returned, and logged); a block that became windowed
+    softmax drops what only linear attention uses, its FAVOR+ draw and SPE gate (logged), and
+    keeps its learned q, k, v and output weights; anything else that does not fit is an
     error, so a different architecture cannot start half-loaded."""
     payload = read_payload(src)
     theirs = load_tokenizer(payload["tokenizer"])
@@ -245,16 +246,15 @@ def init_weights(model: nn.Module, src: str, tok: Tokenizer) -> list[str]:
     except RuntimeError as exc:
         first = str(exc).splitlines()[-1].strip()
         raise MusicgenError(f"train.init_from: {src}: weights do not fit ({first})") from None
-    # a FAVOR+ projection is a random draw, not learned: a block made windowed softmax
-    # (model.local_layers) drops it and keeps its learned q, k, v and output weights
-    dropped = [k for k in unexpected if k.endswith(".attn.features.proj")]
+    local = tuple(f"blocks.{i}.attn." for i in model.cfg.local_layers)
+    dropped = [k for k in unexpected if k.startswith(local)] if local else []
     unexpected = [k for k in unexpected if k not in dropped]
     if unexpected:
         raise MusicgenError(
             f"train.init_from: {src}: has weights this model lacks ({unexpected[0]}, ...)"
         )
     if dropped:
-        print(f"init_from {src}: random features not used here: {', '.join(dropped)}", flush=True)
+        print(f"init_from {src}: not used by the windowed blocks: {', '.join(dropped)}", flush=True)
     if missing:
         print(f"init_from {src}: new, not loaded: {', '.join(missing)}", flush=True)
     return missing

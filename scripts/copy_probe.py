@@ -8,8 +8,9 @@ sineSPE (a relative kernel could learn the fixed 128-token lag); exact causal so
 (the reference: every block windowed softmax with a window as long as the sequence); and the
 hybrid of `model.local_layers`, blocks 1 and 3 windowed softmax over 160 positions (more than the
 128-token lag) and the others FAVOR+ with 64 features, with APE (`local`) or gated sineSPE
-(`local_spe`). An architecture that copies drives the repeat's NLL towards 0 once it has seen a
-few of its ids.
+(`local_spe`), both with rotary positions inside the windowed blocks (`model.local_rope`), and
+gated sineSPE without them (`local_spe_norope`). An architecture that copies drives the
+repeat's NLL towards 0 once it has seen a few of its ids.
 
     python scripts/copy_probe.py [--data data/prepared/pop909] [--steps 600]
 """
@@ -27,7 +28,7 @@ from musicgen.data.dataset import CropDataset, PreparedSplit
 from musicgen.model import build_model
 
 HALF = 128
-LOCAL = {"softmax": [0, 1, 2, 3], "local": [1, 3], "local_spe": [1, 3]}  # windowed softmax blocks
+LOCAL = {"softmax": [0, 1, 2, 3], "local": [1, 3], "local_spe": [1, 3], "local_spe_norope": [1, 3]}
 
 
 def doubled(ds: CropDataset, indices) -> torch.Tensor:
@@ -44,6 +45,7 @@ def arm(name: str, train: CropDataset, val: torch.Tensor, steps: int, vocab: int
         n_features=n_features, pe="sine_spe" if "spe" in name else "ape",
         gated="spe" in name, num_realizations=32, redraw="never", max_len=2 * HALF,
         local_layers=LOCAL.get(name, []), local_window=2 * HALF if name == "softmax" else 160,
+        local_rope=not name.endswith("norope"),
     )  # fmt: skip
     model = build_model(cfg)
     opt = torch.optim.Adam(model.parameters(), lr=1e-3)
@@ -67,7 +69,15 @@ def main() -> None:
     ap.add_argument(
         "--arms",
         nargs="+",
-        default=["favor64", "favor256", "sine_spe", "softmax", "local", "local_spe"],
+        default=[
+            "favor64",
+            "favor256",
+            "sine_spe",
+            "softmax",
+            "local",
+            "local_spe",
+            "local_spe_norope",
+        ],  # fmt: skip
     )
     args = ap.parse_args()
     split = PreparedSplit(args.data, "train")

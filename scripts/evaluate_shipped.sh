@@ -20,8 +20,8 @@ PIECES=${PIECES:-16}; PROMPTS=${PROMPTS:-20}; SONGS=${SONGS:-39}
 E=${EVAL:-out/eval}
 mkdir -p $E
 ship() {  # run folder -> checkpoints/<name> model folder, weights bit-identical to the export
-  local run=runs/$1  # the last phase run (train_shipped.sh: _long after _notes)
-  for phase in _notes _long; do [ -d runs/$1$phase ] && run=runs/$1$phase; done
+  local run=runs/$1  # the last phase run (train_shipped.sh: _notes, _long, _local)
+  for phase in _notes _long _local; do [ -d runs/$1$phase ] && run=runs/$1$phase; done
   $BIN/python scripts/export_checkpoint.py $run checkpoints/$1 > $E/$1.export.json
   $BIN/python scripts/convert_checkpoint.py checkpoints/$1/model.pt checkpoints/$1
   rm checkpoints/$1/model.pt
@@ -31,7 +31,7 @@ texture() {  # 16 pieces from scratch, then 2-bar prompts continued: texture, pr
   $BIN/musicgen generate --checkpoint $dir/$name --out $E/samples_$tag \
     --num $PIECES --bars 16 --seed 0 --overwrite > /dev/null
   $BIN/musicgen evaluate music $E/samples_$tag --reference $E/reference \
-    --checkpoint $dir/$name --out $E/music_$tag
+    --reference-bars 16 --checkpoint $dir/$name --out $E/music_$tag
   $BIN/musicgen evaluate style --checkpoint $dir/$name --prompts $E/val_songs \
     --max-prompts $PROMPTS --samples 1 --max-tokens 1024 --out $E/style_$tag
 }

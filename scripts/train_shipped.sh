@@ -9,7 +9,10 @@
 #      input (runs/<name>_notes);
 #   3. LONG_STEPS (1200) steps of 2 x 1024 tokens from 2's best, crops on bars 0, 4, 8, ... of
 #      the song (the presets' data.start_bar_every), so the bar-mod-4 embedding counts the song's
-#      bars and a crop holds twice the bars to copy from (runs/<name>_long: what is shipped).
+#      bars and a crop holds twice the bars to copy from (runs/<name>_long);
+#   4. LOCAL_STEPS (1000) steps of 2 x 1024 tokens from 3's best with blocks 2 and 4 turned into
+#      windowed softmax attention over 512 positions with rotary positions (model.local_layers:
+#      the attention that can copy a bar; runs/<name>_local: what is shipped).
 # MINUTES is a safety stop per phase (the run checkpoints and exits).
 # Interrupted? Run it again: each run resumes from its last.pt.
 # Data: POP909 from ../shared/data (or POP909=path), the bundled trio set.
@@ -20,6 +23,7 @@ POP909=${POP909:-../shared/data/pop909}
 STEPS=${STEPS:-4500}
 FT_STEPS=${FT_STEPS:-1000}
 LONG_STEPS=${LONG_STEPS:-1200}
+LOCAL_STEPS=${LOCAL_STEPS:-1000}
 MINUTES=${MINUTES:-150}  # phase 3 with 1200 steps: about 40 min
 BIN=.venv/bin
 export OMP_NUM_THREADS=1
@@ -46,6 +50,12 @@ if [ "$WHAT" = pop909 ]; then
       --train.max_steps=$LONG_STEPS --optim.lr=2e-4 --optim.warmup_steps=50 \
       --train.init_from=runs/${run}_notes/best.pt --name=${name}_long \
       --out runs/${run}_long $(resume_if runs/${run}_long) "$@" >> runs/${run}_long.log 2>&1
+    done_at runs/${run}_local $LOCAL_STEPS || $BIN/musicgen train "${COMMON[@]}" $NOTES \
+      --data.crop_len=1024 --train.batch_size=2 --train.val_max_len=2048 \
+      "--model.local_layers=[2, 4]" --model.local_window=512 --model.local_rope=true \
+      --train.max_steps=$LOCAL_STEPS --optim.lr=2e-4 --optim.warmup_steps=50 \
+      --train.init_from=runs/${run}_long/best.pt --name=${name}_local \
+      --out runs/${run}_local $(resume_if runs/${run}_local) "$@" >> runs/${run}_local.log 2>&1
   }
   pop909 pop909_sine_spe_gated pop909_small &
   pop909 pop909_ape pop909_small_ape --model.pe=ape --model.gated=false &

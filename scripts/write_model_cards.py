@@ -36,19 +36,24 @@ DATA = {
 }
 
 LIMITS = {
-    "pop909": "A small model (4.9 M parameters, 13.7 M training tokens on a CPU), far from a "
-    "converged paper-size model. It knows where it is in the bar and, since the second phase, "
-    "when the notes at one onset make a full chord (stacked onsets in the table above; "
-    "`scripts/onset_hazard.py` compares its probability of yet another note with the songs'), "
-    "but not what a song repeats: generated bars never repeat (repeated-bar rate 0 against about "
-    "0.2 in the held-out songs) and no voice stays on top long enough to read as a melody. It "
-    "does not copy: on the held-out songs it predicts the notes of a bar that exactly repeats an "
-    "earlier bar of the same window about as badly as those of a new bar (`scripts/repeat_nll.py`; "
-    "docs/evaluation.md), and neither sampling colder nor more random features change that: "
-    "on a crop followed by itself, small models with this FAVOR+ attention do not learn to copy "
-    "the repeat where the same models with exact softmax attention do (`scripts/copy_probe.py`). "
-    "Duplicate notes are 0 by construction: the grammar lets a pitch sound once per position, "
-    "and the mass the model still puts on such a pitch is counted as forbidden above.",
+    "pop909": "A small model (4.9 M parameters, 15.8 M training tokens on a CPU), far from a "
+    "converged paper-size model. It knows where it is in the bar and when the notes at one onset "
+    "make a full chord (stacked onsets above; `scripts/onset_hazard.py`), but it does not yet "
+    "repeat itself as songs do. At the default T = 1.2 no generated bar repeats an earlier one "
+    "exactly (the first 16 bars of the held-out songs: 2.6 %; whole songs, with their choruses: "
+    "20 %), and 7-14 % of bars bring back an earlier bar's rhythm against 30 % in those 16-bar "
+    "heads. Colder sampling brings the figures back: the sineSPE model at T = 1.0 repeats the "
+    "rhythm of 25 % of its bars, at T = 0.8 50 % (pitches more in key, 0.99, but fewer notes per "
+    "onset, 1.69 against 1.91, and then mostly accompaniment without a top line). The windowed "
+    "softmax blocks (phase 4) can copy a sequence they have seen (`scripts/copy_probe.py`: NLL "
+    "0.03 on a repeat), yet on the held-out songs the notes of a bar that exactly repeats an "
+    "earlier bar are predicted only 0.06-0.11 nats better than those of a new bar "
+    "(`scripts/repeat_nll.py`): in these songs an exact repeat lies a median 883 tokens (about "
+    "14 bars) back, beyond the 512-position window for four repeats in five, and the repeats "
+    "within reach (0.7 % of the Position and Pitch ids) are too rare a signal for 1000 "
+    "fine-tuning steps (docs/evaluation.md, 'Does a model copy?'). Duplicate notes are 0 by "
+    "construction: the grammar lets a pitch sound once per position, and the mass the model "
+    "still puts on such a pitch is counted as forbidden above.",
     "maestro": "Trained for the comparison of docs/perceiver.md, not for quality: 4 blocks of "
     "d_model 256 and 0.8 M target tokens (about an eighth of one pass over the training "
     "pieces). It does not yet play music: its onsets stack (3.3 notes per sixteenth-note onset "
@@ -83,7 +88,7 @@ TRAINING = {
     "(`scripts/train_shipped.sh groove`)",
 }
 
-# Phases 2 and 3 of the POP909 pair (scripts/train_shipped.sh): what each fine-tune changed, and
+# Phases 2 to 4 of the POP909 pair (scripts/train_shipped.sh): what each fine-tune changed, and
 # how it ran
 FINE_TUNES = [
     (
@@ -104,31 +109,42 @@ FINE_TUNES = [
         "`torch.compile` (whose compilation starts more processes) and the APE model's "
         "evaluation",
     ),
+    (
+        "with blocks 2 and 4 turned into exact causal softmax attention over the last 512 "
+        "positions with rotary positions (`model.local_layers`, `model.local_window`, "
+        "`model.local_rope`; docs/model.md): attention that can be sharp enough to copy a bar, "
+        'which FAVOR+ is not (docs/evaluation.md, "Does a model copy?"); the two blocks keep '
+        "their learned q, k, v and output weights",
+        "one cosine schedule; the two runs side by side, one thread each, with beside them only "
+        "one-thread tests at the lowest CPU priority (nice 19): a 2-minute test module and, as "
+        "the APE run ended, the 3-minute test suite",
+    ),
 ]
 
 # What the piano rolls of the pieces in out/eval/samples_<name> show (looked at, not computed).
 SEEN = {
-    "pop909_ape": "Pieces from scratch: no note pile-ups; some open with one or two empty bars, "
-    "as many POP909 songs do; held low notes (about MIDI 35-50) on or near many downbeats, now "
-    "and then the same low note in consecutive bars, under single notes and small chords in MIDI "
-    "55-80: a bass that marks the bar, the nearest thing to an accompaniment, but nothing above "
-    "it repeats and the top voice wanders rather than phrases. Continuations: the 2 prompt bars "
-    "come back unchanged; the prompt's upper register (MIDI 70-80) carries on as a top line for "
-    "most of the continuation over scattered chord tones, but the prompt's figures do not "
-    "return.",
+    "pop909_ape": "Pieces from scratch: no note pile-ups; a top line in MIDI 70-80 that runs "
+    "through most of the piece in single notes and short held notes over two- and three-note "
+    "chord tones in the middle register and a low note (MIDI 40-55) on or near most downbeats: "
+    "the layout of a melody over an accompaniment, but the top line wanders rather than "
+    "phrases and no figure returns bar by bar. Continuations: the 2 prompt bars come back "
+    "unchanged; the prompt's register and density carry on, its figures do not return.",
     "maestro_perceiver_s": "Pieces from scratch (4096 tokens, about 100 two-second windows): "
     "for the first 40 windows or so, clusters of chord tones and scattered notes over MIDI "
     "40-85 with no voice that continues; after that the texture collapses into brief chords "
     "struck at the start of each window with little between them. The real performances it is "
     "compared with (e.g. a Bach fugue) move in continuous, overlapping voices; nothing of that "
     "is there yet.",
-    "pop909_sine_spe_gated": "Pieces from scratch: no note pile-ups; the first bars often "
-    "hold chords in long notes (a low note held for a bar or two, a chord above it), then single "
-    "notes and two- to three-note chords spread over MIDI 35-75 without a voice that stays on "
-    "top; no figure repeats bar by bar. Continuations: the 2 prompt bars come back unchanged; "
-    "after them an upper line (about MIDI 70-80, longer notes) runs over middle-register chord "
-    "tones for several bars, the closest this model comes to a melody over an accompaniment, "
-    "then thins into scattered notes; the prompt's figures do not return.",
+    "pop909_sine_spe_gated": "Pieces from scratch (16 at T = 1.2, and `make demo`'s): no note "
+    "pile-ups; some open with a bar or two of long held chords, then single notes and two- to "
+    "three-note chords over MIDI 40-80, an upper voice in MIDI 65-80 for stretches of two to "
+    "four bars, low notes (MIDI 40-55) held under many bar starts; no figure repeats bar by bar "
+    "at this temperature. At T = 0.8 the pieces turn into a regular broken-chord accompaniment "
+    "in MIDI 35-65 whose rhythm comes back in half of the bars, without a line on top. "
+    "Continuations (song 005 of `make demo`): the 2 prompt bars come back unchanged; the "
+    "prompt's high melody register (MIDI 75-90) carries on in scattered notes for about six "
+    "bars over chord tones and downbeat bass notes, then the texture settles in the middle "
+    "register; the prompt's figures do not return.",
 }
 
 
@@ -282,7 +298,8 @@ def card(name: str, ev: Path) -> str:
         f"{article(spec['kind'])} {spec['kind']} model: {head_text(m)}a Performer of "
         f"{m.n_layers} layers, d_model "
         f"{m.d_model}, {m.n_heads} heads, FFN {m.d_ff}, {m.feature_map.upper()} features "
-        f"({m.n_features}), positional encoding **{pe}**{spe}; {params:.1f} M parameters; "
+        f"({m.n_features}), positional encoding **{pe}**{spe}{local_text(m)}; "
+        f"{params:.1f} M parameters; "
         f"{loaded.tokenizer.name} tokens "
         f"(vocabulary {loaded.tokenizer.vocab_size}). Weights in half precision in "
         f"`model.safetensors`{precision_note(ckpt)} (converted bit for bit from the training "
@@ -325,7 +342,8 @@ def card(name: str, ev: Path) -> str:
             "## Music statistics",
             "",
             f"{len(d['files'])} {spec['pieces']} against {len(d.get('reference_files', []))} "
-            f"{spec['reference']} (`musicgen evaluate music`; mean ± std over pieces):",
+            f"{spec['reference']}{head_note(d)} (`musicgen evaluate music`; mean ± std over "
+            "pieces):",
             "",
             "| statistic | generated | held-out songs |",
             "|---|---:|---:|",
@@ -355,6 +373,24 @@ def card(name: str, ev: Path) -> str:
 
 def article(word: str) -> str:
     return "An" if word[0] in "aeiou" else "A"
+
+
+def head_note(music: dict) -> str:
+    """How much of each reference song was measured (`evaluate music --reference-bars`)."""
+    bars = music.get("reference_bars")
+    return f", each its first {bars} bars from its first note" if bars else ""
+
+
+def local_text(m) -> str:
+    """The windowed softmax blocks in words (empty without them)."""
+    if not m.local_layers:
+        return ""
+    blocks = " and ".join(str(i) for i in m.local_layers)
+    rope = " with rotary positions" if m.local_rope else ""
+    return (
+        f"; blocks {blocks} exact causal softmax attention over the last {m.local_window} "
+        f"positions{rope} (`model.local_layers`)"
+    )
 
 
 def head_text(m) -> str:

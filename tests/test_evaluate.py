@@ -319,6 +319,26 @@ def test_evaluate_music_with_reference_and_grammar(tmp_path, remi):
     json.loads((tmp_path / "o" / "music.json").read_text())  # strict JSON (no NaN)
 
 
+def test_evaluate_music_against_the_head_of_each_reference_song(tmp_path):
+    gen, ref = tmp_path / "gen", tmp_path / "ref"
+    gen.mkdir()
+    ref.mkdir()
+    (gen / "1.mid").write_bytes((POP909 / "001" / "001.mid").read_bytes())
+    (ref / "5.mid").write_bytes((POP909 / "005" / "005.mid").read_bytes())
+    whole = evaluate_music(gen, tmp_path / "a", reference=ref)
+    head = evaluate_music(gen, tmp_path / "b", reference=ref, reference_bars=16)
+    assert head["reference_bars"] == 16 and whole["reference_bars"] is None
+    assert head["generated"] == whole["generated"]  # only the reference is cut
+    n_whole, n_head = whole["reference_files"][0]["notes"], head["reference_files"][0]["notes"]
+    assert 0 < n_head < n_whole
+
+
+def test_cli_reference_bars_needs_a_reference(tmp_path, capsys):
+    args = ["evaluate", "music", str(POP909 / "001"), "--reference-bars", "16", "--out"]
+    assert main([*args, str(tmp_path)]) == 1
+    assert capsys.readouterr().err.strip() == "error: --reference-bars: needs --reference"
+
+
 def test_cli_evaluate_music_missing_folder(tmp_path, capsys):
     assert main(["evaluate", "music", str(tmp_path / "nope"), "--out", str(tmp_path)]) == 1
     err = capsys.readouterr().err

@@ -9,7 +9,7 @@ import torch
 from musicgen.config import ModelConfig
 from musicgen.errors import MusicgenError
 from musicgen.model import build_model
-from musicgen.model.local import LocalAttention, local_causal_attention
+from musicgen.model.local import LocalAttention, local_causal_attention, rotary
 
 
 def naive(q, k, v, window):
@@ -48,22 +48,52 @@ def test_step_keeps_only_the_window():
     assert cache.k.shape == (2, 2, 3, 4) and cache.v.shape == (2, 2, 3, 4)
 
 
+def test_rotary_scores_depend_only_on_the_distance():
+    g = torch.Generator().manual_seed(0)
+    q, k = torch.randn(1, 2, 6, 8, generator=g), torch.randn(1, 2, 6, 8, generator=g)
+    a = rotary(q, 0) @ rotary(k, 0).transpose(-1, -2)  # (1, 2, 6, 6)
+    b = rotary(q, 1000) @ rotary(k, 1000).transpose(-1, -2)  # the same tokens, later
+    assert torch.allclose(a, b, atol=1e-3)
+    assert torch.allclose(rotary(q, 7).norm(dim=-1), q.norm(dim=-1), atol=1e-5)  # a rotation
+    assert not torch.allclose(a, q @ k.transpose(-1, -2), atol=1e-3)  # it does turn them
+
+
+def test_step_with_rotary_continues_the_token_index():
+    cfg = ModelConfig(vocab_size=10, d_model=8, n_heads=2, local_window=3)
+    torch.manual_seed(0)
+    attn = LocalAttention(cfg).eval()
+    x = torch.randn(1, 9, 8)
+    cache = attn.init_cache(1, "cpu")
+    steps = torch.cat([attn(x[:, i : i + 1], cache=cache) for i in range(9)], dim=1)
+    assert cache.pos == 9 and torch.allclose(steps, attn(x), atol=1e-5)
+
+
 @pytest.mark.parametrize(
     "kw,message",
     [
         (dict(local_layers=[2]), "each must be a block index in 0..1"),
         (dict(local_layers=[0, 0]), "appears twice"),
         (dict(local_window=0), "local_window: must be > 0"),
+        (dict(local_layers=[0], d_model=6), "local_rope: needs an even head size"),
         (dict(local_layers=[0], head="perceiver_s"), "not available with head 'perceiver_s'"),
     ],
 )
 def test_bad_local_configs_are_one_line_errors(kw, message):
-    cfg = ModelConfig(vocab_size=10, n_layers=2, d_model=8, n_heads=2, d_ff=16, **kw)
+    cfg = ModelConfig(**{**dict(vocab_size=10, n_layers=2, d_model=8, n_heads=2, d_ff=16), **kw})
     with pytest.raises(MusicgenError, match=message):
         build_model(cfg)
 
 
-def test_init_from_a_performer_keeps_the_learned_weights_of_a_block_made_local(tmp_path, capsys):
+@pytest.mark.parametrize(
+    "pe,lost",
+    [
+        (dict(), {"blocks.1.attn.features.proj"}),
+        (dict(pe="sine_spe", gated=True), {"blocks.1.attn.features.proj", "blocks.1.attn.gate"}),
+    ],
+)
+def test_init_from_a_performer_keeps_the_learned_weights_of_a_block_made_local(
+    tmp_path, capsys, pe, lost
+):
     from musicgen.checkpoint import save_checkpoint
     from musicgen.config import Config
     from musicgen.tokenizers import build_tokenizer
@@ -72,7 +102,14 @@ def test_init_from_a_performer_keeps_the_learned_weights_of_a_block_made_local(t
     remi = build_tokenizer("remi")
     cfg = Config()
     cfg.model = ModelConfig(
-        vocab_size=remi.vocab_size, n_layers=2, d_model=16, n_heads=2, d_ff=32, n_features=8
+        vocab_size=remi.vocab_size,
+        n_layers=2,
+        d_model=16,
+        n_heads=2,
+        d_ff=32,
+        n_features=8,
+        num_realizations=4,
+        **pe,
     )
     torch.manual_seed(0)
     src = build_model(cfg.model)
@@ -80,9 +117,9 @@ def test_init_from_a_performer_keeps_the_learned_weights_of_a_block_made_local(t
     cfg.model.local_layers = [1]
     dst = build_model(cfg.model)
     assert init_weights(dst, str(tmp_path / "src.pt"), remi) == []
-    assert "random features not used here: blocks.1.attn.features.proj" in capsys.readouterr().out
+    assert "not used by the windowed blocks: blocks.1.attn." in capsys.readouterr().out
     theirs, ours = src.state_dict(), dst.state_dict()
-    assert set(theirs) - set(ours) == {"blocks.1.attn.features.proj"}
+    assert set(theirs) - set(ours) == lost
     assert all(torch.equal(theirs[k], ours[k]) for k in ours)  # qkv and out included
 
 

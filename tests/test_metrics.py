@@ -25,6 +25,7 @@ from musicgen.metrics import (
     pitch_class_entropy,
     polyphony,
     repeated_bar_rate,
+    rhythm_repeat_rate,
     scale_consistency,
     style_similarity,
     style_similarity_per_track,
@@ -274,6 +275,7 @@ def _loop(n_bars: int):
 def test_repetition_of_a_looping_piece():
     p = _loop(8)
     assert repeated_bar_rate(p) == pytest.approx(7 / 8)  # every bar after the first repeats
+    assert rhythm_repeat_rate(p) == pytest.approx(7 / 8)
     assert bar_self_similarity(p) == pytest.approx(1.0)
 
 
@@ -282,10 +284,12 @@ def test_repetition_of_bars_that_share_nothing():
     onsets, pitches = [0, 4.25, 12.75], [60, 61, 63]
     p = make_notes(onsets, [0.25] * 3, pitches)
     assert repeated_bar_rate(p) == 0.0 and bar_self_similarity(p) == 0.0
+    assert rhythm_repeat_rate(p) == 0.0  # positions 0, 1 and 3 of their bars
     # a transposed bar is not a repeat, but shares its rhythm only: similarity stays 0 here
     # because pitch class and position are counted together
     q = make_notes([0, 0.5, 4, 4.5], [0.5] * 4, [60, 64, 62, 66])
     assert repeated_bar_rate(q) == 0.0 and bar_self_similarity(q) == 0.0
+    assert rhythm_repeat_rate(q) == pytest.approx(0.5)  # bar 1 plays bar 0's rhythm
     half = make_notes([0, 0.5, 4, 4.5], [0.5] * 4, [60, 64, 60, 66])  # one of two notes shared
     assert bar_self_similarity(half) == pytest.approx(0.5)
     empty = make_notes([], [], [])
@@ -300,6 +304,7 @@ def test_repetition_of_real_pieces_is_below_a_loop():
     for n in (1, 5):
         s = music_statistics(song(n))
         assert 0.05 < s["repeated_bar_rate"] < 0.6
+        assert s["repeated_bar_rate"] < s["rhythm_repeat_rate"] < 1.0  # figures over new chords
         assert 0.1 < s["bar_self_similarity"] < 0.6 < loop
 
 
@@ -314,6 +319,13 @@ def test_repetition_of_real_performances():
         s = music_statistics(load_notes(root / rel))
         assert s["repeated_bar_rate"] < 0.05
         assert 0.02 < s["bar_self_similarity"] < 0.3
+
+
+def test_first_bars_start_at_the_first_notes_bar():
+    p = make_notes([9.0, 10.5, 13.0, 17.0, 30.0], [0.5] * 5, [60, 62, 64, 65, 67])
+    head = p.first_bars(2)  # bars 2 and 3 (beats 8-16), shifted to start at beat 0
+    assert head.onset.tolist() == [1.0, 2.5, 5.0] and head.pitch.tolist() == [60, 62, 64]
+    assert len(make_notes([], [], []).first_bars(4)) == 0
 
 
 def test_repetition_with_an_onset_rounding_onto_the_next_bar():

@@ -62,7 +62,8 @@ VARIANTS = [
     dict(pe="sine_spe", gated=True, spe_shared=False, norm="post"),
     dict(pe="conv_spe", feature_map="relu"),
     dict(pe="ape", local_layers=[1], local_window=5),  # windowed softmax in block 1 (local.py)
-    dict(pe="sine_spe", gated=True, local_layers=[0], local_window=7),
+    dict(pe="sine_spe", gated=True, local_layers=[0], local_window=7),  # with rotary (default)
+    dict(pe="ape", local_layers=[0], local_window=6, local_rope=False),
 ]
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import math
 
-from musicgen.errors import check_range, check_seed
+from musicgen.errors import MusicgenError, check_range, check_seed
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -76,6 +76,12 @@ def register(sub: argparse._SubParsersAction) -> None:
     )
     music.add_argument("midi_dir")
     music.add_argument("--reference", help="folder of reference MIDI files")
+    music.add_argument(
+        "--reference-bars",
+        type=int,
+        help="compare with each reference file's first N bars (from its first note), e.g. the "
+        "generated pieces' length (default: whole files)",
+    )
     music.add_argument("--checkpoint", help="take the tokenizer from this checkpoint")
     music.add_argument(
         "--tokenizer",
@@ -188,7 +194,17 @@ def run_music(args: argparse.Namespace) -> int:
             if args.tokenizer in REGISTRY
             else load_tokenizer(args.tokenizer)
         )
-    res = evaluate_music(args.midi_dir, args.out, reference=args.reference, tokenizer=tokenizer)
+    if args.reference_bars is not None:
+        check_range("--reference-bars", args.reference_bars, 1)
+        if not args.reference:
+            raise MusicgenError("--reference-bars: needs --reference")
+    res = evaluate_music(
+        args.midi_dir,
+        args.out,
+        reference=args.reference,
+        tokenizer=tokenizer,
+        reference_bars=args.reference_bars,
+    )
     for name, s in res["generated"].items():
         ref = res.get("reference", {}).get(name)
         extra = f"  reference {_fmt(ref['mean'])} ± {_fmt(ref['std'])}" if ref else ""

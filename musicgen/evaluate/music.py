@@ -17,12 +17,16 @@ from musicgen.metrics import (
 )
 
 
-def folder_statistics(folder: str | Path, tokenizer=None) -> tuple[list[dict], list[dict]]:
-    """Per-file statistics (and grammar error rate with a tokenizer); unreadable files skipped."""
+def folder_statistics(
+    folder: str | Path, tokenizer=None, bars: int | None = None
+) -> tuple[list[dict], list[dict]]:
+    """Per-file statistics (and grammar error rate with a tokenizer); unreadable files skipped.
+    With `bars`, of each file's first `bars` bars only (`Notes.first_bars`)."""
     rows, skipped = [], []
     for path in tqdm(midi_files(folder), desc=Path(folder).name, leave=False):
         try:
             notes = load_notes(path)
+            notes = notes if bars is None else notes.first_bars(bars)
             row = {"path": str(path), "notes": len(notes), **music_statistics(notes)}
             if tokenizer is not None:
                 row["grammar_error_rate"] = grammar_error_rate(
@@ -40,8 +44,12 @@ def evaluate_music(
     out: str | Path,
     reference: str | Path | None = None,
     tokenizer=None,
+    reference_bars: int | None = None,
 ) -> dict:
-    """Statistics of a folder of MIDI files, beside those of a reference folder; music.json/png."""
+    """Statistics of a folder of MIDI files, beside those of a reference folder; music.json/png.
+
+    `reference_bars` compares with each reference song's first N bars (from its first note):
+    a whole song repeats its chorus, a 16-bar piece has no chorus to repeat."""
     from musicgen.plots import plot_music_stats
 
     names = list(STATISTICS) + (["grammar_error_rate"] if tokenizer is not None else [])
@@ -57,9 +65,10 @@ def evaluate_music(
     }
     ref_columns = None
     if reference is not None:
-        ref_rows, ref_skipped = folder_statistics(reference, tokenizer)
+        ref_rows, ref_skipped = folder_statistics(reference, tokenizer, reference_bars)
         ref_columns = {n: [r[n] for r in ref_rows] for n in names}
         results["reference_dir"] = str(reference)
+        results["reference_bars"] = reference_bars  # None: whole songs
         results["reference"] = {n: summarize(ref_columns[n]) for n in names}
         results["reference_files"] = ref_rows
         results["reference_skipped"] = ref_skipped
