@@ -23,6 +23,7 @@ from torch.profiler import ProfilerActivity, profile, record_function
 
 from musicgen.config import ModelConfig, load_config
 from musicgen.model import attention, build_model, features, positional
+from musicgen.tokenizers import build_tokenizer
 
 ROOT = Path(__file__).resolve().parents[1]
 CATEGORIES = [  # (category, substrings of aten op names), first match wins
@@ -130,7 +131,8 @@ def build(size: str, pe: str) -> tuple[torch.nn.Module, ModelConfig, int, int]:
         cfg = ModelConfig(vocab_size=345, n_layers=4, pe=kind, gated=gated)
         batch, n = 1, 2048
     torch.manual_seed(0)
-    return build_model(cfg).train(), cfg, batch, n
+    tokenizer = build_tokenizer(ROOT / "configs/tokenizer/remi.yaml")  # musical-position tables
+    return build_model(cfg, tokenizer).train(), cfg, batch, n
 
 
 def measure(size: str, pe: str) -> dict:
@@ -221,12 +223,17 @@ def main() -> None:
             text = section(size, pe, r, args.threads)
             write_section(args.write, f"## {size} {pe}", text)
             print(text, flush=True)
+    shared = load > 1.5 * args.threads  # more runnable jobs than this run's threads
     intro = (
         "# Profile of one training step\n\nWritten by `scripts/profile_step.py "
         f"--sizes {' '.join(args.sizes)} --pes {' '.join(args.pes)} --threads "
-        f"{args.threads}` on {machine()}; load average {load:.1f} when it started (the "
-        "machine was shared, so the seconds are inflated; the shares are what to read). "
-        "Operator times are the profiler's self CPU time per aten op (on the calling "
+        f"{args.threads}` on {machine()}; load average {load:.1f} when it started ("
+        + (
+            "the machine was shared, so the seconds are inflated; the shares are what to read). "
+            if shared
+            else "otherwise idle). "
+        )
+        + "Operator times are the profiler's self CPU time per aten op (on the calling "
         "thread, so intra-op threads are not double counted); overhead = wall time minus "
         "all operator time. The forward parts are record_function scopes; backward time "
         "is not split by part (autograd runs it outside them).\n"

@@ -34,6 +34,7 @@ from musicgen.config import PERCEIVER_CROSS as CROSS  # both (Perceiver S) | ful
 from musicgen.errors import MusicgenError
 from musicgen.model.attention import AttentionCache
 from musicgen.model.base import LanguageModel
+from musicgen.model.dropout import Dropout
 from musicgen.model.positional import SPENoise
 from musicgen.model.transformer import Block
 
@@ -130,7 +131,7 @@ class PerceiverS(LanguageModel):
         super().__init__(cfg, p.context_len, cfg.n_layers + (2 if p.cross == "both" else 1))
         self.m, self.n, self.combine = p.context_len, p.n_queries, p.combine
         self.predicts_last = self.n
-        self.drop = nn.Dropout(cfg.dropout)
+        self.drop = Dropout(cfg.dropout)
         self.cross_full = CrossAttention(cfg, self.uses_spe)
         # Perceiver AR (cross: full) has no scale-masked layer at all (no unused parameters)
         self.cross_scale = CrossAttention(cfg, self.uses_spe) if p.cross == "both" else None
@@ -138,7 +139,7 @@ class PerceiverS(LanguageModel):
         self.ffn = nn.Sequential(
             nn.Linear(cfg.d_model, cfg.d_ff),
             nn.GELU(),
-            nn.Dropout(cfg.dropout),
+            Dropout(cfg.dropout),
             nn.Linear(cfg.d_ff, cfg.d_model),
         )
         self.blocks = nn.ModuleList(Block(cfg, self.uses_spe) for _ in range(cfg.n_layers))

@@ -21,6 +21,7 @@ from torch import Tensor, nn
 from musicgen.errors import MusicgenError
 from musicgen.model.attention import AttentionCache, CausalSelfAttention
 from musicgen.model.base import LanguageModel
+from musicgen.model.dropout import Dropout
 from musicgen.model.local import LocalAttention
 from musicgen.model.musical import MusicalState, build_musical
 from musicgen.model.positional import SPENoise
@@ -47,10 +48,10 @@ class Block(nn.Module):
         self.ffn = nn.Sequential(
             nn.Linear(cfg.d_model, cfg.d_ff),
             nn.GELU(),
-            nn.Dropout(cfg.dropout),
+            Dropout(cfg.dropout),
             nn.Linear(cfg.d_ff, cfg.d_model),
         )
-        self.drop = nn.Dropout(cfg.dropout)
+        self.drop = Dropout(cfg.dropout)
 
     def forward(self, x: Tensor, codes=None, cache: AttentionCache | None = None) -> Tensor:
         if self.pre:
@@ -71,7 +72,7 @@ class Performer(LanguageModel):
         # musical position (model.musical): time from the ids, embeddings, musical-time SPE
         self.musical = build_musical(cfg, time_tables, cfg.n_layers)
         spe_in = self.uses_spe or (self.musical is not None and len(self.musical.spe) > 0)
-        self.drop = nn.Dropout(cfg.dropout)
+        self.drop = Dropout(cfg.dropout)
         local = set(cfg.local_layers)
         self.blocks = nn.ModuleList(Block(cfg, spe_in, i in local) for i in range(cfg.n_layers))
         self._build_head()
