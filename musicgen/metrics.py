@@ -73,7 +73,7 @@ class Notes:
     def end(self) -> float:
         return float((self.onset + self.duration).max()) if len(self) else 0.0
 
-    def first_bars(self, bars: int, bar_beats: float = 4.0) -> Notes:
+    def first_bars(self, bars: int, bar_beats: float = BAR_BEATS) -> Notes:
         """The notes of `bars` bars from the bar of the first note, shifted to start at beat 0:
         a song's head as long as a generated piece, so that repetition compares like with like."""
         if not len(self):
