@@ -247,7 +247,7 @@ def init_weights(model: nn.Module, src: str, tok: Tokenizer) -> list[str]:
         first = str(exc).splitlines()[-1].strip()
         raise MusicgenError(f"train.init_from: {src}: weights do not fit ({first})") from None
     local = tuple(f"blocks.{i}.attn." for i in model.cfg.local_layers)
-    dropped = [k for k in unexpected if k.startswith(local)] if local else []
+    dropped = [k for k in unexpected if k.startswith(local)]  # () matches nothing
     unexpected = [k for k in unexpected if k not in dropped]
     if unexpected:
         raise MusicgenError(
