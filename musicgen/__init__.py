@@ -11,11 +11,11 @@ __all__ = ["Model", "Music", "MusicgenError", "load", "render_audio"]
 
 def __getattr__(name: str):
     if name in ("Model", "Music", "load"):
-        from musicgen import api
+        from musicgen.generation import api
 
         return getattr(api, name)
     if name == "render_audio":
-        from musicgen.render import synthesize
+        from musicgen.generation.render import synthesize
 
         return synthesize
     if name == "MusicgenError":

@@ -42,8 +42,8 @@ from musicgen.data.dataset import PreparedSplit, load_songs
 from musicgen.data.segments import make_train_dataset
 from musicgen.device import pick_device
 from musicgen.errors import MusicgenError, Terminated
-from musicgen.evaluate import SEGMENT, range_mean, seeded_nll, segment_means
 from musicgen.io import atomic_write_text, remove_stale_temps
+from musicgen.likelihood import SEGMENT, range_mean, seeded_nll, segment_means
 from musicgen.model import build_model
 from musicgen.runlog import read_log, records_text
 from musicgen.tokenizers import Tokenizer, load_tokenizer

@@ -26,8 +26,8 @@ sys.path.insert(0, str(ROOT))
 from benchlib import machine, write_section  # noqa: E402
 
 from musicgen.config import ModelConfig  # noqa: E402
+from musicgen.generation.sample import SamplingOptions, generate, invalid_rate  # noqa: E402
 from musicgen.model import build_model  # noqa: E402
-from musicgen.sample import SamplingOptions, generate, invalid_rate  # noqa: E402
 from musicgen.tokenizers import build_tokenizer  # noqa: E402
 
 SECTION = "## generation"

@@ -11,7 +11,7 @@ agreement, generation speed; writes the "gpu check" section of docs/benchmarks.m
 2. The trained model, parallel forward vs `step` one token at a time with the same SPE noise, on
    `--agree-len` tokens, in fp32 and under bf16 autocast: largest |log-prob difference| and the
    share of positions whose argmax agrees.
-3. `musicgen.sample.generate` (grammar on, T = 1) at batch 1 and 8 under bf16: sampled tokens/s.
+3. `generation.sample.generate` (grammar on, T = 1) at batch 1 and 8 under bf16: sampled tokens/s.
 """
 
 from __future__ import annotations
@@ -35,8 +35,8 @@ from benchlib import machine, write_section  # noqa: E402
 
 from musicgen.config import load_config  # noqa: E402
 from musicgen.data.prepare import prepare  # noqa: E402
+from musicgen.generation.sample import SamplingOptions, generate  # noqa: E402
 from musicgen.runlog import read_log  # noqa: E402
-from musicgen.sample import SamplingOptions, generate  # noqa: E402
 from musicgen.train import train  # noqa: E402
 
 SECTION = "## gpu check"
@@ -198,7 +198,7 @@ def write(
         )
     lines += [
         "",
-        "Generation (`musicgen.sample.generate`, grammar on, T = 1, bf16):",
+        "Generation (`musicgen.generation.sample.generate`, grammar on, T = 1, bf16):",
         "",
         "| batch | sampled tokens | seconds | tokens/s |",
         "|---:|---:|---:|---:|",

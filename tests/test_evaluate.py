@@ -283,7 +283,7 @@ def test_prompt_check_sees_a_changed_or_added_prompt_note(remi):
     import symusic
 
     from musicgen.evaluate.style import prompt_check
-    from musicgen.prompt import encode_song, music_prompt
+    from musicgen.generation.prompt import encode_song, music_prompt
 
     prompt = music_prompt(remi, encode_song(remi, POP909 / "004" / "004.mid"), 2)
     assert prompt_check(prompt, prompt.notes) == {"kept": True, "extra": 0, "missing": 0}

@@ -12,7 +12,7 @@ import torch
 from paths import DATA
 
 from musicgen.cli import main
-from musicgen.prompt import prompt_from_file
+from musicgen.generation.prompt import prompt_from_file
 from musicgen.tokenizers import build_tokenizer
 
 SONG = DATA / "pop909" / "001" / "001.mid"

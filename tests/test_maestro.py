@@ -20,12 +20,12 @@ import symusic
 from conftest import make_checkpoint
 from paths import DATA, ROOT
 
-from musicgen.api import load
 from musicgen.cli import main
 from musicgen.errors import MusicgenError
 from musicgen.fidelity import fold_pedal
+from musicgen.generation.api import load
+from musicgen.generation.prompt import prompt_from_file, prompt_from_seconds
 from musicgen.io import write_score
-from musicgen.prompt import prompt_from_file, prompt_from_seconds
 from musicgen.tokenizers import build_tokenizer, load_tokenizer
 
 EXCERPT = DATA / "asap_maestro" / "Kleisen11M_first12s.mid"

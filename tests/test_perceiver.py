@@ -350,7 +350,7 @@ def test_tiny_training_lowers_the_loss_and_the_checkpoint_generates_midi(prepare
     import symusic
 
     from musicgen.checkpoint import load_checkpoint
-    from musicgen.sample import SamplingOptions, generate
+    from musicgen.generation.sample import SamplingOptions, generate
     from musicgen.train import train
 
     cfg = load_config(

@@ -10,7 +10,7 @@ from paths import DATA
 
 import musicgen
 from musicgen.evaluate import make_prompt
-from musicgen.prompt import (
+from musicgen.generation.prompt import (
     Prompt,
     encode_song,
     merge,

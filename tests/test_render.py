@@ -14,7 +14,7 @@ from paths import DATA
 
 from musicgen.cli import main
 from musicgen.errors import MusicgenError
-from musicgen.render import (
+from musicgen.generation.render import (
     PIANO_ROLL_DPI,
     PIANO_ROLL_SIZE,
     find_fluidsynth,

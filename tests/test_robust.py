@@ -33,9 +33,9 @@ from musicgen.cli import main
 from musicgen.config import load_config
 from musicgen.data.prepare import prepare
 from musicgen.errors import MusicgenError
+from musicgen.generation.render import MAX_BAR_LINES, bar_lines, render_midi
 from musicgen.io import atomic_write_bytes, atomic_write_text, write_score
 from musicgen.limits import Limits, check_score, score_bars
-from musicgen.render import MAX_BAR_LINES, bar_lines, render_midi
 from musicgen.runlog import read_log
 from musicgen.tokenizers import build_tokenizer
 from musicgen.train import train

@@ -13,9 +13,7 @@ from paths import DATA
 
 from musicgen.config import ModelConfig, PerceiverConfig
 from musicgen.errors import MusicgenError
-from musicgen.metrics import duplicate_note_rate, load_notes
-from musicgen.model import build_model
-from musicgen.sample import (
+from musicgen.generation.sample import (
     SamplingOptions,
     apply_temperature,
     default_options,
@@ -27,6 +25,8 @@ from musicgen.sample import (
     top_k_filter,
     top_p_filter,
 )
+from musicgen.metrics import duplicate_note_rate, load_notes
+from musicgen.model import build_model
 from musicgen.tokenizers import build_tokenizer
 
 INF = float("inf")

@@ -4,7 +4,7 @@ Writes to `out/demo/`: two pop-piano pieces from scratch, a continuation of the 
 a bundled POP909 song, (when the groove model is there) a continuation of a 2-bar trio prompt of
 a style never seen in training and (when the Maestro model is there) a continuation of the first
 4 seconds of a held-out MAESTRO performance; each as MIDI, a piano-roll PNG and audio (WAV with
-FluidSynth when installed, else with the pip-installed synthesizer; see `musicgen.render`). Each
+FluidSynth when installed, else with the pip-installed synthesizer; see `generation.render`). Each
 step calls the same function as the `generate` / `continue` command a user would run, so the
 demo is also their smoke test. Works from a source checkout and from an installed wheel.
 """

@@ -1,6 +1,6 @@
 """`musicgen export`: a saved or hand-written token sequence -> a MIDI file.
 
-Accepted inputs: see `musicgen.tokenfile` (the JSON of `generate --save-tokens`, a JSON list or a
+Accepted inputs: see `generation.tokenfile` (the JSON of `generate --save-tokens`, a JSON list or a
 text file of ids / token names). The tokenizer comes from a checkpoint or a `tokenizer.json`.
 """
 
@@ -40,8 +40,8 @@ def load_tokenizer_from(args: argparse.Namespace) -> Tokenizer:
 
 
 def run(args: argparse.Namespace) -> int:
-    from musicgen.api import free_path, write_midi
-    from musicgen.tokenfile import read_tokens, to_ids
+    from musicgen.generation.api import free_path, write_midi
+    from musicgen.generation.tokenfile import read_tokens, to_ids
 
     path = Path(args.tokens)
     tokens = read_tokens(path)  # before the tokenizer: a missing file is the first error

@@ -2,8 +2,8 @@
 
 Both read everything from the checkpoint (model, tokenizer, config), sample with the paper's
 settings for that tokenizer unless told otherwise, and write `<name>.mid` files into `--out`
-without ever overwriting an existing file silently. The work is done by `musicgen.api` (and the
-prompt by `musicgen.prompt`); this module parses options, names files and prints.
+without ever overwriting an existing file silently. The work is done by `generation.api` (and the
+prompt by `generation.prompt`); this module parses options, names files and prints.
 """
 
 from __future__ import annotations
@@ -12,12 +12,19 @@ import argparse
 from collections.abc import Iterator
 from pathlib import Path
 
-from musicgen.api import BAR_TOKEN_CAP, Model, checkpoint_stem, draw_seed, free_path, load
 from musicgen.errors import MusicgenError, check_range, check_seed
+from musicgen.generation.api import (
+    BAR_TOKEN_CAP,
+    Model,
+    checkpoint_stem,
+    free_path,
+    load,
+    pick_seed,
+)
+from musicgen.generation.prompt import Prompt, check_seconds
+from musicgen.generation.sample import Generated, SamplingOptions, invalid_rate
+from musicgen.generation.tokenfile import write_token_file
 from musicgen.io import ensure_dir
-from musicgen.prompt import Prompt, check_seconds
-from musicgen.sample import Generated, SamplingOptions, invalid_rate
-from musicgen.tokenfile import write_token_file
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -180,7 +187,7 @@ def save_all(
 
 
 def _render(midi: Path, out_dir: Path) -> list[Path]:
-    from musicgen.render import render_midi
+    from musicgen.generation.render import render_midi
 
     paths = render_midi(midi, out_dir, png=True, wav=True)
     for path in paths:
@@ -200,7 +207,7 @@ def generate_files(args: argparse.Namespace) -> list[Path]:
     """`musicgen generate` as a function: the files it wrote (the demo calls this)."""
     check_common(args)
     model = _load(args)
-    seed = draw_seed(args.seed)
+    seed = pick_seed(args.seed)
     if args.bars is not None:
         max_new = BAR_TOKEN_CAP * args.bars
     else:
@@ -262,7 +269,7 @@ def continue_files(args: argparse.Namespace) -> list[Path]:
         start, end = bar_range
         prompt = model.prompt(prompt_path, end - start, start)
         what = f"bars {start}:{end}"
-    seed = draw_seed(args.seed)
+    seed = pick_seed(args.seed)
     print(f"seed {seed}; prompt: {what} of {prompt_path.name} ({len(prompt.ids)} ids)")
     batches = model.sample(
         prompt.ids,

@@ -28,7 +28,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from musicgen.render import render_midi
+    from musicgen.generation.render import render_midi
 
     png, wav, ogg = args.png, args.wav, args.ogg
     if not (png or wav or ogg):

@@ -21,12 +21,12 @@ from musicgen.evaluate.introspect import (
 from musicgen.evaluate.music import evaluate_music, folder_statistics
 from musicgen.evaluate.nll import (
     SEGMENT,
-    draw_seed,
     evaluate_nll,
     forbidden_masks,
     forbidden_mass,
     load_eval_songs,
     model_label,
+    noise_seed,
     notes_scored,
     per_position_nll,
     range_mean,
@@ -48,7 +48,7 @@ __all__ = [
     "SEGMENT",
     "attention_figure",
     "attention_maps",
-    "draw_seed",
+    "noise_seed",
     "evaluate_music",
     "evaluate_nll",
     "evaluate_style",

@@ -15,6 +15,14 @@ from tqdm import tqdm
 from musicgen.device import pick_device
 from musicgen.errors import MusicgenError
 from musicgen.evaluate.common import midi_files, write_json
+from musicgen.generation.prompt import (
+    Prompt,
+    encode_song,
+    merge,
+    midi_pairing,
+    music_prompt,
+    only_notes,
+)
 from musicgen.io import write_score
 from musicgen.metrics import (
     BAR_BEATS,
@@ -23,7 +31,6 @@ from musicgen.metrics import (
     style_similarity_per_track,
     summarize,
 )
-from musicgen.prompt import Prompt, encode_song, merge, midi_pairing, music_prompt, only_notes
 
 N_STYLE_SEGMENTS = 4
 METRICS = ("time_pitch", "onset_duration")
@@ -41,7 +48,7 @@ def split_by_time(notes: Notes, start: float, n: int = N_STYLE_SEGMENTS) -> list
 
 def make_prompt(tokenizer, ids: list[int], bars: int) -> list[int] | None:
     """The ids `evaluate style` feeds: the first `bars` bars that hold music, built by
-    `musicgen.prompt` like every prompt; None if the song is too short."""
+    `musicgen.generation.prompt` like every prompt; None if the song is too short."""
     prompt = music_prompt(tokenizer, ids, bars)
     return prompt.ids if prompt is not None else None
 
@@ -144,7 +151,7 @@ def _empty() -> dict[str, list[list[float]]]:
 
 def _sampling(tokenizer, temperature: float | None, top_p: float | None):
     """The paper's options for this tokenizer, with the temperature / top-p given."""
-    from musicgen.sample import default_options
+    from musicgen.generation.sample import default_options
 
     options = default_options(tokenizer.name)
     if temperature is not None:
@@ -170,7 +177,7 @@ def _continue_song(
 ) -> dict:
     """Sample `samples` continuations of one prompt, write them and score them against the
     song; the song's entry of style.json."""
-    from musicgen.sample import generate
+    from musicgen.generation.sample import generate
 
     tok = loaded.tokenizer
     max_new = max(max_tokens - len(built.ids), 1)

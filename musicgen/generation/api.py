@@ -24,8 +24,7 @@ import symusic
 import torch
 
 from musicgen.errors import MusicgenError
-from musicgen.io import write_score
-from musicgen.prompt import (
+from musicgen.generation.prompt import (
     Prompt,
     continuation_only,
     encode_song,
@@ -33,7 +32,8 @@ from musicgen.prompt import (
     prompt_from_file,
     prompt_from_seconds,
 )
-from musicgen.sample import Generated, SamplingOptions, default_options, generate
+from musicgen.generation.sample import Generated, SamplingOptions, default_options, generate
+from musicgen.io import write_score
 
 BAR_TOKEN_CAP = 512  # with `bars`, at most this many sampled ids per requested bar
 
@@ -89,8 +89,8 @@ class Music:
         return roll
 
     def save_audio(self, path: str | Path) -> Path:
-        """Synthesize the piece to .wav (or .ogg / .mp3) with `musicgen.render.synthesize`."""
-        from musicgen.render import synthesize
+        """Synthesize the piece to .wav (or .ogg / .mp3) (`render.synthesize`)."""
+        from musicgen.generation.render import synthesize
 
         return synthesize(self.score, path)
 
@@ -198,7 +198,7 @@ class Model:
         batch_size: int = 8,
         **sampling,
     ) -> list[Music]:
-        seed = draw_seed(seed)
+        seed = pick_seed(seed)
         max_new = max_tokens or (BAR_TOKEN_CAP * bars if bars else 2048)
         opts = self.options(**sampling)
         out = []
@@ -218,7 +218,7 @@ class Model:
         option: str = "seconds",
     ) -> Prompt:
         """Bars start..start+bars-1 of a MIDI file (default 2 bars), or its first `seconds`
-        (`musicgen.prompt.prompt_from_seconds`), built as every command builds it; `option`
+        (`prompt.prompt_from_seconds`), built as every command builds it; `option`
         names the length in errors (the command passes `--seconds`)."""
         if seconds is None:
             bars = 2 if bars is None else bars
@@ -241,7 +241,7 @@ class Model:
         """The first `bars` bars of `path` (from bar `start`; default 2), or its first `seconds`
         (cut at the first grid position at or after them), then what the model writes."""
         prompt = self.prompt(path, bars, start, seconds)
-        seed = draw_seed(seed)
+        seed = pick_seed(seed)
         opts = self.options(**sampling)
         [(_, [res])] = list(
             self.sample(prompt.ids, 1, max_tokens, seed, opts, first_allowed=prompt.first_allowed)
@@ -251,8 +251,7 @@ class Model:
     def score(self, path: str | Path) -> dict:
         """How likely the model finds a song: mean NLL per token (nats) and per note, the song
         read as training reads it (a POP909 chord annotation beside it becomes its chords)."""
-        from musicgen.evaluate import per_position_nll
-        from musicgen.evaluate.nll import notes_scored
+        from musicgen.likelihood import notes_scored, per_position_nll
 
         ids = encode_song(self.tokenizer, Path(path))
         sums, counts = per_position_nll(self.model, [ids], len(ids) - 1, self.device)
@@ -289,7 +288,8 @@ def free_path(folder: Path, stem: str, suffixes: tuple[str, ...], overwrite: boo
         n += 1
 
 
-def draw_seed(seed: int | None) -> int:
+def pick_seed(seed: int | None) -> int:
+    """The seed given, or a fresh one (printed and stored, so any piece can be made again)."""
     return int(seed) if seed is not None else secrets.randbelow(2**31)
 
 
