@@ -11,7 +11,8 @@ import torch
 from musicgen.config import ModelConfig
 from musicgen.model import build_model
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "scripts"))
+SCRIPTS = Path(__file__).resolve().parents[1] / "scripts"
+sys.path[:0] = [str(SCRIPTS / "bench"), str(SCRIPTS / "reproduce")]
 import benchlib  # noqa: E402
 
 

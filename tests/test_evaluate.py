@@ -619,7 +619,7 @@ def test_cli_evaluate_style_prints_the_other_song_baseline(run, tmp_path, capsys
 def test_repeat_nll_marks_the_ids_of_a_bar_that_repeats(remi, songs):
     import sys
 
-    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "scripts"))
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "scripts" / "experiments"))
     from repeat_nll import repeat_mask, score
 
     from musicgen.tokenizers.remi_grammar import RemiTables

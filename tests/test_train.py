@@ -27,7 +27,7 @@ from musicgen.train import train
 ROOT = Path(__file__).resolve().parents[1]
 SONGS = ROOT / "tests" / "data" / "pop909"
 TINY = ROOT / "configs" / "pop909" / "tiny.yaml"
-DEVICE = os.environ.get("MUSICGEN_TEST_DEVICE", "cpu")  # scripts/gpu_check.sh sets cuda
+DEVICE = os.environ.get("MUSICGEN_TEST_DEVICE", "cpu")  # scripts/bench/gpu_check.sh sets cuda
 
 
 @pytest.fixture(scope="module")

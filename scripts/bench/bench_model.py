@@ -7,7 +7,7 @@ minus the size after building the model) belongs to it alone; lengths are the ou
 the variants of one length run side by side under the same machine load. With `--baseline REV`
 each measurement also runs on a temporary `git worktree` of REV, alternating `--repeats` times.
 
-    python scripts/bench_model.py --baseline HEAD~3 --lengths 1024,2048,8192 --threads 2
+    python scripts/bench/bench_model.py --baseline HEAD~3 --lengths 1024,2048,8192 --threads 2
 """
 
 from __future__ import annotations
@@ -33,7 +33,7 @@ from benchlib import (
     write_section,
 )
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 SECTION = "## model"
 VARIANTS = {
@@ -244,7 +244,7 @@ def main() -> None:
                 print(f"{v:>22} {n:>5}: {json.dumps(rows[(v, n)])}", flush=True)
     base = f", side by side with `{describe(args.baseline)}` (base)" if args.baseline else ""
     header = (
-        f"`scripts/bench_model.py --lengths {args.lengths} --layers {args.layers} --threads "
+        f"`scripts/bench/bench_model.py --lengths {args.lengths} --layers {args.layers} --threads "
         f"{args.threads} --repeats {args.repeats}"
         + (f" --baseline {args.baseline}`" if args.baseline else "`")
         + f"{base}: forward + backward of one batch (batch 1, random tokens, vocabulary 340) "

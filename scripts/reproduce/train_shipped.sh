@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Reproduce the checkpoints shipped in checkpoints/ on a 2-core CPU, with nothing else running.
-#   scripts/train_shipped.sh pop909   # the POP909 gated-sineSPE model and its APE twin (#12)
-#   scripts/train_shipped.sh groove   # the groove model (pre-#12 recipe, unchanged)
+#   scripts/reproduce/train_shipped.sh pop909   # the POP909 gated-sineSPE model and its APE twin (#12)
+#   scripts/reproduce/train_shipped.sh groove   # the groove model (pre-#12 recipe, unchanged)
 # pop909: the two runs side by side, one thread each, musical-position embeddings on (the
 # presets' default), three phases, each with its own cosine schedule:
 #   1. STEPS (4500) steps of 4 x 512 tokens from scratch (9.2 M tokens), crops on any bar;
@@ -17,7 +17,7 @@
 # Interrupted? Run it again: each run resumes from its last.pt.
 # Data: POP909 from ../shared/data (or POP909=path), the bundled trio set.
 set -euo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/../.."
 WHAT=${1:-pop909}
 POP909=${POP909:-../shared/data/pop909}
 STEPS=${STEPS:-4500}
@@ -71,5 +71,5 @@ elif [ "$WHAT" = groove ]; then
       "${resume[@]}" --train.max_steps=$phase --train.max_minutes=110 >> runs/groove.log 2>&1
   done
 else
-  echo "usage: scripts/train_shipped.sh pop909|groove" >&2; exit 2
+  echo "usage: scripts/reproduce/train_shipped.sh pop909|groove" >&2; exit 2
 fi

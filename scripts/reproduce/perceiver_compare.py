@@ -1,4 +1,4 @@
-"""The parts of scripts/compare_perceiver.sh that the CLI does not do (docs/perceiver.md,
+"""The parts of scripts/reproduce/compare_perceiver.sh that the CLI does not do (docs/perceiver.md,
 "Comparison at equal compute"):
 
   subset     copy the first K pieces of each split of a Maestro-layout folder, with its CSV cut
@@ -21,8 +21,8 @@ from pathlib import Path
 
 import numpy as np
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path[:0] = [str(ROOT), str(ROOT / "scripts")]  # this checkout's musicgen, then benchlib
+ROOT = Path(__file__).resolve().parents[2]
+sys.path[:0] = [str(ROOT), str(ROOT / "scripts" / "bench")]  # this checkout's musicgen, then benchlib
 
 from benchlib import train_flops  # noqa: E402
 

@@ -1,6 +1,6 @@
 """Turn a training run into a shippable checkpoint: half-precision weights, no optimiser state.
 
-    python scripts/export_checkpoint.py runs/pop909_sine_spe_gated checkpoints/pop909_sine_spe_gated
+    python scripts/reproduce/export_checkpoint.py runs/pop909_sine_spe_gated checkpoints/pop909_sine_spe_gated
 
 Reads RUN/best.pt (or last.pt), keeps the config, tokenizer and a summary of the training
 (step, wall time, best validation loss, the validation record; for a fine-tune, `init_from`

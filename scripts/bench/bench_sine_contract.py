@@ -2,7 +2,7 @@
 2K 10, R 64), the current `_SineContract` beside the code it replaced (blocks sliced, or split,
 under activation checkpointing), stepped in turn in one process so machine load hits all alike.
 
-    python scripts/bench_sine_contract.py --lengths 1024,2048,4096,8192 --threads 1
+    python scripts/bench/bench_sine_contract.py --lengths 1024,2048,4096,8192 --threads 1
 
 Prints the best of `--repeats` timed runs (after one warm-up) in ms per length and variant.
 """
@@ -17,7 +17,7 @@ from pathlib import Path
 import torch
 from torch.utils.checkpoint import checkpoint
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 from musicgen.model import positional  # noqa: E402
 

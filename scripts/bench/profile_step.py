@@ -4,7 +4,7 @@ the rest of the wall time (Python, autograd and dispatch) as overhead, and the f
 model part (feature maps, SPE tables and contractions, chunked attention, projections, FFN).
 Writes one section per (preset, encoding) of docs/profile.md.
 
-    python scripts/profile_step.py --sizes small default --pes ape sine_spe+gate --threads 2
+    python scripts/bench/profile_step.py --sizes small default --pes ape sine_spe+gate --threads 2
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ from musicgen.config import ModelConfig, load_config
 from musicgen.model import attention, build_model, features, positional
 from musicgen.tokenizers import build_tokenizer
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 CATEGORIES = [  # (category, substrings of aten op names), first match wins
     ("matmul", ("mm", "matmul", "linear", "einsum", "baddbmm", "addmm")),
     ("optimizer", ("_foreach", "adam")),
@@ -225,7 +225,7 @@ def main() -> None:
             print(text, flush=True)
     shared = load > 1.5 * args.threads  # more runnable jobs than this run's threads
     intro = (
-        "# Profile of one training step\n\nWritten by `scripts/profile_step.py "
+        "# Profile of one training step\n\nWritten by `scripts/bench/profile_step.py "
         f"--sizes {' '.join(args.sizes)} --pes {' '.join(args.pes)} --threads "
         f"{args.threads}` on {machine()}; load average {load:.1f} when it started ("
         + (

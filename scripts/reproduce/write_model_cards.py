@@ -1,6 +1,6 @@
 """Write checkpoints/<name>/README.md (model cards) from the outputs of evaluate_shipped.sh.
 
-    python scripts/write_model_cards.py [--eval out/eval] [NAME ...]
+    python scripts/reproduce/write_model_cards.py [--eval out/eval] [NAME ...]
 
 Each card states the data and its licence, the architecture, the training run (steps, wall time),
 validation loss within and beyond the training length, the evaluation metrics and the commands
@@ -15,7 +15,7 @@ from pathlib import Path
 
 from musicgen.checkpoint import load_checkpoint
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 DATA = {
     "pop909": "POP909 (Music X Lab; 850 pop songs arranged for piano; MIT licence, "
@@ -38,17 +38,17 @@ DATA = {
 LIMITS = {
     "pop909": "A small model (4.9 M parameters, 15.8 M training tokens on a CPU), far from a "
     "converged paper-size model. It knows where it is in the bar and when the notes at one onset "
-    "make a full chord (stacked onsets above; `scripts/onset_hazard.py`), but it does not yet "
+    "make a full chord (stacked onsets above; `scripts/experiments/onset_hazard.py`), but it does not yet "
     "repeat itself as songs do. At the default T = 1.2 no generated bar repeats an earlier one "
     "exactly (the first 16 bars of the held-out songs: 2.6 %; whole songs, with their choruses: "
     "20 %), and 7-14 % of bars bring back an earlier bar's rhythm against 30 % in those 16-bar "
     "heads. Colder sampling brings the figures back: the sineSPE model at T = 1.0 repeats the "
     "rhythm of 25 % of its bars, at T = 0.8 50 % (pitches more in key, 0.99, but fewer notes per "
     "onset, 1.69 against 1.91, and then mostly accompaniment without a top line). The windowed "
-    "softmax blocks (phase 4) can copy a sequence they have seen (`scripts/copy_probe.py`: NLL "
+    "softmax blocks (phase 4) can copy a sequence they have seen (`scripts/experiments/copy_probe.py`: NLL "
     "0.03 on a repeat), yet on the held-out songs the notes of a bar that exactly repeats an "
     "earlier bar are predicted only 0.06-0.11 nats better than those of a new bar "
-    "(`scripts/repeat_nll.py`): in these songs an exact repeat lies a median 883 tokens (about "
+    "(`scripts/experiments/repeat_nll.py`): in these songs an exact repeat lies a median 883 tokens (about "
     "14 bars) back, beyond the 512-position window for four repeats in five, and the repeats "
     "within reach (0.7 % of the Position and Pitch ids) are too rare a signal for 1000 "
     "fine-tuning steps (docs/evaluation.md, 'Does a model copy?'). Duplicate notes are 0 by "
@@ -78,17 +78,17 @@ SHIPPED = ("pop909_sine_spe_gated", "pop909_ape", "groove_sine_spe_gated", "maes
 TRAINING = {
     "pop909": "one cosine schedule over all steps; musical-position embeddings on (position "
     "in bar, beat, bar mod 4; docs/model.md). The two POP909 runs trained side by side, one "
-    "thread each, with nothing else on the machine (`scripts/train_shipped.sh pop909`); the "
+    "thread each, with nothing else on the machine (`scripts/reproduce/train_shipped.sh pop909`); the "
     "sineSPE run, the slower, was stopped at step 3672 when the APE run ended and resumed "
     "(`--resume`) on two threads for its last 828 steps",
     "maestro": "the Perceiver S arm of the comparison at equal compute (docs/perceiver.md), "
-    "seed 1, two threads, the only job on the machine (`SEED=1 scripts/compare_perceiver.sh`)",
+    "seed 1, two threads, the only job on the machine (`SEED=1 scripts/reproduce/compare_perceiver.sh`)",
     "groove": "cosine to the minimum at step 1000, then resumed to step 1500 with the cosine "
     "recomputed (a warm restart), on a machine shared with other jobs "
-    "(`scripts/train_shipped.sh groove`)",
+    "(`scripts/reproduce/train_shipped.sh groove`)",
 }
 
-# Phases 2 to 4 of the POP909 pair (scripts/train_shipped.sh): what each fine-tune changed, and
+# Phases 2 to 4 of the POP909 pair (scripts/reproduce/train_shipped.sh): what each fine-tune changed, and
 # how it ran
 FINE_TUNES = [
     (
@@ -198,13 +198,13 @@ def family(cfg) -> str:
 FAMILIES = {
     "pop909": {
         "kind": "pop-piano",
-        "preset": "configs/pop909/small.yaml with the overrides in `scripts/train_shipped.sh`",
+        "preset": "configs/pop909/small.yaml with the overrides in `scripts/reproduce/train_shipped.sh`",
         "nll": "pop909_nll",
         "pieces": "pieces of 16 bars from scratch (T = 1.2, top-p 0.9, grammar on, seed 0)",
         "reference": "held-out POP909 songs",
         "reproduce": [
-            "scripts/train_shipped.sh pop909      # trains into runs/ (rerun to resume)",
-            "PREVIOUS_FULL=1 scripts/evaluate_shipped.sh pop909   # export, measure",
+            "scripts/reproduce/train_shipped.sh pop909      # trains into runs/ (rerun to resume)",
+            "PREVIOUS_FULL=1 scripts/reproduce/evaluate_shipped.sh pop909   # export, measure",
         ],
     },
     "maestro": {
@@ -215,19 +215,19 @@ FAMILIES = {
         "reference": "held-out MAESTRO performances (their first 4096 tokens)",
         "reproduce": [
             'SEED=1 ARMS="perceiver_s perceiver_ar" RUNS=runs/perceiver_compare_seed1 \\',
-            "  OUT=out/perceiver_compare_seed1 scripts/compare_perceiver.sh   # train, measure",
-            "scripts/evaluate_shipped.sh maestro   # export to checkpoints/",
+            "  OUT=out/perceiver_compare_seed1 scripts/reproduce/compare_perceiver.sh   # train, measure",
+            "scripts/reproduce/evaluate_shipped.sh maestro   # export to checkpoints/",
         ],
     },
     "groove": {
         "kind": "groove (bass, drums, piano)",
-        "preset": "configs/groove/small.yaml with the overrides in `scripts/train_shipped.sh`",
+        "preset": "configs/groove/small.yaml with the overrides in `scripts/reproduce/train_shipped.sh`",
         "nll": "groove_nll",
         "pieces": "",
         "reference": "",
         "reproduce": [
-            "scripts/train_shipped.sh groove      # trains into runs/ (rerun to resume)",
-            "scripts/evaluate_shipped.sh groove   # export to checkpoints/, measure",
+            "scripts/reproduce/train_shipped.sh groove      # trains into runs/ (rerun to resume)",
+            "scripts/reproduce/evaluate_shipped.sh groove   # export to checkpoints/, measure",
         ],
     },
 }
@@ -367,7 +367,7 @@ def card(name: str, ev: Path) -> str:
             lines += style_section(json.loads(style.read_text()))
     lines += ["## Limitations", "", LIMITS[fam], ""]
     lines += ["## Reproduce", "", "```bash", *spec["reproduce"]]
-    lines += [f"python scripts/write_model_cards.py {name}", "```", ""]
+    lines += [f"python scripts/reproduce/write_model_cards.py {name}", "```", ""]
     return "\n".join(lines)
 
 

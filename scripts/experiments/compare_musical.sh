@@ -2,7 +2,7 @@
 # Short-run comparison of the musical-position inputs (docs/model.md, "Musical position"):
 # trains each variant of configs/pop909/musical_compare.yaml on one thread (same seed, same
 # crops), then scores all of them with `musicgen evaluate nll` (NLL and forbidden mass).
-# Usage: scripts/compare_musical.sh [PREPARED_POP909] [OUT]   (defaults below)
+# Usage: scripts/experiments/compare_musical.sh [PREPARED_POP909] [OUT]   (defaults below)
 set -euo pipefail
 DATA=${1:-data/prepared/pop909}
 OUT=${2:-runs/musical_compare}

@@ -1,7 +1,7 @@
 """Time `musicgen prepare` on the whole of POP909 with 1 and 2 workers; write the "prepare" section
 of docs/benchmarks.md (its own section only; other sections are kept).
 
-Usage: .venv/bin/python scripts/bench_prepare.py [--input ../shared/data/pop909] [--workers 1 2]
+Usage: .venv/bin/python scripts/bench/bench_prepare.py [--input ../shared/data/pop909] [--workers 1 2]
 Every run starts from an empty output folder (no cache), so it measures a cold prepare.
 """
 
@@ -15,7 +15,7 @@ import tempfile
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
 from benchlib import machine, write_section  # noqa: E402
@@ -57,7 +57,7 @@ def main() -> None:
         SECTION,
         "",
         "`musicgen prepare --dataset pop909` on all of POP909 (REMI, configs/tokenizer/remi.yaml), "
-        "from an empty output folder (no cache), written by `scripts/bench_prepare.py`.",
+        "from an empty output folder (no cache), written by `scripts/bench/bench_prepare.py`.",
         f"Machine: {machine()}. Other jobs may share the CPUs: the last column gives the "
         "1-minute load average when each run started (about 1-2 means an otherwise idle machine).",
         "",

@@ -1,8 +1,8 @@
-"""The measured half of `scripts/gpu_check.sh`: paper-size bf16 training, parallel vs recurrent
+"""The measured half of `scripts/bench/gpu_check.sh`: paper-size bf16 training, parallel vs recurrent
 agreement, generation speed; writes the "gpu check" section of docs/benchmarks.md.
 
-    python scripts/gpu_check.py --tests "310 passed in 95 s"       # on a CUDA machine
-    GPU_CHECK_DRY=1 python scripts/gpu_check.py --write /tmp/b.md  # CPU, tiny: the code paths
+    python scripts/bench/gpu_check.py --tests "310 passed in 95 s"       # on a CUDA machine
+    GPU_CHECK_DRY=1 python scripts/bench/gpu_check.py --write /tmp/b.md  # CPU, tiny: the code paths
 
 1. `musicgen.train.train` on the bundled POP909 songs (prepared into a temporary folder) with
    configs/pop909/sine_spe_gated.yaml (the paper's 24-layer gated sineSPE model, 2048-token crops,
@@ -27,9 +27,9 @@ from pathlib import Path
 
 import torch
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
-sys.path.insert(0, str(ROOT / "scripts"))
+sys.path.insert(0, str(ROOT / "scripts" / "bench"))
 
 from benchlib import machine, write_section  # noqa: E402
 
@@ -168,7 +168,7 @@ def write(
     lines = [
         SECTION,
         "",
-        f"`bash scripts/gpu_check.sh` on {gpu}; {machine()}; {seconds / 60:.1f} min for the "
+        f"`bash scripts/bench/gpu_check.sh` on {gpu}; {machine()}; {seconds / 60:.1f} min for the "
         "measurements below.",
         "",
         f"Test suite with MUSICGEN_TEST_DEVICE={device}: {tests}.",

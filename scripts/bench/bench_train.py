@@ -12,7 +12,7 @@ ratio measured under the same load. With `--compile` the new tree's steps run un
 same code); its warm-up (the compilation) is reported apart. Writes the "training" section of
 docs/benchmarks.md.
 
-    python scripts/bench_train.py --baseline HEAD~3 --sizes small default --repeats 3 --threads 2
+    python scripts/bench/bench_train.py --baseline HEAD~3 --sizes small default --repeats 3 --threads 2
 """
 
 from __future__ import annotations
@@ -38,7 +38,7 @@ from benchlib import (
     write_section,
 )
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 PRESETS = {
     "tiny": "configs/pop909/tiny.yaml",
     "small": "configs/pop909/small.yaml",
@@ -179,7 +179,7 @@ def summarise(res: dict[str, list[dict]]) -> dict:
 def write(args, rows: list[dict], seconds: float, load0: float, load1: float) -> None:
     base = f" side by side with `{describe(args.baseline)}` (base)" if args.baseline else ""
     cmd = (
-        f"`scripts/bench_train.py --sizes {' '.join(args.sizes)} --steps {args.steps} "
+        f"`scripts/bench/bench_train.py --sizes {' '.join(args.sizes)} --steps {args.steps} "
         f"--threads {args.threads} --repeats {args.repeats}"
         + (" --compile" if args.compile else "")
         + (f" --baseline {args.baseline}`" if args.baseline else "`")

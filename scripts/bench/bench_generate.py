@@ -1,7 +1,7 @@
 """Time generation with the 24-layer default model (random weights); write the "generation" section
 of docs/benchmarks.md (its own section only; other sections are kept).
 
-Usage: .venv/bin/python scripts/bench_generate.py [--steps 16] [--no-doc]
+Usage: .venv/bin/python scripts/bench/bench_generate.py [--steps 16] [--no-doc]
 Measures: tokens/s of `step` at batch 1 and 8 (APE, gated sineSPE, gated convSPE); step-by-step
 decoding vs recomputing the whole prefix at each step up to 2048 tokens (recomputation timed at a
 few prefix lengths and summed over all 2048 from a linear fit); per-token time near position 100
@@ -20,7 +20,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
 from benchlib import machine, write_section  # noqa: E402
@@ -236,7 +236,7 @@ def main() -> None:
     lines = [
         SECTION,
         "",
-        f"`scripts/bench_generate.py {' '.join(sys.argv[1:])}` on {machine()}; {minutes:.1f} min. "
+        f"`scripts/bench/bench_generate.py {' '.join(sys.argv[1:])}` on {machine()}; {minutes:.1f} min. "
         f"Model: the default config ({args.layers} layers, d_model 512, 8 heads, FFN 2048, "
         f"FAVOR+ 128 features, R = 64; {n_params / 1e6:.1f} M parameters, REMI vocabulary "
         f"{vocab}), random weights, fp32, `model.step` only (no sampling); each figure is the "

@@ -12,7 +12,7 @@ hybrid of `model.local_layers`, blocks 1 and 3 windowed softmax over 160 positio
 gated sineSPE without them (`local_spe_norope`). An architecture that copies drives the
 repeat's NLL towards 0 once it has seen a few of its ids.
 
-    python scripts/copy_probe.py [--data data/prepared/pop909] [--steps 600]
+    python scripts/experiments/copy_probe.py [--data data/prepared/pop909] [--steps 600]
 """
 
 from __future__ import annotations

@@ -20,7 +20,7 @@ from pathlib import Path
 
 from benchlib import rss_mib, run_worker, write_section
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
 SECTION = "## perceiver"
@@ -181,7 +181,7 @@ def main() -> None:
         f"n = {args.n}. Cells: trained tokens/s (batch x n / best step time) / peak memory "
         f"(CPU seconds of that step, all threads: less sensitive to other jobs than wall time). "
         f"**Small widths, not the 24-layer paper model**, on {where}; torch {torch.__version__}; "
-        f"best of {args.reps} steps after one warm-up; written by `scripts/bench_perceiver.py` in "
+        f"best of {args.reps} steps after one warm-up; written by `scripts/bench/bench_perceiver.py` in "
         f"{(time.time() - start) / 60:.1f} min. The CPUs were shared with other jobs (load average "
         f"{load:.1f} at the start), so times are upper bounds and noisy. Perceiver S costs "
         f"O(n m) once (softmax cross-attention) plus its layers on n latents; the Performer "

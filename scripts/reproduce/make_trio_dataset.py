@@ -1,6 +1,6 @@
 """Build the synthetic bass/drums/piano trio dataset (musicgen/data/trio.py) into data/trio/.
 
-Usage: .venv/bin/python scripts/make_trio_dataset.py [--out data/trio] [--songs 300] [--seed 0]
+Usage: .venv/bin/python scripts/reproduce/make_trio_dataset.py [--out data/trio] [--songs 300] [--seed 0]
 """
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ import argparse
 import sys
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
 from musicgen.data.trio import build_trio  # noqa: E402

@@ -18,9 +18,9 @@ import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
-HEADER = "# Benchmarks\n\nEach section is written by a script in `scripts/`.\n"
+HEADER = "# Benchmarks\n\nEach section is written by a script in `scripts/bench/`.\n"
 
 
 def machine() -> str:

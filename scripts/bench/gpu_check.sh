@@ -4,12 +4,12 @@
 # parallel vs recurrent agreement under bf16, and generation speed. Writes the "gpu check" section
 # of docs/benchmarks.md.
 #
-#   bash scripts/gpu_check.sh                 # on a CUDA machine
-#   GPU_CHECK_DRY=1 bash scripts/gpu_check.sh # CPU dry run, tiny sizes, writes /tmp/gpu_check.md
+#   bash scripts/bench/gpu_check.sh                 # on a CUDA machine
+#   GPU_CHECK_DRY=1 bash scripts/bench/gpu_check.sh # CPU dry run, tiny sizes, writes /tmp/gpu_check.md
 #
 # PYTHON overrides the interpreter (default: .venv/bin/python when present, else python).
 set -uo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/../.."
 PY=${PYTHON:-$( [ -x .venv/bin/python ] && echo .venv/bin/python || echo python )}
 export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}"
 if [ "${GPU_CHECK_DRY:-0}" = 1 ]; then
@@ -30,7 +30,7 @@ summary="${summary:-no summary (exit $rc)} (exit $rc, $(( $(date +%s) - start ))
 rm -f "$LOG"
 
 echo "== training, agreement, generation"
-timeout 260 "$PY" scripts/gpu_check.py --tests "$summary" --write "$WRITE"
+timeout 260 "$PY" scripts/bench/gpu_check.py --tests "$summary" --write "$WRITE"
 mrc=$?
 echo "tests: $summary; measurements exit $mrc; results in $WRITE"
 [ "$rc" = 0 ] && [ "$mrc" = 0 ]

@@ -1,15 +1,15 @@
 #!/usr/bin/env bash
-# Export the runs of scripts/train_shipped.sh into checkpoints/ and measure them; the numbers go
-# into each checkpoints/<name>/README.md (scripts/write_model_cards.py) and README.md's figures.
-#   scripts/evaluate_shipped.sh pop909 [export] [nll] [texture]   # the POP909 pair (issue #12)
-#   scripts/evaluate_shipped.sh groove   # the groove model
-#   scripts/evaluate_shipped.sh maestro  # Perceiver S on MAESTRO (issue #17; after the comparison)
+# Export the runs of scripts/reproduce/train_shipped.sh into checkpoints/ and measure them; the numbers go
+# into each checkpoints/<name>/README.md (scripts/reproduce/write_model_cards.py) and README.md's figures.
+#   scripts/reproduce/evaluate_shipped.sh pop909 [export] [nll] [texture]   # the POP909 pair (issue #12)
+#   scripts/reproduce/evaluate_shipped.sh groove   # the groove model
+#   scripts/reproduce/evaluate_shipped.sh maestro  # Perceiver S on MAESTRO (issue #17; after the comparison)
 # pop909 compares with the models shipped before #12 when PREVIOUS (default out/eval/previous)
 # holds copies of their folders; they are scored on detected chords, the data they were trained
 # on (data/prepared/pop909_detected, prepared here if missing). Steps default to all three;
 # MODELS="pop909_ape" limits export and texture to one model (e.g. while the other trains).
 set -euo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/../.."
 WHAT=${1:-pop909}
 BIN=.venv/bin
 POP909=${POP909:-../shared/data/pop909}
@@ -22,7 +22,7 @@ mkdir -p $E
 ship() {  # run folder -> checkpoints/<name> model folder, weights bit-identical to the export
   local run=runs/$1  # the last phase run (train_shipped.sh: _notes, _long, _local)
   for phase in _notes _long _local; do [ -d runs/$1$phase ] && run=runs/$1$phase; done
-  $BIN/python scripts/export_checkpoint.py $run checkpoints/$1 > $E/$1.export.json
+  $BIN/python scripts/reproduce/export_checkpoint.py $run checkpoints/$1 > $E/$1.export.json
   $BIN/python scripts/convert_checkpoint.py checkpoints/$1/model.pt checkpoints/$1
   rm checkpoints/$1/model.pt
 }
@@ -72,9 +72,9 @@ if [ "$WHAT" = pop909 ]; then
 elif [ "$WHAT" = maestro ]; then
   # the Perceiver S run of the comparison's second seed, trained and measured by
   # SEED=1 ARMS="perceiver_s perceiver_ar" RUNS=runs/perceiver_compare_seed1 \
-  #   OUT=out/perceiver_compare_seed1 scripts/compare_perceiver.sh
+  #   OUT=out/perceiver_compare_seed1 scripts/reproduce/compare_perceiver.sh
   CMP=${CMP:-out/perceiver_compare_seed1}
-  $BIN/python scripts/export_checkpoint.py runs/perceiver_compare_seed1/perceiver_s \
+  $BIN/python scripts/reproduce/export_checkpoint.py runs/perceiver_compare_seed1/perceiver_s \
     checkpoints/maestro_perceiver_s --which last.pt > $E/maestro_perceiver_s.export.json
   $BIN/python scripts/convert_checkpoint.py checkpoints/maestro_perceiver_s/model.pt \
     checkpoints/maestro_perceiver_s
@@ -93,5 +93,5 @@ elif [ "$WHAT" = groove ]; then
       --out $E/groove_style$([ $t = 1.0 ] && echo _t1 || true)
   done
 else
-  echo "usage: scripts/evaluate_shipped.sh pop909|groove|maestro" >&2; exit 2
+  echo "usage: scripts/reproduce/evaluate_shipped.sh pop909|groove|maestro" >&2; exit 2
 fi

@@ -5,7 +5,7 @@ duration and velocity error against the raw MIDI and tokens per second of music.
 drops it, "tokens" keeps miditok's sustain-pedal tokens, "folded" moves note offs to the pedal's
 release before tokenizing. Prints a markdown table (medians over pieces of each piece's figure).
 
-    PYTHONPATH=$PWD OMP_NUM_THREADS=1 python scripts/measure_tokenizers.py \
+    PYTHONPATH=$PWD OMP_NUM_THREADS=1 python scripts/experiments/measure_tokenizers.py \
         --data ../shared/data/asap_maestro --pieces 30
 """
 

@@ -8,15 +8,15 @@
 #   3. `musicgen evaluate nll` of the three on the held-out split, up to MAX_LEN tokens per piece;
 #   4. PIECES generations of GEN_TOKENS tokens (4 windows of m) per arm, fixed seed, and
 #      `musicgen evaluate music` (repetition) against the same length of real held-out pieces;
-#   5. scripts/perceiver_compare.py report: OUT/summary.json, the figure, a markdown table.
-# Usage: scripts/compare_perceiver.sh            (full size: about 12 min per arm on 2 threads)
-#        TINY=1 scripts/compare_perceiver.sh     (tiny sizes, a few steps: checks the pipeline)
+#   5. scripts/reproduce/perceiver_compare.py report: OUT/summary.json, the figure, a markdown table.
+# Usage: scripts/reproduce/compare_perceiver.sh            (full size: about 12 min per arm on 2 threads)
+#        TINY=1 scripts/reproduce/compare_perceiver.sh     (tiny sizes, a few steps: checks the pipeline)
 # Environment: PYTHON, OMP_NUM_THREADS (default 2), MAESTRO, DATA, SPLIT (validation | test),
 # DEVICE (evaluation and generation), RUNS, OUT, FIG; full size only: MAX_LEN (2048), SONGS
 # (default all of the split), PIECES (4 generations per arm), REF (16 real pieces), SEED (the
 # training seed, default the presets' 0), ARMS (a subset, e.g. "perceiver_s perceiver_ar").
 set -euo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/../.."
 PY=${PYTHON:-$([ -x .venv/bin/python ] && echo .venv/bin/python || echo python)}
 MG="$PY -m musicgen.cli"
 MAESTRO=${MAESTRO:-../shared/data/asap_maestro}
@@ -49,7 +49,7 @@ say() { echo "[$(date +%H:%M:%S)] $*"; }
 
 if [ ! -f "$DATA/tokenizer.json" ]; then
   if [ "${TINY:-0}" = 1 ]; then
-    $PY scripts/perceiver_compare.py subset --input "$MAESTRO" --per-split 6 --out "$OUT/maestro"
+    $PY scripts/reproduce/perceiver_compare.py subset --input "$MAESTRO" --per-split 6 --out "$OUT/maestro"
     MAESTRO=$OUT/maestro
   fi
   say "prepare $MAESTRO -> $DATA"
@@ -74,7 +74,7 @@ $MG evaluate nll --checkpoint "${CKPTS[@]}" --data "$DATA" --split "$SPLIT" \
   --max-len "$MAX_LEN" ${SONGS:+--max-songs $SONGS} --seed 0 --device "$DEVICE" --out "$OUT/nll"
 
 say "reference: the first $GEN_TOKENS tokens of $REF $SPLIT pieces"
-$PY scripts/perceiver_compare.py reference --data "$DATA" --split "$SPLIT" --pieces "$REF" \
+$PY scripts/reproduce/perceiver_compare.py reference --data "$DATA" --split "$SPLIT" --pieces "$REF" \
   --tokens "$GEN_TOKENS" --out "$OUT/reference"
 for arm in "${ARMS[@]}"; do
   say "generate $PIECES x $GEN_TOKENS tokens with $arm, then evaluate music"
@@ -87,5 +87,5 @@ for arm in "${ARMS[@]}"; do
 done
 
 say "report"
-$PY scripts/perceiver_compare.py report --out "$OUT" --runs "$RUNS" --arms "${ARMS[@]}" \
+$PY scripts/reproduce/perceiver_compare.py report --out "$OUT" --runs "$RUNS" --arms "${ARMS[@]}" \
   --n "$N" --m "$M" --figure "$FIG"
