@@ -236,7 +236,8 @@ def main() -> None:
     lines = [
         SECTION,
         "",
-        f"`scripts/bench/bench_generate.py {' '.join(sys.argv[1:])}` on {machine()}; {minutes:.1f} min. "
+        f"`scripts/bench/bench_generate.py {' '.join(sys.argv[1:])}` on {machine()}; "
+        f"{minutes:.1f} min. "
         f"Model: the default config ({args.layers} layers, d_model 512, 8 heads, FFN 2048, "
         f"FAVOR+ 128 features, R = 64; {n_params / 1e6:.1f} M parameters, REMI vocabulary "
         f"{vocab}), random weights, fp32, `model.step` only (no sampling); each figure is the "

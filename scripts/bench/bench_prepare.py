@@ -1,7 +1,8 @@
 """Time `musicgen prepare` on the whole of POP909 with 1 and 2 workers; write the "prepare" section
 of docs/benchmarks.md (its own section only; other sections are kept).
 
-Usage: .venv/bin/python scripts/bench/bench_prepare.py [--input ../shared/data/pop909] [--workers 1 2]
+Usage: .venv/bin/python scripts/bench/bench_prepare.py [--input ../shared/data/pop909] \
+    [--workers 1 2]
 Every run starts from an empty output folder (no cache), so it measures a cold prepare.
 """
 

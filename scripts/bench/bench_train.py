@@ -12,7 +12,8 @@ ratio measured under the same load. With `--compile` the new tree's steps run un
 same code); its warm-up (the compilation) is reported apart. Writes the "training" section of
 docs/benchmarks.md.
 
-    python scripts/bench/bench_train.py --baseline HEAD~3 --sizes small default --repeats 3 --threads 2
+    python scripts/bench/bench_train.py --baseline HEAD~3 --sizes small default --repeats 3 \
+        --threads 2
 """
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
-"""The measured half of `scripts/bench/gpu_check.sh`: paper-size bf16 training, parallel vs recurrent
-agreement, generation speed; writes the "gpu check" section of docs/benchmarks.md.
+"""The measured half of `scripts/bench/gpu_check.sh`: paper-size bf16 training, parallel vs
+recurrent agreement, generation speed; writes the "gpu check" section of docs/benchmarks.md.
 
     python scripts/bench/gpu_check.py --tests "310 passed in 95 s"       # on a CUDA machine
     GPU_CHECK_DRY=1 python scripts/bench/gpu_check.py --write /tmp/b.md  # CPU, tiny: the code paths

@@ -1,7 +1,8 @@
 """Does a REMI model know when a chord is full? After the k-th note of one onset, the probability
 it gives to yet another Pitch, against how often real songs go on (docs/model.md).
 
-    python scripts/experiments/onset_hazard.py CHECKPOINT [CHECKPOINT ...] [--data data/prepared/pop909]
+    python scripts/experiments/onset_hazard.py CHECKPOINT [CHECKPOINT ...] \
+        [--data data/prepared/pop909]
 
 Reads the first --max-len ids of --songs validation songs; prints one row per k (notes read at the
 current position, 1..7+) with the count, the real rate and each model's mean probability.

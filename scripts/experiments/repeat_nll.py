@@ -1,7 +1,8 @@
 """Does a model copy? Its NLL on bars that exactly repeat an earlier bar of the same window, against
 the bars that do not (docs/evaluation.md, "Repetition").
 
-    python scripts/experiments/repeat_nll.py CHECKPOINT [CHECKPOINT ...] [--data data/prepared/pop909]
+    python scripts/experiments/repeat_nll.py CHECKPOINT [CHECKPOINT ...] \
+        [--data data/prepared/pop909]
 
 A bar's content is its `Position` and `Pitch` ids from one `Bar` to the next (what
 `metrics.repeated_bar_rate` compares: onsets and pitches, not velocities or durations), and only

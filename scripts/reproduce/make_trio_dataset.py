@@ -1,6 +1,7 @@
 """Build the synthetic bass/drums/piano trio dataset (musicgen/data/trio.py) into data/trio/.
 
-Usage: .venv/bin/python scripts/reproduce/make_trio_dataset.py [--out data/trio] [--songs 300] [--seed 0]
+Usage: .venv/bin/python scripts/reproduce/make_trio_dataset.py [--out data/trio] [--songs 300] \
+    [--seed 0]
 """
 
 from __future__ import annotations

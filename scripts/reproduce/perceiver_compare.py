@@ -22,7 +22,10 @@ from pathlib import Path
 import numpy as np
 
 ROOT = Path(__file__).resolve().parents[2]
-sys.path[:0] = [str(ROOT), str(ROOT / "scripts" / "bench")]  # this checkout's musicgen, then benchlib
+sys.path[:0] = [
+    str(ROOT),
+    str(ROOT / "scripts" / "bench"),
+]  # this checkout's musicgen, then benchlib
 
 from benchlib import train_flops  # noqa: E402
 

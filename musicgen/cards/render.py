@@ -1,0 +1,315 @@
+"""A shipped model's card (checkpoints/<name>/README.md) from its model folder, the training
+summary of its export (<name>.export.json) and the JSON files of `musicgen evaluate` (nll.json,
+music.json, style.json) under one evaluation folder. Numbers come from those files only, never
+typed by hand; the prose about each shipped family (its data and licence, how it was trained,
+what its piano rolls show, its limits) is the caller's `CardText`
+(scripts/reproduce/write_model_cards.py)."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+
+from musicgen.cards.acceptance import acceptance
+from musicgen.checkpoint import load_checkpoint, read_payload
+from musicgen.config import Config
+from musicgen.io import atomic_write_text
+
+
+@dataclass
+class CardText:
+    """The prose of the cards, per family ("pop909", "maestro", "groove") unless said."""
+
+    data: dict[str, str]  # the training data and its licence
+    limits: dict[str, str]
+    training: dict[str, str]  # how the (first) run was trained
+    fine_tunes: list[tuple[str, str]]  # phases 2, 3, ...: (what changed, how it ran)
+    seen: dict[str, str]  # per model: what its piano rolls show (looked at, not computed)
+    # per family: kind, preset, nll (the folder under the eval folder), pieces, reference,
+    # reproduce (command lines)
+    families: dict[str, dict]
+    previous_documented: dict[str, dict]  # per model: the replaced model's numbers, quoted
+    previous_tokens: int  # what the models before issue #12 were trained on
+    twin: dict[str, str]  # per POP909 model: the model its NLL beyond the crop is set against
+    script: str  # the command that rewrites a card, followed by the model's name
+
+
+def family(cfg: Config) -> str:
+    """Which shipped family a config belongs to: pop909, maestro or groove."""
+    if cfg.tokenizer == "groove":
+        return "groove"
+    return "maestro" if "maestro" in cfg.data.path else "pop909"
+
+
+def precision_note(ckpt: Path) -> str:
+    """How the file stores its SPE parameters: float32 since the export policy, float16 before."""
+    import torch
+
+    stored = read_payload(ckpt)["model"]  # a .pt file or a model folder
+    spe = [v for k, v in stored.items() if k.startswith("spe.")]
+    if not spe:
+        return ""
+    if spe[0].dtype == torch.float32:
+        return "; SPE parameters and gates in float32"
+    return (
+        "; exported before SPE parameters were kept in float32, so its SPE frequencies, "
+        "phases, gains and gates are float16-rounded too (every number here is of this file)"
+    )
+
+
+def tokens_note(info: dict, previous_tokens: int | None = None) -> str:
+    """', 9.2 M tokens', with the ratio to `previous_tokens` when given."""
+    tokens = info.get("tokens_trained")
+    if not tokens:
+        return ""
+    times = f" ({tokens / previous_tokens:.1f}x the previous models')" if previous_tokens else ""
+    return f", {tokens / 1e6:.1f} M tokens{times}"
+
+
+def speed_note(info: dict) -> str:
+    rate = info.get("tokens_per_s")
+    return (
+        f", {rate:,} tokens/s over the whole run (validation and checkpoints included)"
+        if rate
+        else ""
+    )
+
+
+def batch_text(cfg: Config) -> str:
+    """What one step trains on: crops, or Perceiver windows with their trained positions."""
+    b, m = cfg.train.batch_size, cfg.model
+    if m.head == "perceiver_s":
+        p = m.perceiver
+        return f"batch {b} windows of {p.context_len} tokens ({p.n_queries} trained positions each)"
+    return f"batch {b} x {cfg.data.crop_len} tokens"
+
+
+def phase_text(cfg: Config, info: dict, how: str, text: CardText, ratio: bool = True) -> str:
+    """One training run: config, steps, tokens, optimiser, wall time and speed."""
+    fam = family(cfg)
+    previous = text.previous_tokens if ratio and fam == "pop909" else None
+    return (
+        f"`{cfg.name}` ({text.families[fam]['preset']}): {info['steps_trained']} steps of "
+        f"{batch_text(cfg)}{tokens_note(info, previous)} "
+        f"(Adam, lr {cfg.optim.lr:g}, {cfg.optim.warmup_steps} warm-up "
+        f"steps, min lr {cfg.optim.min_lr:g}; transposition {cfg.data.transpose[0]}.."
+        f"{cfg.data.transpose[1]}); {how}. {info['train_minutes']} minutes of wall time on a "
+        f"2-core CPU{speed_note(info)}"
+    )
+
+
+def phases(info: dict) -> list[dict]:
+    """The training phases of an export summary, first to last (a fine-tune's `init_from` chain)."""
+    chain = [info]
+    while "init_from" in chain[0]:
+        chain.insert(0, chain[0]["init_from"])
+    return chain
+
+
+def training_text(cfg: Config, info: dict, text: CardText, root: Path) -> str:
+    """The training paragraph; a fine-tuned model (`train.init_from`) describes every phase, the
+    configs of the earlier ones read from their checkpoints (paths relative to `root`)."""
+    fam = family(cfg)
+    shipped = f"Shipped: the checkpoint with the best validation loss (step {info['step']})."
+    chain = phases(info)
+    if len(chain) == 1:
+        return f"{phase_text(cfg, info, text.training[fam], text)}. {shipped}"
+    cfgs = [load_checkpoint(root / p["path"]).config for p in chain[:-1]] + [cfg]
+    parts = [f"Phase 1, {phase_text(cfgs[0], chain[0], text.training[fam], text)}."]
+    for k, (c, p) in enumerate(zip(cfgs[1:], chain[1:], strict=True), start=1):
+        what, how = text.fine_tunes[k - 1]
+        parts.append(
+            f"Phase {k + 1}, a fine-tune from phase {k}'s best checkpoint "
+            f"(`train.init_from`) {what}: {phase_text(c, p, how, text, ratio=False)}."
+        )
+    total = {"tokens_trained": sum(p["tokens_trained"] for p in chain)}
+    return (
+        f"{len(chain)} phases. "
+        + " ".join(parts)
+        + f" In all{tokens_note(total, text.previous_tokens)}. {shipped}"
+    )
+
+
+def article(word: str) -> str:
+    return "An" if word[0] in "aeiou" else "A"
+
+
+def local_text(m) -> str:
+    """The windowed softmax blocks in words (empty without them)."""
+    if not m.local_layers:
+        return ""
+    blocks = " and ".join(str(i) for i in m.local_layers)
+    rope = " with rotary positions" if m.local_rope else ""
+    return (
+        f"; blocks {blocks} exact causal softmax attention over the last {m.local_window} "
+        f"positions{rope} (`model.local_layers`)"
+    )
+
+
+def head_text(m) -> str:
+    """The Perceiver-S head in words (empty for the plain Performer)."""
+    if m.head != "perceiver_s":
+        return ""
+    p = m.perceiver
+    return (
+        f"**Perceiver S** (causal and scale-masked softmax cross-attention over a window of m = "
+        f"{p.context_len} tokens, n = {p.n_queries} latents, effective segmentation) over "
+    )
+
+
+def intro(folder: Path, loaded, kind: str) -> str:
+    """The card's first paragraph: architecture, size, tokens, files and how to load it."""
+    name, m = folder.name, loaded.config.model
+    params = sum(p.numel() for p in loaded.model.parameters()) / 1e6
+    pe = m.pe + (" (gated)" if m.gated and m.pe.endswith("spe") else "")
+    spe = {
+        "sine_spe": f", K = {m.num_sines} sines, R = {m.num_realizations}",
+        "conv_spe": f", P = {m.kernel_size}, R = {m.num_realizations}",
+    }.get(m.pe, "")
+    return (
+        f"{article(kind)} {kind} model: {head_text(m)}a Performer of "
+        f"{m.n_layers} layers, d_model "
+        f"{m.d_model}, {m.n_heads} heads, FFN {m.d_ff}, {m.feature_map.upper()} features "
+        f"({m.n_features}), positional encoding **{pe}**{spe}{local_text(m)}; "
+        f"{params:.1f} M parameters; "
+        f"{loaded.tokenizer.name} tokens "
+        f"(vocabulary {loaded.tokenizer.vocab_size}). Weights in half precision in "
+        f"`model.safetensors`{precision_note(folder)} (converted bit for bit from the training "
+        "export by `scripts/convert_checkpoint.py`), with `config.json` and `tokenizer.json` "
+        f'beside it: `musicgen.load("checkpoints/{name}")` or `--checkpoint checkpoints/{name}`.'
+    )
+
+
+def nll_section(nll: dict, crop: int) -> list[str]:
+    """The validation table of an nll.json: within and beyond the training length."""
+    top = next(iter(nll["models"].values()))["max_len"]
+    lines = [
+        f"| model | songs | within the training length (0-{crop}) | beyond it ({crop}-{top}) |",
+        "|---|---:|---:|---:|",
+    ]
+    for label, r in nll["models"].items():
+        lines.append(
+            f"| {label} | {nll['songs']} | {r['mean_within']:.3f} | {r['mean_beyond']:.3f} |"
+        )
+    per_note = [
+        f"{label} {r['nll_per_note']:.3f}"
+        for label, r in nll["models"].items()
+        if r.get("nll_per_note") is not None
+    ]
+    if per_note:  # total NLL / notes scored: comparable across tokenizations
+        lines += ["", f"NLL per note (nats; total NLL / notes scored): {', '.join(per_note)}."]
+    return lines + [
+        "",
+        "Per 128-token segment: `musicgen evaluate nll` (figure in `docs/figures/`).",
+        "",
+    ]
+
+
+def head_note(music: dict) -> str:
+    """How much of each reference song was measured (`evaluate music --reference-bars`)."""
+    bars = music.get("reference_bars")
+    return f", each its first {bars} bars from its first note" if bars else ""
+
+
+def music_section(d: dict, spec: dict) -> list[str]:
+    """The statistics of a music.json: generated pieces against the reference, mean ± std."""
+    lines = [
+        "## Music statistics",
+        "",
+        f"{len(d['files'])} {spec['pieces']} against {len(d.get('reference_files', []))} "
+        f"{spec['reference']}{head_note(d)} (`musicgen evaluate music`; mean ± std over "
+        "pieces):",
+        "",
+        "| statistic | generated | held-out songs |",
+        "|---|---:|---:|",
+    ]
+    for key, g in d["generated"].items():
+        r = d["reference"].get(key, {"mean": float("nan"), "std": float("nan")})
+        lines.append(
+            f"| {key} | {g['mean']:.3f} ± {g['std']:.3f} | {r['mean']:.3f} ± {r['std']:.3f} |"
+        )
+    return lines + [""]
+
+
+def style_section(d: dict, groove: bool = True) -> list[str]:
+    """The time-segment table of a style.json (`musicgen evaluate style`)."""
+    t = d["sampling"]["temperature"]
+    songs = (
+        f"{len(d['songs'])} test-split trio songs (styles never seen in training)"
+        if groove
+        else f"{len(d['songs'])} held-out POP909 songs"
+    )
+    out = [
+        f"## Style similarity of continuations ({'unseen styles' if groove else 'held-out songs'}, "
+        f"T = {t:g})",
+        "",
+        f"{songs}, {d['samples']} sample{'s' if d['samples'] > 1 else ''} each: the first 2 bars "
+        "as prompt, continued to "
+        f"{d['max_tokens']} tokens at T = {t:g} with grammar masking; the continuation is cut "
+        "into 4 equal time segments, each scored against the whole source song by cosine "
+        "similarity of style histograms (`musicgen evaluate style`):",
+        "",
+        "| feature | segment 1 | segment 2 | segment 3 | segment 4 |",
+        "|---|---:|---:|---:|---:|",
+    ]
+    for feat, segs in d["summary"].items():
+        cells = [f"{s['mean']:.3f} ± {s['std']:.3f}" for s in segs]
+        out.append(f"| {feat}, sampled | " + " | ".join(cells) + " |")
+        ref = [f"{s['mean']:.3f}" for s in d["reference_summary"][feat]]
+        out.append(f"| {feat}, the song's real continuation | " + " | ".join(ref) + " |")
+        if feat in d.get("baseline_summary", {}):  # evaluate style since the other-song baseline
+            base = [
+                "n/a" if s["mean"] is None else f"{s['mean']:.3f}"
+                for s in d["baseline_summary"][feat]
+            ]
+            out.append(
+                f"| {feat}, an unrelated song's real continuation | " + " | ".join(base) + " |"
+            )
+    out.append("")
+    return out
+
+
+def _json(path: Path) -> dict:
+    return json.loads(path.read_text())
+
+
+def render_card(folder: Path, ev: Path, text: CardText, root: Path) -> str:
+    """The card of the model folder `folder` from the evaluation outputs under `ev`
+    (<name>.export.json, the family's nll folder, music_<name>, style_<name>, groove_style*)."""
+    name, loaded = folder.name, load_checkpoint(folder)
+    cfg = loaded.config
+    fam = family(cfg)
+    spec = text.families[fam]
+    info = _json(ev / f"{name}.export.json")
+    lines = [f"# {name}", "", intro(folder, loaded, spec["kind"]), "", "## Data and licence", ""]
+    lines += [f"Trained on {text.data[fam]}", "", "## Training", ""]
+    lines += [training_text(cfg, info, text, root), ""]
+    lines += ["## Validation: per-position loss (nats/token), held-out songs", ""]
+    lines += nll_section(_json(ev / spec["nll"] / "nll.json"), cfg.data.crop_len)
+    if (ev / f"music_{name}" / "music.json").exists():
+        lines += music_section(_json(ev / f"music_{name}" / "music.json"), spec)
+    if fam == "pop909":
+        lines += acceptance(name, ev, cfg.data.crop_len, text)
+        if (ev / f"style_{name}" / "style.json").exists():
+            lines += style_section(_json(ev / f"style_{name}" / "style.json"), groove=False)
+    if name in text.seen:
+        lines += ["## What the piano rolls show", "", text.seen[name], ""]
+    for sub in ("groove_style", "groove_style_t1"):
+        if fam == "groove" and (ev / sub / "style.json").exists():
+            lines += style_section(_json(ev / sub / "style.json"))
+    lines += ["## Limitations", "", text.limits[fam], ""]
+    lines += ["## Reproduce", "", "```bash", *spec["reproduce"]]
+    lines += [f"{text.script} {name}", "```", ""]
+    return "\n".join(lines)
+
+
+def write_cards(root: Path, names: list[str], ev: Path, text: CardText) -> list[Path]:
+    """Write root/checkpoints/<name>/README.md for each name; the paths written."""
+    written = []
+    for name in names:
+        folder = root / "checkpoints" / name
+        path = folder / "README.md"
+        atomic_write_text(path, render_card(folder, ev, text, root))
+        written.append(path)
+    return written
