@@ -1,0 +1,114 @@
+"""The model cards' library (musicgen.cards): the training summary an export keeps, and a card
+rendered from a model folder and evaluation JSON, every number taken from those files."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import shutil
+
+from paths import ROOT
+
+from musicgen.cards import export_summary, render_card, write_cards
+from musicgen.cards.summary import run_summary
+from musicgen.checkpoint import load_checkpoint
+from musicgen.runlog import records_text
+
+GROOVE = ROOT / "checkpoints" / "groove_sine_spe_gated"
+
+
+def card_text():
+    """The shipped cards' prose, from the script that writes them."""
+    path = ROOT / "scripts" / "reproduce" / "write_model_cards.py"
+    spec = importlib.util.spec_from_file_location("write_model_cards", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module.TEXT
+
+
+def segments(*means: float) -> list[dict]:
+    return [{"mean": m, "std": 0.01} for m in means]
+
+
+def groove_eval(ev):
+    """The files evaluate_shipped.sh leaves for the groove model, with made-up numbers."""
+    export = {"step": 1250, "steps_trained": 1500, "train_minutes": 87.0}
+    export |= {"tokens_trained": 3_072_000, "tokens_per_s": 588}
+    (ev / "groove_sine_spe_gated.export.json").write_text(json.dumps(export))
+    entry = {"checkpoint": str(GROOVE), "mean_within": 2.5191, "mean_beyond": 2.5344}
+    nll = {"songs": 30, "models": {"sine_spe+gate (g)": entry | {"max_len": 2048}}}
+    (ev / "groove_nll").mkdir()
+    (ev / "groove_nll" / "nll.json").write_text(json.dumps(nll))
+    style = {
+        "sampling": {"temperature": 0.6},
+        "songs": ["a", "b"],
+        "samples": 2,
+        "max_tokens": 1024,
+        "summary": {"time_pitch": segments(0.299, 0.252, 0.232, 0.220)},
+        "reference_summary": {"time_pitch": segments(0.865, 0.864, 0.869, 0.851)},
+    }
+    (ev / "groove_style").mkdir()
+    (ev / "groove_style" / "style.json").write_text(json.dumps(style))
+
+
+def test_groove_card_quotes_the_numbers_of_its_files(tmp_path):
+    groove_eval(tmp_path)
+    card = render_card(GROOVE, tmp_path, card_text(), ROOT)
+    assert card.startswith("# groove_sine_spe_gated\n\nA groove (bass, drums, piano) model: ")
+    assert "4 layers, d_model 256" in card and "groove tokens (vocabulary 795)" in card
+    assert "1500 steps of batch 4 x 512 tokens, 3.1 M tokens (Adam" in card  # no POP909 ratio
+    assert "87.0 minutes of wall time on a 2-core CPU, 588 tokens/s" in card
+    assert "(step 1250)" in card
+    assert "| sine_spe+gate (g) | 30 | 2.519 | 2.534 |" in card
+    assert "(0-512) | beyond it (512-2048) |" in card
+    assert "| time_pitch, sampled | 0.299 ± 0.010 | 0.252 ± 0.010 |" in card
+    assert "unrelated" not in card  # a style.json from before the other-song baseline
+    assert "## Music statistics" not in card  # no music.json for this model
+    assert card.endswith(
+        "python scripts/reproduce/write_model_cards.py groove_sine_spe_gated\n```\n"
+    )
+
+
+def test_write_cards_writes_each_folders_readme(tmp_path):
+    groove_eval(tmp_path)
+    root = tmp_path / "root"
+    shutil.copytree(GROOVE, root / "checkpoints" / GROOVE.name)
+    [path] = write_cards(root, [GROOVE.name], tmp_path, card_text())
+    assert path == root / "checkpoints" / GROOVE.name / "README.md"
+    assert path.read_text() == render_card(GROOVE, tmp_path, card_text(), ROOT)
+
+
+def test_run_summary_adds_up_resumed_sessions(tmp_path):
+    log = [
+        {"kind": "train", "step": 10, "time": 60.0, "loss": 3.0},
+        {"kind": "val", "step": 10, "loss": 2.9},
+        {"kind": "train", "step": 20, "time": 120.0, "loss": 2.5},
+        {"kind": "train", "step": 30, "time": 30.0, "loss": 2.0},  # resumed: the clock restarts
+        {"kind": "val", "step": 30, "loss": 2.4},
+    ]
+    (tmp_path / "log.jsonl").write_text(records_text(log))
+    s = run_summary(tmp_path, step=30, tokens_per_step=100)
+    assert s["steps_trained"] == 30 and s["tokens_trained"] == 3000
+    assert s["train_minutes"] == 2.5 and s["tokens_per_s"] == 20  # 3000 tokens / 150 s
+    assert s["best_validation"]["step"] == 30 and s["final_train_loss"] == 2.0
+
+
+def test_export_summary_follows_init_from(tmp_path):
+    cfg = load_checkpoint(GROOVE).config
+    assert not cfg.train.init_from
+    base = tmp_path / "base"  # a model folder with its log stands for the base run
+    shutil.copytree(GROOVE, base)
+    (base / "log.jsonl").write_text(
+        records_text([{"kind": "train", "step": 5, "time": 6.0, "loss": 2}])
+    )
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / "log.jsonl").write_text(
+        records_text([{"kind": "train", "step": 7, "time": 6.0, "loss": 1}])
+    )
+    cfg.train.init_from = str(base)
+    info = export_summary(run, cfg, step=7)
+    crop = cfg.train.batch_size * cfg.train.grad_accum * cfg.data.crop_len
+    assert info["tokens_trained"] == 7 * crop and info["step"] == 7
+    assert info["init_from"]["path"] == str(base) and "init_from" not in info["init_from"]
+    assert info["init_from"]["tokens_trained"] == 5 * crop and info["init_from"]["step"] == 0
