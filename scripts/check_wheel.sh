@@ -31,20 +31,27 @@ echo "$DEPS" > "$OWN/_musicgen_deps.pth"
 
 cd "$WORK"
 BIN="$WORK/venv/bin"
-"$BIN/python" - <<'PY'
+MUSICGEN_CHECKOUT="$ROOT" "$BIN/python" - <<'PY'
+import importlib
+import os
 import sys
+from pathlib import Path
 
 import musicgen
 from musicgen.config import load_config
 from musicgen.resources import shipped_dir
 
 assert musicgen.__file__.startswith(sys.prefix), musicgen.__file__  # the wheel, not a checkout
+checkout = Path(os.environ["MUSICGEN_CHECKOUT"])
+for init in sorted((checkout / "musicgen").rglob("__init__.py")):  # every package made the wheel
+    module = importlib.import_module(".".join(init.parent.relative_to(checkout).parts))
+    assert module.__file__.startswith(sys.prefix), f"not in the wheel: {module.__name__}"
 assert "_shipped" in str(shipped_dir("checkpoints")), shipped_dir("checkpoints")
 assert load_config("pop909/small").model.pe == "sine_spe"
 m = musicgen.load("pop909_sine_spe_gated")  # a shipped model by name
 piece = m.generate(bars=1, seed=1)
 assert piece.score.note_num() > 0 and piece.piano_roll().shape[0] == 128
-print("wheel: presets by name, shipped models and the API work")
+print("wheel: every package, presets by name, shipped models and the API work")
 PY
 "$BIN/musicgen" demo --out "$WORK/demo" --bars 1 --max-tokens 32 --device cpu > "$WORK/demo.log" 2>&1 \
   || { cat "$WORK/demo.log"; exit 1; }
