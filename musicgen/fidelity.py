@@ -7,7 +7,7 @@ same pitch nearest in onset. The sustain pedal is either kept as its own events 
 notes (`fold_pedal`: a key released while the pedal is down sounds on until the pedal is released);
 the "sounding" duration error compares pedal-folded durations on both sides, so both ways of
 keeping the pedal, and dropping it, are measured on the same footing. Used by
-scripts/measure_tokenizers.py; results in docs/tokenization.md ("Expressive piano").
+scripts/experiments/measure_tokenizers.py; results in docs/tokenization.md ("Expressive piano").
 """
 
 from __future__ import annotations
