@@ -261,7 +261,7 @@ def check_bar_range(prompt_bars) -> tuple[int, int]:
         raise MusicgenError(f"prompt_bars: must be (start, end), got {prompt_bars!r}")
     start, end = (check_int("prompt_bars", v) for v in prompt_bars)
     if start < 0 or end <= start:
-        raise MusicgenError(f"prompt_bars: need 0 <= start < end, got {start}:{end}")
+        raise MusicgenError(f"prompt_bars: need 0 <= START < END, got {start}:{end}")
     return start, end
 
 
@@ -297,11 +297,10 @@ def select_bars(
         n = check_int("bars", 2 if bars is None else bars, 1, MAX_NEW_BARS)
         first, pickup = music_start(tokenizer, ids, where)
         start, end = first, first + n + int(pickup)
-        have = len(tokenizer.bar_starts(np.asarray(ids, dtype=np.int64))) - first
-        if have < end - start:
-            raise MusicgenError(
-                f"{where}: holds {have} bars from its first note on, fewer than the {n} asked"
-            )
+        have = len(tokenizer.bar_starts(np.asarray(ids, dtype=np.int64))) - end + n
+        if have < n:
+            after = "after its pickup" if pickup else "from its first note on"
+            raise MusicgenError(f"{where}: has {have} bars, fewer than the {n} asked ({after})")
     prompt = prompt_from_ids(tokenizer, ids, start, end, where)
     if prompt.notes.note_num() == 0:
         raise MusicgenError(f"{where}: bars {start}:{end} hold no notes; nothing to continue")
