@@ -1,7 +1,11 @@
 """The one prompt builder: bars of a song as the model is fed them, and as they must come back.
 
-`musicgen continue`, the Python API (`Model.continue_midi`) and `evaluate style` all build their
-prompts here, so a 2-bar prompt means the same ids everywhere.
+`musicgen continue`, the demo, the Python API (`Model.prompt`) and `evaluate style` all build
+their prompts here (`load_prompt`, `select_bars`), so a 2-bar prompt means the same ids
+everywhere: `bars=N` is the first N bars that hold music (leading silent bars skipped, a pickup
+joins the first bar), `prompt_bars=(S, E)` exactly bars S..E-1 from time 0, and a prompt without
+a note is an error. (One module of ~430 lines on purpose: what is fed and what comes back are
+one contract, read in one place.)
 
 Contract (issue #12): a prompt of N bars is fed as BOS, the ids of those bars, and the ids that
 carry time to the bar line after them (REMI: the next `Bar` token; groove: nothing, its TimeShifts
