@@ -199,6 +199,8 @@ class Model:
         per piece. Every argument is checked now, before the first piece is asked for.
         `generator`: draw from this random stream instead of a fresh one from `seed` (one stream
         over many calls, as `evaluate style` does; `seed` is then only recorded)."""
+        if prompt is not None and not isinstance(prompt, Prompt):
+            raise MusicgenError(f"prompt: must be a Prompt (Model.prompt(path)), got {prompt!r}")
         name = "bars" if prompt is None else "new_bars"
         check_arguments(num, bars, max_tokens, seed, batch_size, bars_name=name, **sampling)
         _check_hooks(progress, cancel, grammar_wrap)
