@@ -32,6 +32,8 @@ and the first sampled id must be a position at or after the cut, a `Bar` or EOS
 between the last prompt note and the cut, which is true of the prompt.
 """
 
+# Over 400 lines on purpose: what is fed and what comes back are one contract, read in one place.
+
 from __future__ import annotations
 
 import math
