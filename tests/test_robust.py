@@ -791,6 +791,48 @@ def test_sigterm_saves_like_ctrl_c(prepared, tmp_path):
     assert not list(run.glob(".*.tmp"))
 
 
+def _train_subprocess(prepared: Path, run: Path, *extra: str) -> subprocess.Popen:
+    cmd = [sys.executable, "-m", "musicgen.cli", "train", "--config", str(TINY)]
+    cmd += ["--data", str(prepared), "--out", str(run), "--train.max_steps=100000"]
+    cmd += ["--train.ckpt_every=100000", "--train.val_every=100000", "--log.every=1", *extra]
+    return subprocess.Popen(
+        cmd,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,  # its own process group, as a shell job or a SLURM step
+    )
+
+
+def _wait_for_steps(proc: subprocess.Popen, run: Path, steps: int) -> None:
+    deadline = time.time() + 300
+    while time.time() < deadline and proc.poll() is None:
+        if len(read_log(run, required=False)) >= steps:
+            return
+        time.sleep(0.05)
+
+
+def test_sigterm_to_the_group_with_loader_workers_saves_and_resumes(prepared, tmp_path, capsys):
+    """SIGTERM to the whole process group (DataLoader workers included) of a run with
+    data.workers=2: the step finishes, last.pt is saved, exit 143, no traceback, and the run
+    resumes. Meanwhile a second train on the same folder is refused at once (RUN/.lock)."""
+    run = tmp_path / "run"
+    proc = _train_subprocess(prepared, run, "--data.workers=2")
+    _wait_for_steps(proc, run, 3)
+    rc, _, err = run_cli(capsys, "train", "--config", TINY, "--data", prepared, "--out", run)
+    assert rc == 1
+    line = one_line_error(err)
+    assert f"{run}: another musicgen train (pid {proc.pid}) is writing this run folder" in line
+    os.killpg(proc.pid, signal.SIGTERM)
+    _, err = proc.communicate(timeout=300)
+    assert proc.returncode == 128 + signal.SIGTERM, err
+    assert "Traceback" not in err and err.strip().splitlines()[-1] == "terminated"
+    saved = read_payload(run / "last.pt")["train_state"]["step"]
+    assert saved >= max(r["step"] for r in read_log(run)) >= 3
+    result = train(tiny(prepared, f"train.max_steps={saved + 2}", "data.workers=2"), run, True)
+    assert result.step == saved + 2
+
+
 def test_prepared_arrays_survive_the_verified_writer(prepared):
     """The prepared layout is still readable after the writes went through the checks."""
     tokens = np.load(prepared / "train" / "tokens.npy")

@@ -205,7 +205,7 @@ def test_ctrl_c_stops_at_a_step_boundary_and_resumes_exactly(prepared, tmp_path,
     """A SIGINT that lands after step 4 (sent by the hook) lets the loop finish the step in
     progress (5), save last.pt there and leave with KeyboardInterrupt; resuming matches a whole
     run."""
-    import musicgen.train as train_mod
+    import musicgen.train_loop as train_mod
 
     args = ["train.max_steps=8", "train.ckpt_every=100", "train.val_every=1000"]
     train(tiny(prepared, *args), tmp_path / "whole")
@@ -287,6 +287,7 @@ GLOO_WORKER = """
 import json, os, signal, sys, time
 import torch
 import musicgen.train as T
+import musicgen.train_loop as L
 from musicgen.checkpoint import model_state
 from musicgen.config import load_config
 from musicgen.data.dataset import CropDataset
@@ -317,9 +318,9 @@ class FastClock:  # rank 1's clock gains 20 s per reading: alone, it would leave
         return time.time() + 20 * FastClock.calls
 
 if rank == 1 and scenario == "clock":
-    T.time = FastClock()
+    L.time = FastClock()
 if rank == 1 and scenario == "sigint":  # Ctrl-C reaches rank 1 only, after its step 2
-    T._test_hook = lambda step: step == 2 and os.kill(os.getpid(), signal.SIGINT)
+    L._test_hook = lambda step: step == 2 and os.kill(os.getpid(), signal.SIGINT)
 cfg = load_config(tiny, ["train.max_steps=50", "train.val_every=2", "train.device=cpu",
                          "train.max_minutes=1", "log.every=1"])
 cfg.data.path = data
