@@ -28,7 +28,7 @@ from torch import nn
 from torch.utils.data import DataLoader, Sampler
 from tqdm import tqdm
 
-from musicgen.checkpoint import read_payload
+from musicgen.checkpoint import checked_weights, payload_tokenizer, read_payload
 from musicgen.config import Config, config_from_dict, to_dict
 from musicgen.data.dataset import PreparedSplit, load_songs
 from musicgen.data.segments import make_train_dataset
@@ -37,7 +37,7 @@ from musicgen.errors import MusicgenError
 from musicgen.io import atomic_write_text, ensure_dir, remove_stale_temps
 from musicgen.model import build_model
 from musicgen.runlog import read_log, records_text
-from musicgen.tokenizers import Tokenizer, load_tokenizer
+from musicgen.tokenizers import Tokenizer
 from musicgen.train_loop import close_outputs, crops_per_step, finish, run_steps, step_seed
 from musicgen.train_state import (
     Ranks,
@@ -159,7 +159,7 @@ def build_run(
     if payload is not None:
         if payload["tokenizer"] != tok.to_dict():
             raise MusicgenError(f"{out / 'last.pt'}: checkpoint tokenizer differs from the data's")
-        model.load_state_dict(payload["model"])
+        model.load_state_dict(checked_weights(model, payload["model"], str(out / "last.pt")))
         optim.load_state_dict(payload["train_state"]["optimizer"])
         if "scaler" in payload["train_state"]:
             scaler.load_state_dict(payload["train_state"]["scaler"])
@@ -191,11 +191,11 @@ def init_weights(model: nn.Module, src: str, tok: Tokenizer) -> list[str]:
     keeps its learned q, k, v and output weights; anything else that does not fit is an
     error, so a different architecture cannot start half-loaded."""
     payload = read_payload(src)
-    theirs = load_tokenizer(payload["tokenizer"])
+    theirs = payload_tokenizer(payload)
     names = [theirs.token_name(i) for i in range(theirs.vocab_size)]
     if names != [tok.token_name(i) for i in range(tok.vocab_size)]:
         raise MusicgenError(f"train.init_from: {src}: its vocabulary differs from the data's")
-    weights = {k: v.float() if v.is_floating_point() else v for k, v in payload["model"].items()}
+    weights = checked_weights(model, payload["model"], f"train.init_from: {src}")
     try:
         missing, unexpected = model.load_state_dict(weights, strict=False)
     except RuntimeError as exc:
