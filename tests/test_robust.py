@@ -838,3 +838,257 @@ def test_prepared_arrays_survive_the_verified_writer(prepared):
     tokens = np.load(prepared / "train" / "tokens.npy")
     offsets = np.load(prepared / "train" / "offsets.npy")
     assert offsets[-1] == len(tokens) > 0
+
+
+# ---------------------------------------------------------------------------------------------
+# hostile model folders, checkpoints, tokenizer files and prepared datasets (issue 26)
+
+from hostile import CONFIG_CASES, GROOVE_CASES, TOKENIZER_CASES, set_dotted  # noqa: E402
+
+from musicgen.checkpoint import convert_to_folder, load_checkpoint  # noqa: E402
+from musicgen.data.dataset import PreparedSplit  # noqa: E402
+from musicgen.tokenizers import load_tokenizer  # noqa: E402
+
+
+@pytest.fixture(scope="module")
+def model_folder(ckpts, tmp_path_factory) -> Path:
+    return convert_to_folder(ckpts["remi"], tmp_path_factory.mktemp("folder") / "remi")
+
+
+def _copy_folder(src: Path, dst: Path) -> Path:
+    shutil.copytree(src, dst)
+    return dst
+
+
+def _edit_json(path: Path, dotted: str, value) -> None:
+    path.write_text(json.dumps(set_dotted(json.loads(path.read_text()), dotted, value)))
+
+
+def one_line(exc: pytest.ExceptionInfo) -> str:
+    text = str(exc.value)
+    assert "\n" not in text and "internal error" not in text
+    return text
+
+
+@pytest.mark.parametrize("case", CONFIG_CASES, ids=list(CONFIG_CASES))
+def test_a_model_folder_with_a_hostile_config_is_refused_before_allocating(
+    case, model_folder, tmp_path
+):
+    dotted, value, message = CONFIG_CASES[case]
+    folder = _copy_folder(model_folder, tmp_path / "m")
+    _edit_json(folder / "config.json", f"config.{dotted}", value)
+    with pytest.raises(MusicgenError) as info:
+        load_checkpoint(folder)
+    text = one_line(info)
+    assert text.startswith(f"{folder / 'config.json'}: ") and message in text
+
+
+@pytest.mark.parametrize("case", ["layers_1e6", "layers_null", "params_too_many"])
+def test_a_pt_with_a_hostile_config_is_refused(case, ckpts, tmp_path):
+    dotted, value, message = CONFIG_CASES[case]
+    payload = torch.load(ckpts["remi"], weights_only=True)
+    path = tmp_path / "hostile.pt"
+    torch.save(set_dotted(payload, f"config.{dotted}", value), path)
+    with pytest.raises(MusicgenError) as info:
+        read_payload(path)
+    assert one_line(info).startswith(f"{path}: ") and message in str(info.value)
+
+
+@pytest.mark.parametrize("case", TOKENIZER_CASES, ids=list(TOKENIZER_CASES))
+def test_a_hostile_remi_tokenizer_file_is_one_line_naming_file_and_field(
+    case, model_folder, tmp_path
+):
+    dotted, value, message = TOKENIZER_CASES[case]
+    path = tmp_path / "tokenizer.json"
+    shutil.copy(model_folder / "tokenizer.json", path)
+    _edit_json(path, dotted, value)
+    with pytest.raises(MusicgenError) as info:
+        load_tokenizer(path)
+    assert one_line(info).startswith(f"{path}: ") and message in str(info.value)
+    folder = _copy_folder(model_folder, tmp_path / "m")  # the same file inside a model folder
+    shutil.copy(path, folder / "tokenizer.json")
+    with pytest.raises(MusicgenError) as info:
+        load_checkpoint(folder)
+    assert one_line(info).startswith(f"{folder / 'tokenizer.json'}: ")
+
+
+@pytest.mark.parametrize("case", GROOVE_CASES, ids=list(GROOVE_CASES))
+def test_a_hostile_groove_tokenizer_file_is_one_line(case, tmp_path):
+    key, value, message = GROOVE_CASES[case]
+    path = tmp_path / "tokenizer.json"
+    data = build_tokenizer("groove").to_dict()
+    path.write_text(json.dumps({**data, key: value}))
+    with pytest.raises(MusicgenError) as info:
+        load_tokenizer(path)
+    assert one_line(info).startswith(f"{path}: ") and message in str(info.value)
+    yaml_path = tmp_path / "groove.yaml"  # a YAML config: the same checks
+    yaml_path.write_text(f"name: groove\n{key}: {json.dumps(value)}\n")
+    if case != "tempo_nan":  # JSON's NaN is not YAML's .nan
+        with pytest.raises(MusicgenError) as info:
+            build_tokenizer(yaml_path)
+        assert one_line(info).startswith(f"{yaml_path}: ")
+
+
+def _bad_weights(payload_model: dict, case: str) -> dict:
+    weights = dict(payload_model)
+    name = next(k for k, v in weights.items() if v.ndim == 2)
+    w = weights[name]
+    weights[name] = {
+        "nan": w.clone().fill_(float("nan")),
+        "inf": torch.where(torch.rand_like(w) < 0.5, w, torch.tensor(float("inf"))),
+        "bool": w > 0,
+        "int": w.to(torch.int64),
+        "shape": w[:-1].clone(),
+    }[case]
+    return weights, name
+
+
+WEIGHT_CASES = {
+    "nan": "holds NaN or infinite values",
+    "inf": "holds NaN or infinite values",
+    "bool": "is bool, not floating point",
+    "int": "is int64, not floating point",
+    "shape": "has shape",
+}
+
+
+@pytest.mark.parametrize("case", WEIGHT_CASES, ids=list(WEIGHT_CASES))
+def test_bad_weights_are_refused_naming_file_and_tensor(case, ckpts, model_folder, tmp_path):
+    from safetensors.torch import save_file
+
+    payload = torch.load(ckpts["remi"], weights_only=True)
+    payload["model"], name = _bad_weights(payload["model"], case)
+    pt = tmp_path / "bad.pt"
+    torch.save(payload, pt)
+    with pytest.raises(MusicgenError) as info:
+        load_checkpoint(pt)
+    assert one_line(info).startswith(f"{pt}: tensor {name} ")
+    assert WEIGHT_CASES[case] in str(info.value)
+    folder = _copy_folder(model_folder, tmp_path / "m")
+    save_file(
+        {k: v.contiguous() for k, v in payload["model"].items()}, folder / "model.safetensors"
+    )
+    with pytest.raises(MusicgenError) as info:
+        load_checkpoint(folder)
+    assert one_line(info).startswith(f"{folder / 'model.safetensors'}: tensor {name} ")
+
+
+@pytest.mark.parametrize(
+    "case,message",
+    [
+        ("header_garbage", "model.safetensors: not readable"),
+        ("header_huge", "model.safetensors: not readable"),
+        ("truncated", "model.safetensors: not readable"),
+        ("config_not_json", "config.json: not JSON"),
+        ("config_huge", "config.json: 64 MB is too large"),
+        ("config_list", "not a musicgen model folder"),
+        ("train_state_list", "'train_state' must be a mapping"),
+        ("tokenizer_list", "tokenizer.json: must be a JSON object"),
+    ],
+)
+def test_damaged_model_folders_are_one_line(case, message, model_folder, tmp_path, capsys):
+    folder = _copy_folder(model_folder, tmp_path / "m")
+    st = folder / "model.safetensors"
+    if case == "header_garbage":
+        st.write_bytes((40).to_bytes(8, "little") + b"{not json at all, just bytes...}" + b" " * 8)
+    elif case == "header_huge":
+        st.write_bytes((2**62).to_bytes(8, "little") + b"{}")
+    elif case == "truncated":
+        st.write_bytes(st.read_bytes()[:-100])
+    elif case == "config_not_json":
+        (folder / "config.json").write_bytes(b"\xff\xfe{")
+    elif case == "config_huge":
+        with open(folder / "config.json", "r+b") as fh:
+            fh.truncate(64 << 20)
+    elif case == "config_list":
+        (folder / "config.json").write_text("[1, 2]")
+    elif case == "train_state_list":
+        _edit_json(folder / "config.json", "train_state", [1])
+    elif case == "tokenizer_list":
+        (folder / "tokenizer.json").write_text("[]")
+    with pytest.raises(MusicgenError) as info:
+        load_checkpoint(folder)
+    assert message in one_line(info)
+    rc, _, err = run_cli(capsys, "plot", "kernels", "--checkpoint", folder, "--out", tmp_path)
+    assert rc == 1 and message in one_line_error(err)
+
+
+def test_a_pt_that_is_not_a_checkpoint_is_one_line(tmp_path):
+    cases = {
+        "tensor.pt": torch.zeros(3),
+        "list.pt": [1, 2, 3],
+        "model_list.pt": {
+            "format": "musicgen-checkpoint/1",
+            "version": "0",
+            "config": {},
+            "tokenizer": {"name": "remi"},
+            "model": {"w": [1.0]},
+        },
+    }
+    for name, obj in cases.items():
+        torch.save(obj, tmp_path / name)
+        with pytest.raises(MusicgenError) as info:
+            load_checkpoint(tmp_path / name)
+        assert one_line(info).startswith(str(tmp_path / name))
+
+
+def _damaged_split(prepared: Path, tmp_path: Path, case: str) -> Path:
+    data = _copy_folder(prepared, tmp_path / "data")
+    (data / "prepared.json").unlink()  # a hand-made folder: the array checks alone
+    split = data / "train"
+    tokens, offsets = np.load(split / "tokens.npy"), np.load(split / "offsets.npy")
+    if case == "tokens_float":
+        np.save(split / "tokens.npy", tokens.astype(np.float64))
+    elif case == "tokens_2d":
+        np.save(split / "tokens.npy", tokens[: len(tokens) // 2 * 2].reshape(2, -1))
+    elif case == "offsets_decreasing":
+        offsets[1], offsets[2] = offsets[2], offsets[1]
+        np.save(split / "offsets.npy", offsets)
+    elif case == "offsets_from_one":
+        np.save(split / "offsets.npy", offsets + 1)
+    elif case == "offsets_float":
+        np.save(split / "offsets.npy", offsets.astype(np.float32))
+    elif case == "tokens_pickle":
+        np.save(split / "tokens.npy", np.array([{"a": 1}], dtype=object), allow_pickle=True)
+    elif case == "tokens_truncated":
+        (split / "tokens.npy").write_bytes((split / "tokens.npy").read_bytes()[:100])
+    elif case == "ids_outside_vocab":
+        tokens[5] = 65535
+        np.save(split / "tokens.npy", tokens)
+    return data
+
+
+SPLIT_CASES = {
+    "tokens_float": "tokens.npy: must be a 1-D uint16 array, got 1-D float64",
+    "tokens_2d": "tokens.npy: must be a 1-D uint16 array, got 2-D uint16",
+    "offsets_decreasing": "offsets.npy: offsets must rise from 0",
+    "offsets_from_one": "offsets.npy: offsets must rise from 0",
+    "offsets_float": "offsets.npy: must be a non-empty 1-D int64 array",
+    "tokens_pickle": "damaged token arrays",
+    "tokens_truncated": "damaged token arrays",
+    "ids_outside_vocab": "tokens.npy: holds id 65535, outside the",
+}
+
+
+@pytest.mark.parametrize("case", SPLIT_CASES, ids=list(SPLIT_CASES))
+def test_damaged_prepared_arrays_are_one_line_errors(case, prepared, tmp_path, capsys):
+    data = _damaged_split(prepared, tmp_path, case)
+    with pytest.raises(MusicgenError) as info:
+        PreparedSplit(data, "train").tokenizer  # noqa: B018
+    assert SPLIT_CASES[case] in one_line(info)
+    rc, _, err = run_cli(
+        capsys, "train", "--config", TINY, "--data", data, "--out", tmp_path / "run"
+    )
+    assert rc == 1 and SPLIT_CASES[case] in one_line_error(err)
+
+
+def test_a_stamped_folder_with_changed_tokens_is_refused(prepared, tmp_path):
+    data = _copy_folder(prepared, tmp_path / "data")
+    tokens = np.load(data / "train" / "tokens.npy")
+    tokens[0] = 1 if tokens[0] != 1 else 2
+    np.save(data / "train" / "tokens.npy", tokens)
+    with pytest.raises(MusicgenError, match="train/tokens.npy: does not match .*prepared.json"):
+        PreparedSplit(data, "train")
+    (data / "prepared.json").write_text("{not json")
+    with pytest.raises(MusicgenError, match="prepared.json: damaged"):
+        PreparedSplit(data, "train")

@@ -47,18 +47,9 @@ from musicgen.tokenizers.groove_grammar import (
     GrooveTables,
     time_shift,
 )
+from musicgen.tokenizers.options import GrooveOptions, as_dict, options_from, parse_options
 
-DEFAULTS: dict[str, Any] = {
-    "bass_program": 33,  # GM program of the decoded bass track (33 = fingered electric bass)
-    "third_program": 0,  # GM program of the decoded accompaniment track (0 = acoustic piano)
-    "default_tempo": 120.0,  # qpm written by decode() when no tempo is given
-    "beats_per_bar": 4,  # bar length for bar_starts / bar-aligned TimeShifts
-    "velocity": 90,  # velocity of decoded notes (the vocabulary has none)
-    "third_track": "most_notes",  # most_notes | random: which remaining track plays role 3
-    "seed": 0,  # seed of the per-file draw when third_track = random
-    "decode_tpq": 480,  # ticks per quarter of decoded scores
-}
-THIRD_CHOICES = ("most_notes", "random")
+DEFAULTS: dict[str, Any] = as_dict(GrooveOptions())  # the fields of `GrooveOptions`
 
 NoteArray = np.ndarray  # int64 (n, 3): onset, offset, pitch in 12-tick units
 
@@ -130,15 +121,10 @@ class GrooveTokenizer(Tokenizer):
     bos_id = BOS_ID
     eos_id = EOS_ID
 
-    def __init__(self, options: dict[str, Any] | None = None):
-        opts = dict(DEFAULTS)
-        opts.update(options or {})
-        if opts["third_track"] not in THIRD_CHOICES:
-            raise MusicgenError(
-                f"tokenizer: third_track '{opts['third_track']}' is not one of {THIRD_CHOICES}"
-            )
-        if int(opts["beats_per_bar"]) < 1:
-            raise MusicgenError("tokenizer: beats_per_bar must be >= 1")
+    def __init__(self, options: dict[str, Any] | GrooveOptions | None = None):
+        if not isinstance(options, GrooveOptions):
+            options = options_from(GrooveOptions, dict(options or {}), "groove")
+        opts = as_dict(options)
         self.options = opts
         self.tables = GrooveTables()
         self._names = self.tables.names()
@@ -392,18 +378,12 @@ class GrooveTokenizer(Tokenizer):
 
     @classmethod
     def from_dict(cls, data: dict) -> GrooveTokenizer:
-        known = {"name", "vocab_size", "options"} | set(DEFAULTS)
-        unknown = [k for k in data if k not in known]
-        if unknown:
-            raise MusicgenError(
-                f"tokenizer: unknown groove option '{unknown[0]}'; valid: {', '.join(DEFAULTS)}"
-            )
+        """From a YAML config or a stored tokenizer.json (typed options, see options.py)."""
+        options = parse_options(GrooveOptions, data, ("vocab_size",), "groove")
         if data.get("vocab_size", VOCAB_SIZE) != VOCAB_SIZE:
             raise MusicgenError(
-                f"tokenizer: stored groove vocab_size {data['vocab_size']} != {VOCAB_SIZE}"
+                f"tokenizer: stored groove vocab_size {data['vocab_size']!r} != {VOCAB_SIZE}"
             )
-        options = dict(data.get("options") or {})
-        options.update({k: v for k, v in data.items() if k in DEFAULTS})
         return cls(options)
 
 
