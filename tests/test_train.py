@@ -392,3 +392,30 @@ def test_two_gloo_processes_stop_together_with_their_own_seeds(prepared, tmp_pat
         seed=cfg.train.seed,
     )
     assert val["loss"] == pytest.approx(range_mean(sums, counts, 0, 64), abs=1e-6)
+
+
+def test_convert_checkpoint_script_on_a_trained_run(prepared, tmp_path):
+    """The README's workflow: a last.pt with optimiser state -> a model folder whose weights are
+    bit-identical, with the JSON-able part of the training state (step, best loss)."""
+    train(tiny(prepared, "train.max_steps=2", "train.val_every=1"), tmp_path / "run")
+    src = tmp_path / "run" / "last.pt"
+    assert "optimizer" in read_payload(src)["train_state"]
+    script = ROOT / "scripts" / "convert_checkpoint.py"
+    proc = subprocess.run(
+        [sys.executable, str(script), str(src), str(tmp_path / "folder")],
+        capture_output=True,
+        text=True,
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert f"wrote {tmp_path / 'folder' / 'model.safetensors'}" in proc.stdout
+    meta = json.loads((tmp_path / "folder" / "config.json").read_text())
+    assert meta["train_state"]["step"] == 2 and "optimizer" not in meta["train_state"]
+    a, b = load_checkpoint(src).model.state_dict(), load_checkpoint(tmp_path / "folder")
+    assert all(torch.equal(a[k], v) for k, v in b.model.state_dict().items())
+    bad = subprocess.run(
+        [sys.executable, str(script), str(tmp_path / "none.pt"), str(tmp_path / "f2")],
+        capture_output=True,
+        text=True,
+    )
+    assert bad.returncode == 1 and bad.stderr.strip().startswith("error: ")
+    assert "Traceback" not in bad.stderr
