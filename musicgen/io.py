@@ -4,6 +4,10 @@ A write first fills a temporary file next to the target, then checks that what r
 complete (its size, and for MIDI a read-back), and only then renames it over the target. A full or
 read-only disk therefore never replaces a good file with a broken one, and every failure is one
 `MusicgenError` line naming the file ("cannot write (No space left on device)").
+
+Special targets: a symbolic link is written through (its target file is replaced, atomically as
+above; the link stays a link), and a target that is not a regular file (a device node, a FIFO, a
+socket) is refused: renaming over it would silently turn /dev/null or a pipe into a plain file.
 """
 
 from __future__ import annotations
@@ -11,6 +15,7 @@ from __future__ import annotations
 import contextlib
 import errno
 import os
+import stat
 import tempfile
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -58,6 +63,7 @@ def atomic_path(
     path = Path(path)
     if path.is_dir():
         raise MusicgenError(f"{path}: is a folder; give a file name")
+    path = write_target(path)
     ensure_dir(path.parent)
     try:
         fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=TMP_SUFFIX, dir=path.parent)
@@ -85,6 +91,30 @@ def atomic_path(
     finally:
         with contextlib.suppress(OSError):
             tmp_path.unlink(missing_ok=True)
+
+
+_KINDS = {
+    stat.S_IFCHR: "a character device",
+    stat.S_IFBLK: "a block device",
+    stat.S_IFIFO: "a FIFO (named pipe)",
+    stat.S_IFSOCK: "a socket",
+}
+
+
+def write_target(path: Path) -> Path:
+    """The file a write to `path` replaces: a symbolic link's target (links followed, so the
+    link survives the rename), `path` itself otherwise; a non-regular file is refused."""
+    target = Path(os.path.realpath(path)) if path.is_symlink() else path
+    try:
+        mode = os.stat(target).st_mode
+    except FileNotFoundError:
+        return target
+    except OSError as exc:
+        raise write_error(path, exc) from None
+    if not stat.S_ISREG(mode):
+        kind = _KINDS.get(stat.S_IFMT(mode), "not a regular file")
+        raise MusicgenError(f"{path}: is {kind}, not a regular file; refusing to replace it")
+    return target
 
 
 def atomic_write_text(path: str | Path, text: str) -> None:

@@ -1092,3 +1092,29 @@ def test_a_stamped_folder_with_changed_tokens_is_refused(prepared, tmp_path):
     (data / "prepared.json").write_text("{not json")
     with pytest.raises(MusicgenError, match="prepared.json: damaged"):
         PreparedSplit(data, "train")
+
+
+def test_saving_over_a_symlink_writes_through_and_a_device_is_refused(tmp_path):
+    """musicgen.io's choice (module docstring): a link is written through (it stays a link to
+    the new content), a device node or FIFO is never replaced by a regular file."""
+    target = tmp_path / "real.txt"
+    target.write_text("old")
+    link = tmp_path / "link.txt"
+    link.symlink_to(target)
+    atomic_write_text(link, "new")
+    assert link.is_symlink() and target.read_text() == "new"
+    dangling = tmp_path / "dangling.txt"
+    dangling.symlink_to(tmp_path / "later.txt")
+    atomic_write_bytes(dangling, b"made")
+    assert dangling.is_symlink() and (tmp_path / "later.txt").read_bytes() == b"made"
+    to_null = tmp_path / "null.mid"
+    to_null.symlink_to("/dev/null")
+    fifo = tmp_path / "fifo.mid"
+    os.mkfifo(fifo)
+    score = symusic.Score.from_midi(song_bytes())
+    for path, kind in ((to_null, "a character device"), (fifo, "a FIFO (named pipe)")):
+        with pytest.raises(MusicgenError, match=f"is {re.escape(kind)}, not a regular file"):
+            write_score(score, path)
+    assert to_null.is_symlink() and Path("/dev/null").is_char_device()
+    assert fifo.is_fifo()
+    assert not list(tmp_path.glob(".*.tmp"))
