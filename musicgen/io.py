@@ -107,7 +107,7 @@ def write_target(path: Path) -> Path:
     target = Path(os.path.realpath(path)) if path.is_symlink() else path
     try:
         mode = os.stat(target).st_mode
-    except FileNotFoundError:
+    except (FileNotFoundError, NotADirectoryError):  # new, or a file in the way (ensure_dir)
         return target
     except OSError as exc:
         raise write_error(path, exc) from None

@@ -130,13 +130,19 @@ def resume_state(cfg: Config, out: Path) -> tuple[TrainState, dict]:
         raise MusicgenError(
             f"{last}: not a resumable training checkpoint (no {missing[0]} in its training state)"
         )
-    step = int(saved_state["step"])
+    step, best = saved_state["step"], saved_state.get("best", math.inf)
+    if not isinstance(step, int) or isinstance(step, bool) or step < 0:
+        raise MusicgenError(f"{last}: training state 'step' must be a count, got {step!r}")
+    if not isinstance(best, (int, float)) or isinstance(best, bool):
+        raise MusicgenError(f"{last}: training state 'best' must be a number, got {best!r}")
+    if not isinstance(saved_state["optimizer"], dict):
+        raise MusicgenError(f"{last}: training state 'optimizer' must be a mapping")
     if step > cfg.train.max_steps:
         raise MusicgenError(
             f"config: train.max_steps: must be >= {step} (the step of {last}) to resume, "
             f"got {cfg.train.max_steps}"
         )
-    return TrainState(step=step, best=float(saved_state.get("best", math.inf))), payload
+    return TrainState(step=step, best=float(best)), payload
 
 
 def build_run(
@@ -160,9 +166,7 @@ def build_run(
         if payload["tokenizer"] != tok.to_dict():
             raise MusicgenError(f"{out / 'last.pt'}: checkpoint tokenizer differs from the data's")
         model.load_state_dict(checked_weights(model, payload["model"], str(out / "last.pt")))
-        optim.load_state_dict(payload["train_state"]["optimizer"])
-        if "scaler" in payload["train_state"]:
-            scaler.load_state_dict(payload["train_state"]["scaler"])
+        restore_training_state(optim, scaler, payload["train_state"], out / "last.pt")
     elif cfg.train.init_from:
         init_weights(model, cfg.train.init_from, tok)
     data, loader = make_loader(cfg, split, ranks, start_step)
@@ -182,6 +186,22 @@ def build_run(
         loader=loader,
         val_songs=load_songs(cfg.data.path, "validation", max_songs=cfg.train.val_songs),
     )
+
+
+def restore_training_state(
+    optim: torch.optim.Optimizer, scaler: torch.amp.GradScaler, saved: dict, where: Path
+) -> None:
+    """The optimiser's and the gradient scaler's saved states; one that does not fit this
+    model (another parameter layout, a damaged file) is an error naming the checkpoint."""
+    try:
+        optim.load_state_dict(saved["optimizer"])
+        if "scaler" in saved:
+            scaler.load_state_dict(saved["scaler"])
+    except (ValueError, KeyError, TypeError, RuntimeError, IndexError) as exc:
+        first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+        raise MusicgenError(
+            f"{where}: its optimiser state does not fit this model ({first[:120]})"
+        ) from None
 
 
 def init_weights(model: nn.Module, src: str, tok: Tokenizer) -> list[str]:

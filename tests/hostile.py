@@ -189,3 +189,23 @@ def set_dotted(data: dict, dotted: str, value: object) -> dict:
         node = node[key]
     node[last] = value
     return out
+
+
+def build_special(folder: Path) -> dict[str, str]:
+    """Special files named like MIDI in `folder`: a FIFO (open() would block forever), links to
+    /dev/zero (endless) and /dev/null, a sparse 1 GiB file (over the size limit before a byte is
+    read). Returns name -> the start of its skip reason."""
+    import os
+
+    folder.mkdir(parents=True, exist_ok=True)
+    os.mkfifo(folder / "fifo.mid")
+    (folder / "zero.mid").symlink_to("/dev/zero")
+    (folder / "null.midi").symlink_to("/dev/null")
+    with open(folder / "sparse.mid", "wb") as fh:
+        fh.truncate(2**30)
+    return {
+        "fifo.mid": "a FIFO (named pipe), not a regular file",
+        "zero.mid": "a character device, not a regular file",
+        "null.midi": "a character device, not a regular file",
+        "sparse.mid": "over the size limit (1024.0 MB > 10 MB)",
+    }

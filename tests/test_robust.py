@@ -28,7 +28,7 @@ import torch
 from conftest import make_checkpoint
 from hostile import GOOD, build_corpus, odd_corpus, scale
 
-from musicgen.checkpoint import read_payload, save_checkpoint
+from musicgen.checkpoint import convert_to_folder, read_payload, save_checkpoint
 from musicgen.cli import main
 from musicgen.config import load_config
 from musicgen.data.prepare import prepare
@@ -506,6 +506,19 @@ def misuse_files(tmp_path_factory, ckpts, corpus) -> dict[str, Path]:
     (d / "run_torn").mkdir()
     (d / "run_torn" / "log.jsonl").write_text('{"kind": "train", "step": 1}\n{"ki\n{"step": 3}\n')
     (d / "tokens.json").write_text('{"tokenizer": "remi", "ids": [1, 2]}')
+    (d / "tok_huge.yaml").write_text("name: remi\nnum_tempos: 100000000\n")
+    (d / "tok_null.yaml").write_text("name: groove\nbeats_per_bar: null\n")
+    (d / "tok_null.json").write_text('{"name": "remi", "options": {"num_velocities": null}}')
+    folder = convert_to_folder(ckpts["remi"], d / "model_huge")
+    meta = json.loads((folder / "config.json").read_text())
+    meta["config"]["model"]["n_layers"] = 10**6
+    (folder / "config.json").write_text(json.dumps(meta))
+    folder = convert_to_folder(ckpts["remi"], d / "model_nan")
+    from safetensors.torch import load_file, save_file
+
+    weights = load_file(folder / "model.safetensors")
+    weights["embed.weight"] = torch.full_like(weights["embed.weight"], float("nan"))
+    save_file(weights, folder / "model.safetensors")
     files = {
         "no_config": _incomplete(d, ckpts["remi"], "config"),
         "no_version": _incomplete(d, ckpts["remi"], "version"),
@@ -645,6 +658,33 @@ MISUSE = [
     ("render {a_file}.mid --png --out OUT", 1, "MIDI file not found"),
     ("render {folder.mid} --png --out OUT", 1, "MIDI file not found"),
     ("frobnicate", 2, "invalid choice: 'frobnicate'"),
+    # hostile tokenizer files and model folders (issue 26)
+    (
+        "prepare --dataset folder --input IN --output OUT --tokenizer {tok_huge.yaml}",
+        1,
+        "tok_huge.yaml: tokenizer: num_tempos: must be >= 1 and <= 1024, got 100000000",
+    ),
+    (
+        "prepare --dataset folder --input IN --output OUT --tokenizer {tok_null.yaml}",
+        1,
+        "tok_null.yaml: tokenizer: 'beats_per_bar' must be int, got None",
+    ),
+    (
+        "export {tokens.json} --tokenizer {tok_null.json} -o OUT/x.mid",
+        1,
+        "tok_null.json: tokenizer: 'num_velocities' must be int, got None",
+    ),
+    (
+        "generate --checkpoint {model_huge} --out OUT",
+        1,
+        "config.json: config: model.n_layers: must be >= 1 and <= 256, got 1000000",
+    ),
+    ("plot kernels --checkpoint {model_huge} --out OUT", 1, "model.n_layers: must be >= 1"),
+    (
+        "generate --checkpoint {model_nan} --out OUT",
+        1,
+        "model.safetensors: tensor embed.weight holds NaN or infinite values",
+    ),
 ]
 
 
@@ -845,7 +885,7 @@ def test_prepared_arrays_survive_the_verified_writer(prepared):
 
 from hostile import CONFIG_CASES, GROOVE_CASES, TOKENIZER_CASES, set_dotted  # noqa: E402
 
-from musicgen.checkpoint import convert_to_folder, load_checkpoint  # noqa: E402
+from musicgen.checkpoint import load_checkpoint  # noqa: E402
 from musicgen.data.dataset import PreparedSplit  # noqa: E402
 from musicgen.tokenizers import load_tokenizer  # noqa: E402
 
@@ -1118,3 +1158,23 @@ def test_saving_over_a_symlink_writes_through_and_a_device_is_refused(tmp_path):
     assert to_null.is_symlink() and Path("/dev/null").is_char_device()
     assert fifo.is_fifo()
     assert not list(tmp_path.glob(".*.tmp"))
+
+
+def test_resume_from_a_hostile_last_pt_is_one_line(prepared, tmp_path):
+    train(tiny(prepared, "train.max_steps=1", "train.val_every=100"), tmp_path)
+    good = torch.load(tmp_path / "last.pt", weights_only=True)
+    cases = {
+        "config.model.n_layers": (10**6, "config: model.n_layers: must be >= 1 and <= 256"),
+        "train_state.step": ("x", "training state 'step' must be a count, got 'x'"),
+        "train_state.best": (None, "training state 'best' must be a number"),
+        "train_state.optimizer": ({"state": {}, "param_groups": []}, "optimiser state does not"),
+    }
+    for dotted, (value, message) in cases.items():
+        torch.save(set_dotted(good, dotted, value), tmp_path / "last.pt")
+        with pytest.raises(MusicgenError) as info:
+            train(tiny(prepared, "train.max_steps=3"), tmp_path, resume=True)
+        assert one_line(info).startswith(f"{tmp_path / 'last.pt'}: ") and message in str(info.value)
+    nan = dict(good, model={k: v.clone().fill_(float("nan")) for k, v in good["model"].items()})
+    torch.save(nan, tmp_path / "last.pt")
+    with pytest.raises(MusicgenError, match="holds NaN or infinite values"):
+        train(tiny(prepared, "train.max_steps=3"), tmp_path, resume=True)
