@@ -189,8 +189,8 @@ def _check_tensor(name: str, tensor: torch.Tensor, mine: torch.Tensor, where: st
         )
     if tuple(tensor.shape) != tuple(mine.shape):
         raise MusicgenError(
-            f"{where}: tensor {name} has shape {list(tensor.shape)}, the config's model "
-            f"needs {list(mine.shape)}"
+            f"{where}: weights do not fit: tensor {name} has shape {list(tensor.shape)}, "
+            f"the config's model needs {list(mine.shape)}"
         )
     if tensor.is_floating_point() and not bool(torch.isfinite(tensor).all()):
         raise MusicgenError(f"{where}: tensor {name} holds NaN or infinite values")
