@@ -156,3 +156,53 @@ def remove_stale_temps(folder: str | Path, names: tuple[str, ...]) -> list[Path]
                 tmp.unlink()
                 removed.append(tmp)
     return removed
+
+
+class FolderLock:
+    """An exclusive `fcntl.flock` on FOLDER/.lock while a command writes FOLDER: a second
+    `musicgen <command>` on it fails at once with one line naming the folder (and the holder's
+    pid) instead of mixing its files with the first's. The kernel drops the lock however the
+    holder ends, so no stale lock is left to clean up. A no-op where fcntl is missing."""
+
+    NAME = ".lock"
+
+    def __init__(self, folder: str | Path, command: str, option: str) -> None:
+        self.path = Path(folder) / self.NAME
+        self.command, self.option = command, option
+        self.fd: int | None = None
+
+    def acquire(self) -> FolderLock:
+        try:
+            import fcntl
+        except ImportError:  # Windows
+            return self
+        try:
+            fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o666)
+        except OSError as exc:
+            raise write_error(self.path, exc) from None
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            holder = os.read(fd, 32).decode(errors="replace").strip()
+            os.close(fd)
+            pid = f" (pid {holder})" if holder.isdigit() else ""
+            raise MusicgenError(
+                f"{self.path.parent}: another musicgen {self.command}{pid} is writing this "
+                f"folder; wait for it to finish or choose another {self.option}"
+            ) from None
+        os.ftruncate(fd, 0)
+        os.write(fd, f"{os.getpid()}\n".encode())
+        self.fd = fd
+        return self
+
+    def release(self) -> None:
+        if self.fd is not None:
+            with contextlib.suppress(OSError):
+                os.close(self.fd)  # closing the descriptor releases the flock
+            self.fd = None
+
+    def __enter__(self) -> FolderLock:
+        return self.acquire()
+
+    def __exit__(self, *exc) -> None:
+        self.release()

@@ -5,9 +5,7 @@ writer. `musicgen.train` builds them, `musicgen.train_loop` advances them.
 
 from __future__ import annotations
 
-import contextlib
 import math
-import os
 import signal
 import threading
 from contextlib import AbstractContextManager
@@ -20,10 +18,8 @@ from torch.utils.data import DataLoader
 from tqdm import tqdm
 
 from musicgen.config import Config
-from musicgen.errors import MusicgenError
+from musicgen.io import FolderLock
 from musicgen.tokenizers import Tokenizer
-
-LOCK = ".lock"  # RUN/.lock: flock-ed by the one train process writing RUN
 
 
 @dataclass
@@ -120,44 +116,12 @@ class StopRequest:
         self._previous = {}
 
 
-class RunLock:
-    """An exclusive `fcntl.flock` on RUN/.lock for the whole run: a second `train` on the same
-    folder fails at once with one line instead of mixing its files with the first's. The kernel
-    drops the lock when the process dies, however it dies (no stale lock to clean up)."""
+class RunLock(FolderLock):
+    """An exclusive lock on RUN/.lock for the whole run (`io.FolderLock`): a second `train` on
+    the same folder fails at once with one line instead of mixing its files with the first's."""
 
     def __init__(self, folder: Path) -> None:
-        self.path = Path(folder) / LOCK
-        self.fd: int | None = None
-
-    def acquire(self) -> RunLock:
-        try:
-            import fcntl
-        except ImportError:  # Windows: no flock; runs there are not guarded
-            return self
-        try:
-            fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o666)
-        except OSError as exc:
-            raise MusicgenError(f"{self.path}: cannot write ({exc.strerror or exc})") from None
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except OSError:
-            holder = os.read(fd, 32).decode(errors="replace").strip()
-            os.close(fd)
-            pid = f" (pid {holder})" if holder.isdigit() else ""
-            raise MusicgenError(
-                f"{self.path.parent}: another musicgen train{pid} is writing this run folder; "
-                "wait for it to finish or choose another --out"
-            ) from None
-        os.ftruncate(fd, 0)
-        os.write(fd, f"{os.getpid()}\n".encode())
-        self.fd = fd
-        return self
-
-    def release(self) -> None:
-        if self.fd is not None:
-            with contextlib.suppress(OSError):
-                os.close(self.fd)  # closing the descriptor releases the flock
-            self.fd = None
+        super().__init__(folder, "train", "--out")
 
 
 def loader_worker_init(worker_id: int) -> None:

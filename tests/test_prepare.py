@@ -259,7 +259,15 @@ def test_an_interrupted_reprepare_leaves_the_old_dataset_whole(tmp_path, monkeyp
     inp, out = tmp_path / "in", tmp_path / "out"
     copy_songs(inp)
     prepare("folder", inp, out, tokenizer="remi", workers=1)
-    before = {p: p.read_bytes() for p in out.rglob("*") if p.is_file() and "cache" not in p.parts}
+
+    def outputs() -> dict:
+        return {
+            p: p.read_bytes()
+            for p in out.rglob("*")
+            if p.is_file() and "cache" not in p.parts and p.name != ".lock"
+        }
+
+    before = outputs()
     calls = []
 
     def interrupted(job, tok=None):
@@ -272,8 +280,7 @@ def test_an_interrupted_reprepare_leaves_the_old_dataset_whole(tmp_path, monkeyp
     with pytest.raises(KeyboardInterrupt):
         prepare("folder", inp, out, tokenizer="groove", workers=1)
     monkeypatch.undo()
-    after = {p: p.read_bytes() for p in out.rglob("*") if p.is_file() and "cache" not in p.parts}
-    assert after == before
+    assert outputs() == before
     assert PreparedSplit(out, "train").tokenizer.name == "remi"
     assert set(_stamp(out)["files"]) >= {"tokenizer.json", "train/tokens.npy"}
 
@@ -391,3 +398,15 @@ def test_workers_of_a_killed_prepare_exit_on_their_own(tmp_path):
     while not all(_gone(pid) for pid in workers) and time.time() < deadline:
         time.sleep(0.1)
     assert all(_gone(pid) for pid in workers)
+
+
+def test_a_second_prepare_into_the_same_folder_is_refused(tmp_path):
+    from musicgen.io import FolderLock
+
+    inp, out = tmp_path / "in", tmp_path / "out"
+    copy_songs(inp, SONGS[:1])
+    out.mkdir()
+    with FolderLock(out, "prepare", "--output"):  # what a running prepare holds
+        with pytest.raises(MusicgenError, match=r"out: another musicgen prepare \(pid \d+\) is"):
+            prepare("folder", inp, out, tokenizer="remi", workers=1)
+    assert prepare("folder", inp, out, tokenizer="remi", workers=1)["songs"] == 1

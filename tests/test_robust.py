@@ -852,21 +852,26 @@ def _wait_for_steps(proc: subprocess.Popen, run: Path, steps: int) -> None:
         time.sleep(0.05)
 
 
-def test_sigterm_to_the_group_with_loader_workers_saves_and_resumes(prepared, tmp_path, capsys):
-    """SIGTERM to the whole process group (DataLoader workers included) of a run with
-    data.workers=2: the step finishes, last.pt is saved, exit 143, no traceback, and the run
-    resumes. Meanwhile a second train on the same folder is refused at once (RUN/.lock)."""
+@pytest.mark.parametrize(
+    "signum,last", [(signal.SIGTERM, "terminated"), (signal.SIGINT, "interrupted")]
+)
+def test_a_signal_to_the_group_with_loader_workers_saves_and_resumes(
+    prepared, tmp_path, capsys, signum, last
+):
+    """SIGTERM or Ctrl-C to the whole process group (DataLoader workers included) of a run with
+    data.workers=2: the step finishes, last.pt is saved, exit 143 / 130, no traceback, and the
+    run resumes. Meanwhile a second train on the same folder is refused at once (RUN/.lock)."""
     run = tmp_path / "run"
     proc = _train_subprocess(prepared, run, "--data.workers=2")
     _wait_for_steps(proc, run, 3)
     rc, _, err = run_cli(capsys, "train", "--config", TINY, "--data", prepared, "--out", run)
     assert rc == 1
     line = one_line_error(err)
-    assert f"{run}: another musicgen train (pid {proc.pid}) is writing this run folder" in line
-    os.killpg(proc.pid, signal.SIGTERM)
+    assert f"{run}: another musicgen train (pid {proc.pid}) is writing this folder" in line
+    os.killpg(proc.pid, signum)
     _, err = proc.communicate(timeout=300)
-    assert proc.returncode == 128 + signal.SIGTERM, err
-    assert "Traceback" not in err and err.strip().splitlines()[-1] == "terminated"
+    assert proc.returncode == 128 + signum, err
+    assert "Traceback" not in err and err.strip().splitlines()[-1] == last
     saved = read_payload(run / "last.pt")["train_state"]["step"]
     assert saved >= max(r["step"] for r in read_log(run)) >= 3
     result = train(tiny(prepared, f"train.max_steps={saved + 2}", "data.workers=2"), run, True)

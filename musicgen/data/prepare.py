@@ -38,7 +38,7 @@ from musicgen.data.sources import (  # noqa: F401  (re-exported: the names other
     read_regular,
 )
 from musicgen.errors import MusicgenError, check_range
-from musicgen.io import atomic_write_text, ensure_dir
+from musicgen.io import FolderLock, atomic_write_text, ensure_dir
 from musicgen.limits import Limits, check_score, check_tokens
 from musicgen.tokenizers import REGISTRY, Tokenizer, build_tokenizer, load_tokenizer
 
@@ -268,7 +268,7 @@ def prepare(
         )
         for p in files
     ]
-    with terminate_raises():
+    with FolderLock(out, "prepare", "--output"), terminate_raises():
         results = sorted(_run_jobs(jobs, tok, int(workers)), key=lambda r: r.rel)
         drop_duplicates(results)
         good = [r for r in results if not r.reason]
