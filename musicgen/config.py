@@ -300,6 +300,7 @@ PRECISIONS = ("auto", "fp32", "bf16", "fp16")
 HEADS = ("lm", "perceiver_s")
 NORMS = ("pre", "post")
 COMBINES = ("sum", "sequential")
+MAX_WORKERS = 256  # worker processes of one command (data.workers, prepare --workers)
 MAX_PARAMETERS = 2_000_000_000  # 8 GB of float32 weights: 25 x the paper's 80 M model
 # model sizes: (field, low, high), checked before anything is allocated (a config.json saying
 # 10**6 layers must fail in one line, not in the OOM killer)
@@ -359,6 +360,7 @@ def validate(cfg: Config) -> Config:
     check_range("config: data.crop_len", d.crop_len, 2, 1 << 20)
     check_range("config: train.val_max_len", t.val_max_len, 2, 1 << 22)
     check_range("config: train.batch_size", t.batch_size, 1, 1 << 16)
+    check_range("config: data.workers", d.workers, 0, MAX_WORKERS)
     if len(o.betas) != 2 or not all(0 <= b < 1 for b in o.betas):
         raise MusicgenError(f"config: optim.betas: must be two values in [0, 1), got {o.betas}")
     if len(d.transpose) != 2 or d.transpose[0] > d.transpose[1]:

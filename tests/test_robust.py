@@ -537,6 +537,13 @@ MISUSE = [
     ("train --config TINY --train.ckpt_every=-1", 1, "train.ckpt_every: must be >= 1"),
     ("train --config TINY --log.every=0", 1, "log.every: must be >= 1"),
     ("train --config TINY --data.workers=-1", 1, "data.workers: must be >= 0"),
+    ("train --config TINY --data.workers=100000", 1, "data.workers: must be >= 0 and <= 256"),
+    ("train --config TINY --model.n_layers=1000000", 1, "model.n_layers: must be >= 1 and <= 256"),
+    (
+        "prepare --dataset folder --input IN --output OUT --workers 1000000",
+        1,
+        "--workers: must be >= 1 and <= 256, got 1000000",
+    ),
     ("train --config TINY --optim.lr=0", 1, "optim.lr: must be > 0, got 0"),
     ("train --config TINY --optim.lr=-1e-3", 1, "optim.lr: must be > 0"),
     ("train --config TINY --optim.betas=[0.9]", 1, "optim.betas: must be two values in [0, 1)"),
@@ -599,7 +606,7 @@ MISUSE = [
     (
         "prepare --dataset folder --input IN --output OUT --workers 0",
         1,
-        "--workers: must be >= 1, got 0",
+        "--workers: must be >= 1 and <= 256, got 0",
     ),
     ("prepare --dataset folder --input IN --output OUT --max-bars 0", 1, "--max-bars: must be"),
     ("prepare --dataset folder --input IN --output {a_file}", 1, "is a file, not a folder"),

@@ -23,6 +23,7 @@ from pathlib import Path
 import numpy as np
 from tqdm import tqdm
 
+from musicgen.config import MAX_WORKERS
 from musicgen.data import layout
 from musicgen.data.pool import run_pool, terminate_raises
 from musicgen.data.sources import (  # noqa: F401  (re-exported: the names other modules use)
@@ -291,7 +292,7 @@ def prepare(
 
 def _check_options(dataset: str, workers: int, max_size_mb: float, limits: Limits) -> None:
     """Every option's range, before any file is read."""
-    check_range("--workers", workers, 1)
+    check_range("--workers", workers, 1, MAX_WORKERS)
     check_range("--max-size-mb", max_size_mb, 0, low_open=True)
     check_range("--max-bars", limits.max_bars, 1)
     check_range("--max-minutes", limits.max_minutes, 0, low_open=True)
