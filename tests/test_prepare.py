@@ -410,3 +410,11 @@ def test_a_second_prepare_into_the_same_folder_is_refused(tmp_path):
         with pytest.raises(MusicgenError, match=r"out: another musicgen prepare \(pid \d+\) is"):
             prepare("folder", inp, out, tokenizer="remi", workers=1)
     assert prepare("folder", inp, out, tokenizer="remi", workers=1)["songs"] == 1
+
+
+def test_a_broken_split_list_is_one_line(tmp_path):
+    inp = tmp_path / "maestro"
+    copy_songs(inp, SONGS[:1])
+    (inp / "maestro-v3.0.0.csv").write_text("split,midi_filename\n" + "x" * 200_000 + ",a\n")
+    with pytest.raises(MusicgenError, match=r"maestro-v3.0.0.csv: not a readable split list"):
+        prepare("maestro", inp, tmp_path / "out", workers=1)

@@ -505,6 +505,8 @@ def misuse_files(tmp_path_factory, ckpts, corpus) -> dict[str, Path]:
     (d / "run_binary" / "log.jsonl").write_bytes(bytes(range(256)) * 4)
     (d / "run_torn").mkdir()
     (d / "run_torn" / "log.jsonl").write_text('{"kind": "train", "step": 1}\n{"ki\n{"step": 3}\n')
+    (d / "run_badstep").mkdir()
+    (d / "run_badstep" / "log.jsonl").write_text('{"kind": "train", "step": "x"}\n')
     (d / "tokens.json").write_text('{"tokenizer": "remi", "ids": [1, 2]}')
     (d / "tok_huge.yaml").write_text("name: remi\nnum_tempos: 100000000\n")
     (d / "tok_null.yaml").write_text("name: groove\nbeats_per_bar: null\n")
@@ -595,6 +597,7 @@ MISUSE = [
     ("evaluate style --checkpoint {remi} --prompts {a_file} --samples 0", 1, "--samples"),
     ("plot log {run_binary}", 1, "not a training log (binary data"),
     ("plot log {run_torn}", 1, "line 2 is not JSON"),
+    ("plot log {run_badstep}", 1, "line 1: 'step' must be a count, got 'x'"),
     ("plot log {a_file}.nothing", 1, "training log not found"),
     ("render {huge_delta_tpb1.mid} --png --out OUT", 1, "too long (67,108,864 bars"),
     ("render {text.mid} --png --out OUT", 1, "not a readable MIDI file"),

@@ -13,6 +13,8 @@ import os
 import stat
 from pathlib import Path
 
+from musicgen.errors import MusicgenError
+
 DATASETS = ("pop909", "maestro", "groove", "folder")
 SPLITS = ("train", "validation", "test")
 SPLIT_FOLDERS = {"train": "train", "val": "validation", "validation": "validation", "test": "test"}
@@ -92,18 +94,25 @@ def official_splits(root: Path, dataset: str) -> dict[str, str]:
         for index in sorted(root.rglob(pattern)):
             if not index.is_file():
                 continue
-            out: dict[str, str] = {}
-            prefix = index.parent.relative_to(root).as_posix()
-            with open(index, newline="", errors="replace") as fh:
-                for row in csv.DictReader(fh):
-                    split = SPLIT_FOLDERS.get((row.get("split") or "").strip().lower())
-                    name = (row.get("midi_filename") or "").strip()
-                    if split and name:
-                        rel = name if prefix == "." else f"{prefix}/{name}"
-                        out[rel] = split
+            out = _read_split_list(index, index.parent.relative_to(root).as_posix())
             if out:
                 return out
     return {}
+
+
+def _read_split_list(index: Path, prefix: str) -> dict[str, str]:
+    """relative path -> split from one index CSV (columns `split`, `midi_filename`)."""
+    out: dict[str, str] = {}
+    try:
+        with open(index, newline="", errors="replace") as fh:
+            for row in csv.DictReader(fh):
+                split = SPLIT_FOLDERS.get(str(row.get("split") or "").strip().lower())
+                name = str(row.get("midi_filename") or "").strip()
+                if split and name:
+                    out[name if prefix == "." else f"{prefix}/{name}"] = split
+    except (csv.Error, OSError) as exc:
+        raise MusicgenError(f"{index}: not a readable split list ({exc})") from None
+    return out
 
 
 def assign_split(rel: str, dataset: str, official: dict[str, str]) -> str:
