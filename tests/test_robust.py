@@ -539,6 +539,11 @@ MISUSE = [
     ("train --config TINY --train.ckpt_every=-1", 1, "train.ckpt_every: must be >= 1"),
     ("train --config TINY --log.every=0", 1, "log.every: must be >= 1"),
     ("train --config TINY --data.workers=-1", 1, "data.workers: must be >= 0"),
+    (
+        "train --config TINY --data=PREPARED --data.drop_instrument_p=0.5",
+        1,
+        "data.drop_instrument_p: 0.5 needs a multi-track tokenizer (groove)",
+    ),
     ("train --config TINY --data.workers=100000", 1, "data.workers: must be >= 0 and <= 256"),
     ("train --config TINY --model.n_layers=1000000", 1, "model.n_layers: must be >= 1 and <= 256"),
     (
@@ -700,9 +705,11 @@ MISUSE = [
 
 @pytest.mark.parametrize("argv,code,message", MISUSE, ids=[m[0][:60] for m in MISUSE])
 def test_cli_misuse_is_one_line_and_a_nonzero_exit(
-    argv, code, message, misuse_files, tmp_path, capsys
+    argv, code, message, misuse_files, tmp_path, capsys, request
 ):
     (tmp_path / "out").mkdir()
+    if "PREPARED" in argv:
+        argv = argv.replace("PREPARED", str(request.getfixturevalue("prepared")))
     subs = {"TINY": str(TINY), "OUT": str(tmp_path / "out"), "IN": str(SONGS[0].parent)}
     words = [
         re.sub(r"\{([^}]+)\}", lambda m: str(misuse_files[m.group(1)]), w) for w in argv.split()

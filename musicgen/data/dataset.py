@@ -102,6 +102,11 @@ class SongDataset(Dataset):
         self.seed = int(seed)
         self.num_samples = len(split) if num_samples is None else int(num_samples)
         self.tokenizer = split.tokenizer
+        if self.drop_instrument_p > 0 and not hasattr(self.tokenizer, "drop_tracks"):
+            raise MusicgenError(
+                f"data.drop_instrument_p: {self.drop_instrument_p} needs a multi-track "
+                f"tokenizer (groove); {split.path} was prepared with '{self.tokenizer.name}'"
+            )
         self.epoch = 0  # offset added to every item's pass (`set_epoch`, torch's convention)
         self._perms: dict[int, np.ndarray] = {}
 
