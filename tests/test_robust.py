@@ -620,6 +620,8 @@ MISUSE = [
     ("prepare --dataset folder --input IN --output {a_file}", 1, "is a file, not a folder"),
     ("prepare --dataset jazz --input IN --output OUT", 2, "invalid choice: 'jazz'"),
     ("prepare --dataset folder --input IN --output OUT --max-size-mb 0", 1, "--max-size-mb"),
+    ("prepare --dataset folder --input IN --output OUT --max-size-mb nan", 1, "must be a finite"),
+    ("prepare --dataset folder --input IN --output OUT --max-minutes inf", 1, "must be a finite"),
     ("prepare --dataset folder --input IN --output OUT --max-minutes -1", 1, "--max-minutes"),
     ("prepare --dataset folder --input IN --output OUT --max-tokens 0", 1, "--max-tokens"),
     ("prepare --dataset folder --input IN --output OUT --tokenizer bpe", 1, "unknown tokenizer"),
@@ -861,6 +863,20 @@ def _train_subprocess(prepared: Path, run: Path, *extra: str) -> subprocess.Pope
     )
 
 
+def _processes_naming(path: Path) -> list[int]:
+    """Live (non-zombie) processes whose command line holds `path` (forked workers do)."""
+    pids = []
+    for entry in Path("/proc").iterdir():
+        try:
+            cmd = (entry / "cmdline").read_bytes()
+            state = (entry / "stat").read_text().rsplit(")", 1)[1].split()[0]
+        except (OSError, IndexError):
+            continue
+        if str(path).encode() in cmd and state not in ("Z", "X"):
+            pids.append(int(entry.name))
+    return pids
+
+
 def _wait_for_steps(proc: subprocess.Popen, run: Path, steps: int) -> None:
     deadline = time.time() + 300
     while time.time() < deadline and proc.poll() is None:
@@ -889,6 +905,10 @@ def test_a_signal_to_the_group_with_loader_workers_saves_and_resumes(
     _, err = proc.communicate(timeout=300)
     assert proc.returncode == 128 + signum, err
     assert "Traceback" not in err and err.strip().splitlines()[-1] == last
+    deadline = time.time() + 60  # the loader's workers leave with it: none outlives the run
+    while _processes_naming(run) and time.time() < deadline:
+        time.sleep(0.1)
+    assert not _processes_naming(run)
     saved = read_payload(run / "last.pt")["train_state"]["step"]
     assert saved >= max(r["step"] for r in read_log(run)) >= 3
     result = train(tiny(prepared, f"train.max_steps={saved + 2}", "data.workers=2"), run, True)

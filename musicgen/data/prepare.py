@@ -17,6 +17,7 @@ import csv
 import hashlib
 import io
 import json
+import math
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -292,6 +293,9 @@ def prepare(
 
 def _check_options(dataset: str, workers: int, max_size_mb: float, limits: Limits) -> None:
     """Every option's range, before any file is read."""
+    for flag, value in (("--max-size-mb", max_size_mb), ("--max-minutes", limits.max_minutes)):
+        if not math.isfinite(value):
+            raise MusicgenError(f"{flag}: must be a finite number, got {value}")
     check_range("--workers", workers, 1, MAX_WORKERS)
     check_range("--max-size-mb", max_size_mb, 0, low_open=True)
     check_range("--max-bars", limits.max_bars, 1)
