@@ -33,6 +33,8 @@ FORMAT = "musicgen-checkpoint/1"
 REQUIRED = {"version": str, "config": dict, "tokenizer": dict, "model": dict}  # key -> type
 FOLDER_FORMAT = "musicgen-model/1"
 FOLDER_FILES = ("model.safetensors", "config.json", "tokenizer.json")
+MAX_JSON_BYTES = 16 << 20  # config.json and tokenizer.json: a few KB to a few hundred KB
+FLOAT_DTYPES = (torch.float16, torch.bfloat16, torch.float32, torch.float64)
 
 
 @dataclass
@@ -139,8 +141,59 @@ def read_payload(path: str | Path) -> dict:
     for key, kind in REQUIRED.items():
         if not isinstance(payload.get(key), kind):
             raise MusicgenError(f"{path}: incomplete checkpoint (no valid '{key}' entry)")
+    if not isinstance(payload.get("train_state", {}), dict):
+        raise MusicgenError(f"{path}: 'train_state' must be a mapping")
     payload["path"] = str(path)
+    return _checked(payload, str(path), str(path))
+
+
+def _checked(payload: dict, config_where: str, weights_where: str) -> dict:
+    """A payload whose config passes `config.validate` (sizes checked before any allocation)
+    and whose weights are named tensors; each error names the file it comes from."""
+    try:
+        config_from_dict(payload["config"])
+    except MusicgenError as exc:
+        raise MusicgenError(f"{config_where}: {exc}") from None
+    for name, tensor in payload["model"].items():
+        if not isinstance(name, str) or not isinstance(tensor, torch.Tensor):
+            raise MusicgenError(f"{weights_where}: weight {name!r} is not a tensor")
     return payload
+
+
+def checked_weights(
+    model: nn.Module, weights: dict[str, torch.Tensor], where: str
+) -> dict[str, torch.Tensor]:
+    """`weights` as float32 where the model is floating, after checking each tensor the model
+    also has: a float (not bool or int) where the model has a float, the model's shape, and only
+    finite values. Names the model lacks or misses are left to `load_state_dict`."""
+    own = model.state_dict()
+    out = {}
+    for name, tensor in weights.items():
+        mine = own.get(name)
+        if mine is not None:
+            _check_tensor(name, tensor, mine, where)
+        out[name] = tensor.float() if tensor.is_floating_point() else tensor
+    return out
+
+
+def _check_tensor(name: str, tensor: torch.Tensor, mine: torch.Tensor, where: str) -> None:
+    if mine.is_floating_point() and tensor.dtype not in FLOAT_DTYPES:
+        raise MusicgenError(
+            f"{where}: tensor {name} is {str(tensor.dtype).removeprefix('torch.')}, "
+            "not floating point"
+        )
+    if not mine.is_floating_point() and tensor.dtype != mine.dtype:
+        raise MusicgenError(
+            f"{where}: tensor {name} is {str(tensor.dtype).removeprefix('torch.')}, "
+            f"not {str(mine.dtype).removeprefix('torch.')}"
+        )
+    if tuple(tensor.shape) != tuple(mine.shape):
+        raise MusicgenError(
+            f"{where}: weights do not fit: tensor {name} has shape {list(tensor.shape)}, "
+            f"the config's model needs {list(mine.shape)}"
+        )
+    if tensor.is_floating_point() and not bool(torch.isfinite(tensor).all()):
+        raise MusicgenError(f"{where}: tensor {name} holds NaN or infinite values")
 
 
 def save_model_folder(
@@ -165,7 +218,7 @@ def save_model_folder(
         "format": FOLDER_FORMAT,
         "version": __version__,
         "config": config,
-        "train_state": train_state or {},
+        "train_state": json_summary(train_state or {}),
     }
     atomic_write_text(folder / "config.json", json.dumps(meta, indent=1) + "\n")
     atomic_write_text(folder / "tokenizer.json", json.dumps(tokenizer, indent=1) + "\n")
@@ -193,6 +246,19 @@ def convert_to_folder(src: str | Path, folder: str | Path) -> Path:
     return folder
 
 
+def json_summary(train_state: dict) -> dict:
+    """The entries of a training state that config.json can hold: step, best loss, summaries;
+    the optimiser and scaler state (tensors) stay in the `.pt`, as do non-finite numbers."""
+    out = {}
+    for key, value in train_state.items():
+        try:
+            json.dumps(value, allow_nan=False)
+        except (TypeError, ValueError):
+            continue
+        out[key] = value
+    return out
+
+
 def read_model_folder(folder: Path) -> dict:
     """A model folder as the same payload dict a `.pt` checkpoint gives."""
     from safetensors import SafetensorError
@@ -201,34 +267,62 @@ def read_model_folder(folder: Path) -> dict:
     missing = [n for n in FOLDER_FILES if not (folder / n).is_file()]
     if missing:
         raise MusicgenError(f"{folder}: model folder lacks {', '.join(missing)}")
-    try:
-        meta = json.loads((folder / "config.json").read_text())
-        tokenizer = json.loads((folder / "tokenizer.json").read_text())
-    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-        raise MusicgenError(
-            f"{folder}: config.json or tokenizer.json is not JSON ({exc})"
-        ) from None
+    meta = _read_json(folder / "config.json")
+    tokenizer = _read_json(folder / "tokenizer.json")
     if not isinstance(meta, dict) or meta.get("format") != FOLDER_FORMAT:
         raise MusicgenError(f"{folder}: not a musicgen model folder (format tag missing)")
-    try:
-        weights = load_file(str(folder / "model.safetensors"))
-    except (SafetensorError, OSError, ValueError) as exc:
-        reason = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-        raise MusicgenError(f"{folder}/model.safetensors: not readable ({reason[:120]})") from None
-    return {
+    for key, kind in (("config", dict), ("train_state", (dict, type(None)))):
+        if not isinstance(meta.get(key), kind):
+            raise MusicgenError(f"{folder / 'config.json'}: '{key}' must be a mapping")
+    if not isinstance(tokenizer, dict):
+        raise MusicgenError(f"{folder / 'tokenizer.json'}: must be a JSON object")
+    payload = {
         "format": meta["format"],
-        "version": meta.get("version", ""),
+        "version": str(meta.get("version", "")),
         "path": str(folder),
         "config": meta["config"],
         "tokenizer": tokenizer,
-        "model": weights,
+        "model": {},
         "train_state": meta.get("train_state") or {},
     }
+    _checked(payload, str(folder / "config.json"), "")  # the sizes, before the weights load
+    try:
+        payload["model"] = load_file(str(folder / "model.safetensors"))
+    except (SafetensorError, OSError, ValueError, RuntimeError) as exc:
+        reason = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        raise MusicgenError(f"{folder}/model.safetensors: not readable ({reason[:120]})") from None
+    return payload
+
+
+def _read_json(path: Path):
+    """A small JSON file (`MAX_JSON_BYTES` at most), or a one-line error naming it."""
+    size = path.stat().st_size
+    if size > MAX_JSON_BYTES:
+        raise MusicgenError(
+            f"{path}: {size / 2**20:.0f} MB is too large (the limit is "
+            f"{MAX_JSON_BYTES / 2**20:g} MB)"
+        )
+    try:
+        return json.loads(path.read_bytes())
+    except (json.JSONDecodeError, UnicodeDecodeError, RecursionError) as exc:
+        reason = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+        raise MusicgenError(f"{path}: not JSON ({reason[:120]})") from None
 
 
 def checkpoint_tokenizer(path: str | Path) -> Tokenizer:
     """The tokenizer of a checkpoint or model folder, without building its model."""
-    return load_tokenizer(read_payload(path)["tokenizer"])
+    return payload_tokenizer(read_payload(path))
+
+
+def payload_tokenizer(payload: dict) -> Tokenizer:
+    """The payload's tokenizer; a bad description is an error naming its file."""
+    where = Path(payload["path"])
+    if where.is_dir():
+        where = where / "tokenizer.json"
+    try:
+        return load_tokenizer(payload["tokenizer"])
+    except MusicgenError as exc:
+        raise MusicgenError(f"{where}: {exc}") from None
 
 
 def load_checkpoint(path: str | Path, device: str | torch.device = "cpu") -> Loaded:
@@ -238,15 +332,18 @@ def load_checkpoint(path: str | Path, device: str | torch.device = "cpu") -> Loa
 
     payload = read_payload(path)
     config = config_from_dict(payload["config"])
-    tokenizer = load_tokenizer(payload["tokenizer"])
+    tokenizer = payload_tokenizer(payload)
     if config.model.vocab_size != tokenizer.vocab_size:
         raise MusicgenError(
             f"{path}: model vocabulary ({config.model.vocab_size}) does not match its tokenizer "
             f"({tokenizer.vocab_size})"
         )
     model = build_model(config.model, tokenizer)
+    where = payload["path"]
+    if Path(where).is_dir():
+        where = str(Path(where) / "model.safetensors")
     # half files mix float16 and float32 tensors; the model computes in float32
-    weights = {k: v.float() if v.is_floating_point() else v for k, v in payload["model"].items()}
+    weights = checked_weights(model, payload["model"], where)
     try:
         model.load_state_dict(weights)
     except RuntimeError as exc:

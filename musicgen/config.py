@@ -8,6 +8,7 @@ command line. Unknown keys and wrong types are one-line errors that list what is
 from __future__ import annotations
 
 import dataclasses
+import math
 import types
 import typing
 from dataclasses import dataclass, field
@@ -143,54 +144,58 @@ def _type_name(tp: Any) -> str:
     return getattr(tp, "__name__", str(tp))
 
 
-def _coerce(value: Any, tp: Any, where: str) -> Any:
-    """Check (and gently convert) `value` to the annotated type `tp`."""
+def _coerce(value: Any, tp: Any, where: str, label: str = "config") -> Any:
+    """Check (and gently convert) `value` to the annotated type `tp`; errors start `label: `."""
     origin = typing.get_origin(tp)
     if dataclasses.is_dataclass(tp):
         if not isinstance(value, dict):
-            raise MusicgenError(f"config: '{where}' must be a mapping, got {value!r}")
-        return from_dict(tp, value, where)
+            raise MusicgenError(f"{label}: '{where}' must be a mapping, got {value!r}")
+        return from_dict(tp, value, where, label)
     if origin in (list, tuple):
         if not isinstance(value, (list, tuple)):
-            raise MusicgenError(f"config: '{where}' must be a list, got {value!r}")
+            raise MusicgenError(f"{label}: '{where}' must be a list, got {value!r}")
         (item_tp,) = typing.get_args(tp)[:1] or (Any,)
-        return [_coerce(v, item_tp, f"{where}[{i}]") for i, v in enumerate(value)]
+        return [_coerce(v, item_tp, f"{where}[{i}]", label) for i, v in enumerate(value)]
     if origin in (typing.Union, types.UnionType):
         for arg in typing.get_args(tp):
             try:
-                return _coerce(value, arg, where)
+                return _coerce(value, arg, where, label)
             except MusicgenError:
                 continue
-        raise MusicgenError(f"config: '{where}' has the wrong type: {value!r}")
+        raise MusicgenError(f"{label}: '{where}' has the wrong type: {value!r}")
     if tp is Any:
         return value
     if tp is float and isinstance(value, int) and not isinstance(value, bool):
         return float(value)
     if tp is bool and not isinstance(value, bool):
-        raise MusicgenError(f"config: '{where}' must be true or false, got {value!r}")
+        raise MusicgenError(f"{label}: '{where}' must be true or false, got {value!r}")
     if tp in (int, float) and isinstance(value, bool):
-        raise MusicgenError(f"config: '{where}' must be {_type_name(tp)}, got {value!r}")
+        raise MusicgenError(f"{label}: '{where}' must be {_type_name(tp)}, got {value!r}")
     if tp in (int, float, str) and not isinstance(value, tp):
-        raise MusicgenError(f"config: '{where}' must be {_type_name(tp)}, got {value!r}")
+        raise MusicgenError(f"{label}: '{where}' must be {_type_name(tp)}, got {value!r}")
+    if tp is float and not math.isfinite(value):
+        raise MusicgenError(f"{label}: '{where}' must be a finite number, got {value!r}")
     if tp is type(None) and value is not None:
-        raise MusicgenError(f"config: '{where}' must be null")
+        raise MusicgenError(f"{label}: '{where}' must be null")
     return value
 
 
-def from_dict(cls: type, data: dict, where: str = "") -> Any:
+def from_dict(cls: type, data: dict, where: str = "", label: str = "config") -> Any:
     """Build dataclass `cls` from a (possibly partial) dict; unknown keys are errors."""
+    if not isinstance(data, dict):
+        raise MusicgenError(f"{label}: '{where or cls.__name__}' must be a mapping, got {data!r}")
     hints = typing.get_type_hints(cls)
     names = [f.name for f in dataclasses.fields(cls)]
     unknown = [k for k in data if k not in names]
     if unknown:
         prefix = f"{where}." if where else ""
         raise MusicgenError(
-            f"config: unknown key '{prefix}{unknown[0]}'; valid keys"
+            f"{label}: unknown key '{prefix}{unknown[0]}'; valid keys"
             f"{' of ' + where if where else ''}: {', '.join(names)}"
         )
     kwargs = {}
     for key, value in data.items():
-        kwargs[key] = _coerce(value, hints[key], f"{where}.{key}" if where else key)
+        kwargs[key] = _coerce(value, hints[key], f"{where}.{key}" if where else key, label)
     return cls(**kwargs)
 
 
@@ -292,6 +297,28 @@ def config_from_dict(data: dict) -> Config:
 # ranges
 
 PRECISIONS = ("auto", "fp32", "bf16", "fp16")
+HEADS = ("lm", "perceiver_s")
+NORMS = ("pre", "post")
+COMBINES = ("sum", "sequential")
+MAX_WORKERS = 256  # worker processes of one command (data.workers, prepare --workers)
+MAX_PARAMETERS = 2_000_000_000  # 8 GB of float32 weights: 25 x the paper's 80 M model
+# model sizes: (field, low, high), checked before anything is allocated (a config.json saying
+# 10**6 layers must fail in one line, not in the OOM killer)
+MODEL_RANGES = (
+    ("vocab_size", 0, 65536),  # the prepared layout stores uint16 ids
+    ("n_layers", 1, 256),
+    ("d_model", 1, 16384),
+    ("n_heads", 1, 256),
+    ("d_ff", 1, 131072),
+    ("max_len", 1, 1 << 20),
+    ("num_sines", 1, 1024),
+    ("kernel_size", 1, 1 << 16),
+    ("num_realizations", 1, 4096),
+    ("n_features", 1, 16384),
+    ("chunk_size", 1, 1 << 16),
+    ("local_window", 1, 1 << 20),
+    ("redraw_every", 1, None),
+)
 SCHEDULES = ("cosine", "constant")
 PERCEIVER_CROSS = ("both", "full")
 SEGMENTATIONS = ("effective", "uniform")
@@ -329,6 +356,11 @@ def validate(cfg: Config) -> Config:
     check_choice(
         "config: model.perceiver.segmentation", cfg.model.perceiver.segmentation, SEGMENTATIONS
     )
+    validate_model(cfg.model)
+    check_range("config: data.crop_len", d.crop_len, 2, 1 << 20)
+    check_range("config: train.val_max_len", t.val_max_len, 2, 1 << 22)
+    check_range("config: train.batch_size", t.batch_size, 1, 1 << 16)
+    check_range("config: data.workers", d.workers, 0, MAX_WORKERS)
     if len(o.betas) != 2 or not all(0 <= b < 1 for b in o.betas):
         raise MusicgenError(f"config: optim.betas: must be two values in [0, 1), got {o.betas}")
     if len(d.transpose) != 2 or d.transpose[0] > d.transpose[1]:
@@ -337,3 +369,30 @@ def validate(cfg: Config) -> Config:
             f"(e.g. [-6, 6]; [0, 0] for none), got {d.transpose}"
         )
     return cfg
+
+
+def validate_model(m: ModelConfig) -> None:
+    """Sizes and choices of the model, with an estimate of its parameter count, so that a
+    hostile or mistyped config is refused before the model allocates anything."""
+    for name, low, high in MODEL_RANGES:
+        check_range(f"config: model.{name}", getattr(m, name), low, high)
+    check_range("config: model.dropout", m.dropout, 0, 1)
+    check_range("config: model.redraw_prob", m.redraw_prob, 0, 1)
+    check_range("config: model.perceiver.context_len", m.perceiver.context_len, 1, 1 << 20)
+    check_range("config: model.perceiver.n_queries", m.perceiver.n_queries, 1, 1 << 20)
+    check_range("config: model.musical.phrase_bars", m.musical.phrase_bars, 1, 1024)
+    check_choice("config: model.head", m.head, HEADS)
+    check_choice("config: model.norm", m.norm, NORMS)
+    check_choice("config: model.perceiver.combine", m.perceiver.combine, COMBINES)
+    if m.d_model % m.n_heads:
+        raise MusicgenError(
+            f"config: model.n_heads: d_model {m.d_model} is not divisible by {m.n_heads} heads"
+        )
+    per_layer = 4 * m.d_model**2 + 2 * m.d_model * m.d_ff
+    estimate = m.n_layers * per_layer + 2 * max(m.vocab_size, 1) * m.d_model
+    if estimate > MAX_PARAMETERS:
+        raise MusicgenError(
+            f"config: model: about {estimate / 1e9:,.1f} billion parameters (n_layers "
+            f"{m.n_layers} x d_model {m.d_model}, d_ff {m.d_ff}) > the limit of "
+            f"{MAX_PARAMETERS / 1e9:g} billion"
+        )

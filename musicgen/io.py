@@ -4,6 +4,10 @@ A write first fills a temporary file next to the target, then checks that what r
 complete (its size, and for MIDI a read-back), and only then renames it over the target. A full or
 read-only disk therefore never replaces a good file with a broken one, and every failure is one
 `MusicgenError` line naming the file ("cannot write (No space left on device)").
+
+Special targets: a symbolic link is written through (its target file is replaced, atomically as
+above; the link stays a link), and a target that is not a regular file (a device node, a FIFO, a
+socket) is refused: renaming over it would silently turn /dev/null or a pipe into a plain file.
 """
 
 from __future__ import annotations
@@ -11,6 +15,7 @@ from __future__ import annotations
 import contextlib
 import errno
 import os
+import stat
 import tempfile
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -58,6 +63,7 @@ def atomic_path(
     path = Path(path)
     if path.is_dir():
         raise MusicgenError(f"{path}: is a folder; give a file name")
+    path = write_target(path)
     ensure_dir(path.parent)
     try:
         fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=TMP_SUFFIX, dir=path.parent)
@@ -85,6 +91,30 @@ def atomic_path(
     finally:
         with contextlib.suppress(OSError):
             tmp_path.unlink(missing_ok=True)
+
+
+_KINDS = {
+    stat.S_IFCHR: "a character device",
+    stat.S_IFBLK: "a block device",
+    stat.S_IFIFO: "a FIFO (named pipe)",
+    stat.S_IFSOCK: "a socket",
+}
+
+
+def write_target(path: Path) -> Path:
+    """The file a write to `path` replaces: a symbolic link's target (links followed, so the
+    link survives the rename), `path` itself otherwise; a non-regular file is refused."""
+    target = Path(os.path.realpath(path)) if path.is_symlink() else path
+    try:
+        mode = os.stat(target).st_mode
+    except (FileNotFoundError, NotADirectoryError):  # new, or a file in the way (ensure_dir)
+        return target
+    except OSError as exc:
+        raise write_error(path, exc) from None
+    if not stat.S_ISREG(mode):
+        kind = _KINDS.get(stat.S_IFMT(mode), "not a regular file")
+        raise MusicgenError(f"{path}: is {kind}, not a regular file; refusing to replace it")
+    return target
 
 
 def atomic_write_text(path: str | Path, text: str) -> None:
@@ -126,3 +156,53 @@ def remove_stale_temps(folder: str | Path, names: tuple[str, ...]) -> list[Path]
                 tmp.unlink()
                 removed.append(tmp)
     return removed
+
+
+class FolderLock:
+    """An exclusive `fcntl.flock` on FOLDER/.lock while a command writes FOLDER: a second
+    `musicgen <command>` on it fails at once with one line naming the folder (and the holder's
+    pid) instead of mixing its files with the first's. The kernel drops the lock however the
+    holder ends, so no stale lock is left to clean up. A no-op where fcntl is missing."""
+
+    NAME = ".lock"
+
+    def __init__(self, folder: str | Path, command: str, option: str) -> None:
+        self.path = Path(folder) / self.NAME
+        self.command, self.option = command, option
+        self.fd: int | None = None
+
+    def acquire(self) -> FolderLock:
+        try:
+            import fcntl
+        except ImportError:  # Windows
+            return self
+        try:
+            fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o666)
+        except OSError as exc:
+            raise write_error(self.path, exc) from None
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            holder = os.read(fd, 32).decode(errors="replace").strip()
+            os.close(fd)
+            pid = f" (pid {holder})" if holder.isdigit() else ""
+            raise MusicgenError(
+                f"{self.path.parent}: another musicgen {self.command}{pid} is writing this "
+                f"folder; wait for it to finish or choose another {self.option}"
+            ) from None
+        os.ftruncate(fd, 0)
+        os.write(fd, f"{os.getpid()}\n".encode())
+        self.fd = fd
+        return self
+
+    def release(self) -> None:
+        if self.fd is not None:
+            with contextlib.suppress(OSError):
+                os.close(self.fd)  # closing the descriptor releases the flock
+            self.fd = None
+
+    def __enter__(self) -> FolderLock:
+        return self.acquire()
+
+    def __exit__(self, *exc) -> None:
+        self.release()

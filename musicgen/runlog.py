@@ -2,7 +2,8 @@
 
 One reader for every user of the log. A crash (or SIGKILL, or a full disk) can tear the last line;
 that line is dropped. Anything else that is not a JSON record (a binary file, a bad line in the
-middle) is a one-line error naming the file and line, never a traceback.
+middle, a record whose `step` is not a count) is a one-line error naming the file and line,
+never a traceback.
 """
 
 from __future__ import annotations
@@ -47,6 +48,11 @@ def read_log(run: str | Path, required: bool = True) -> list[dict]:
             raise MusicgenError(f"{path}: line {i + 1} is not JSON") from None
         if not isinstance(record, dict):
             raise MusicgenError(f"{path}: line {i + 1} is not a JSON record")
+        step = record.get("step", 0)
+        if not isinstance(step, int) or isinstance(step, bool) or step < 0:
+            raise MusicgenError(f"{path}: line {i + 1}: 'step' must be a count, got {step!r}")
+        if not isinstance(record.get("kind", ""), str):
+            raise MusicgenError(f"{path}: line {i + 1}: 'kind' must be text")
         records.append(record)
     if required and not records:
         raise MusicgenError(f"{path}: the log is empty")

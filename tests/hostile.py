@@ -130,3 +130,82 @@ def build_corpus(folder: Path, files: dict[str, bytes | None] | None = None) -> 
             path.write_bytes(data)
         paths[name] = path
     return paths
+
+
+# ---------------------------------------------------------------------------------------------
+# model folders, tokenizer files and prepared datasets (issue 26)
+
+# name -> (file in the model folder, change to its JSON) ; the error must contain the third item
+CONFIG_CASES: dict[str, tuple[str, object, str]] = {
+    "layers_1e6": ("model.n_layers", 10**6, "model.n_layers: must be >= 1 and <= 256"),
+    "d_model_1e9": ("model.d_model", 10**9, "model.d_model: must be >= 1 and <= 16384"),
+    "params_too_many": ("model.d_model", 16384, "billion parameters"),
+    "layers_null": ("model.n_layers", None, "'model.n_layers' must be int, got None"),
+    "layers_text": ("model.n_layers", "2", "'model.n_layers' must be int, got '2'"),
+    "layers_bool": ("model.n_layers", True, "'model.n_layers' must be int, got True"),
+    "dropout_text": ("model.dropout", "0.1", "'model.dropout' must be float"),
+    "heads_not_dividing": ("model.n_heads", 3, "not divisible by 3 heads"),
+    "vocab_huge": ("model.vocab_size", 10**7, "model.vocab_size: must be >= 0 and <= 65536"),
+    "model_null": ("model", None, "'model' must be a mapping, got None"),
+    "unknown_key": ("model.layers", 2, "unknown key 'model.layers'"),
+    "crop_huge": ("data.crop_len", 10**9, "data.crop_len: must be >= 2 and <= 1048576"),
+}
+
+TOKENIZER_CASES: dict[str, tuple[str, object, str]] = {
+    "num_tempos_1e8": ("options.num_tempos", 10**8, "num_tempos: must be >= 1 and <= 1024"),
+    "num_tempos_null": ("options.num_tempos", None, "'num_tempos' must be int, got None"),
+    "num_velocities_text": ("options.num_velocities", "24", "'num_velocities' must be int"),
+    "pitch_range_reversed": ("options.pitch_range", [108, 21], "pitch_range: must be [low, high]"),
+    "pitch_range_null": ("options.pitch_range", None, "'pitch_range' must be a list, got None"),
+    "positions_1e6": ("options.positions_per_beat", 10**6, "positions_per_beat: must be >= 1"),
+    "chord_unknown": ("options.chord_qualities", ["min", "blue"], "unknown value 'blue'"),
+    "fold_pedal_text": ("options.fold_pedal", "yes", "fold_pedal must be true or false"),
+    "options_list": ("options", [1, 2], "'options' must be a mapping"),
+    "name_null": ("name", None, "'name': unknown tokenizer None"),
+    "name_other": ("name", "bpe", "unknown tokenizer 'bpe'"),
+    "vocab_changed": ("vocab", ["PAD_None"], "stored REMI vocabulary differs"),
+    "unknown_option": ("num_tempo", 65, "unknown REMI option 'num_tempo'"),
+}
+
+GROOVE_CASES: dict[str, tuple[str, object, str]] = {
+    "beats_1e9": ("beats_per_bar", 10**9, "beats_per_bar: must be >= 1 and <= 64"),
+    "tempo_null": ("default_tempo", None, "'default_tempo' must be float, got None"),
+    "tempo_nan": ("default_tempo", float("nan"), "'default_tempo' must be a finite number"),
+    "tpq_odd": ("decode_tpq", 100, "decode_tpq: must be a multiple of 12"),
+    "third_track": ("third_track", "loudest", "unknown value 'loudest'"),
+    "seed_huge": ("seed", 2**70, "seed: must be >= 0 and <= 4294967295"),
+    "vocab_size": ("vocab_size", 10**6, "stored groove vocab_size 1000000 != 795"),
+}
+
+
+def set_dotted(data: dict, dotted: str, value: object) -> dict:
+    """A deep copy of `data` with the `a.b.c` entry set to `value`."""
+    import copy
+
+    out = copy.deepcopy(data)
+    node = out
+    *path, last = dotted.split(".")
+    for key in path:
+        node = node[key]
+    node[last] = value
+    return out
+
+
+def build_special(folder: Path) -> dict[str, str]:
+    """Special files named like MIDI in `folder`: a FIFO (open() would block forever), links to
+    /dev/zero (endless) and /dev/null, a sparse 1 GiB file (over the size limit before a byte is
+    read). Returns name -> the start of its skip reason."""
+    import os
+
+    folder.mkdir(parents=True, exist_ok=True)
+    os.mkfifo(folder / "fifo.mid")
+    (folder / "zero.mid").symlink_to("/dev/zero")
+    (folder / "null.midi").symlink_to("/dev/null")
+    with open(folder / "sparse.mid", "wb") as fh:
+        fh.truncate(2**30)
+    return {
+        "fifo.mid": "a FIFO (named pipe), not a regular file",
+        "zero.mid": "a character device, not a regular file",
+        "null.midi": "a character device, not a regular file",
+        "sparse.mid": "over the size limit (1024.0 MB > 10 MB)",
+    }

@@ -9,6 +9,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import symusic
+from hostile import build_special
 from paths import UNIT_SONGS
 
 from musicgen.cli import main
@@ -226,3 +227,194 @@ def test_unknown_tokenizer_is_reported(tmp_path):
     copy_songs(tmp_path / "in", SONGS[:1])
     with pytest.raises(MusicgenError, match="unknown tokenizer 'nope'; choose one of: remi"):
         prepare("folder", tmp_path / "in", tmp_path / "out", tokenizer="nope")
+
+
+# ---------------------------------------------------------------------------------------------
+# special files, all-or-nothing outputs, signals (issue 26)
+
+
+def test_special_files_are_skipped_without_being_read(tmp_path):
+    """A FIFO named x.mid would block open() forever and a link to /dev/zero reads without
+    end: only regular files are read, and the size limit is checked before reading."""
+    inp = tmp_path / "in"
+    copy_songs(inp, SONGS[:1])
+    reasons = build_special(inp)
+    summary = prepare("folder", inp, tmp_path / "out", tokenizer="remi", workers=2)
+    skipped = read_skipped(tmp_path / "out")
+    assert summary["songs"] == 1 and set(skipped) == set(reasons)
+    for name, reason in reasons.items():
+        assert skipped[name].startswith(reason), (name, skipped[name])
+
+
+def _stamp(out: Path) -> dict:
+    return json.loads((out / "prepared.json").read_text())
+
+
+def test_an_interrupted_reprepare_leaves_the_old_dataset_whole(tmp_path, monkeypatch):
+    """Killed while tokenizing with another tokenizer: tokenizer.json and the arrays are still
+    the previous run's, and they still load together."""
+    import musicgen.data.prepare as prep
+    from musicgen.data.dataset import PreparedSplit
+
+    inp, out = tmp_path / "in", tmp_path / "out"
+    copy_songs(inp)
+    prepare("folder", inp, out, tokenizer="remi", workers=1)
+
+    def outputs() -> dict:
+        return {
+            p: p.read_bytes()
+            for p in out.rglob("*")
+            if p.is_file() and "cache" not in p.parts and p.name != ".lock"
+        }
+
+    before = outputs()
+    calls = []
+
+    def interrupted(job, tok=None):
+        calls.append(job.rel)
+        if len(calls) == 3:
+            raise KeyboardInterrupt
+        return prep.Result(job.rel, "slow")
+
+    monkeypatch.setattr(prep, "process_song", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        prepare("folder", inp, out, tokenizer="groove", workers=1)
+    monkeypatch.undo()
+    assert outputs() == before
+    assert PreparedSplit(out, "train").tokenizer.name == "remi"
+    assert set(_stamp(out)["files"]) >= {"tokenizer.json", "train/tokens.npy"}
+
+
+def test_a_folder_whose_tokenizer_does_not_match_its_tokens_is_refused(tmp_path, monkeypatch):
+    import musicgen.data.layout as layout
+    from musicgen.data.dataset import PreparedSplit
+    from musicgen.tokenizers import build_tokenizer
+
+    inp, out = tmp_path / "in", tmp_path / "out"
+    copy_songs(inp)
+    prepare("folder", inp, out, tokenizer="remi", workers=1)
+    good = (out / "tokenizer.json").read_bytes()
+    build_tokenizer("groove").save(out / "tokenizer.json")  # what an old prepare left behind
+    with pytest.raises(MusicgenError, match=r"tokenizer.json: does not match .*prepared.json"):
+        PreparedSplit(out, "train")
+    (out / "tokenizer.json").write_bytes(good)
+    PreparedSplit(out, "train")
+    # killed between the renames of the new files: the stamp says incomplete
+    real, moved = layout._move, []
+
+    def dies_after_two(src, dst):
+        if len(moved) == 2:
+            raise KeyboardInterrupt
+        moved.append(dst)
+        real(src, dst)
+
+    monkeypatch.setattr(layout, "_move", dies_after_two)
+    with pytest.raises(KeyboardInterrupt):
+        prepare("folder", inp, out, tokenizer="groove", workers=1)
+    monkeypatch.undo()
+    with pytest.raises(MusicgenError, match="interrupted musicgen prepare left it incomplete"):
+        PreparedSplit(out, "train")
+    prepare("folder", inp, out, tokenizer="groove", workers=1)  # a rerun repairs it
+    assert PreparedSplit(out, "train").tokenizer.name == "groove"
+    assert not (out / ".staging").exists()
+
+
+SLOW_PREPARE = """
+import os, sys, time
+import musicgen.data.prepare as P
+marks, argv = sys.argv[1], sys.argv[2:]
+def slow(job, tok=None):
+    open(os.path.join(marks, str(os.getpid())), "w").close()
+    time.sleep(600)
+P.process_song = slow
+from musicgen.cli import main
+sys.exit(main(argv))
+"""
+
+
+def _gone(pid: int) -> bool:
+    """No such process, or a zombie nobody reaped yet (its code no longer runs)."""
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except (FileNotFoundError, ProcessLookupError):
+        return True
+    return state in ("Z", "X")
+
+
+def _slow_prepare(tmp_path: Path, workers: int):
+    import subprocess
+    import sys
+    import time
+
+    inp, marks = tmp_path / "in", tmp_path / "marks"
+    copy_songs(inp)
+    marks.mkdir()
+    argv = ["prepare", "--dataset", "folder", "--input", str(inp), "--output"]
+    argv += [str(tmp_path / "out"), "--tokenizer", "remi", "--workers", str(workers)]
+    proc = subprocess.Popen(
+        [sys.executable, "-c", SLOW_PREPARE, str(marks), *argv],
+        stdout=subprocess.DEVNULL,
+        stderr=open(tmp_path / "stderr", "w"),  # noqa: SIM115  (a pipe would outlive orphans)
+        start_new_session=True,  # its own process group, as a shell job is
+    )
+    deadline = time.time() + 120
+    while len(list(marks.iterdir())) < workers and time.time() < deadline:
+        time.sleep(0.05)
+    return proc, [int(p.name) for p in marks.iterdir()]
+
+
+@pytest.mark.parametrize(
+    "how,code,last",
+    [("group_sigint", 130, "interrupted"), ("sigterm", 143, "terminated")],
+    ids=["ctrl_c", "kill"],
+)
+def test_signals_end_prepare_cleanly(tmp_path, how, code, last):
+    """Ctrl-C (SIGINT to the whole process group) and a plain `kill` (SIGTERM to the parent):
+    no worker traceback, the exit code of docs/CONTRACTS.md, every worker gone."""
+    import signal
+
+    proc, workers = _slow_prepare(tmp_path, 2)
+    assert len(workers) == 2
+    if how == "group_sigint":
+        os.killpg(proc.pid, signal.SIGINT)
+    else:
+        proc.send_signal(signal.SIGTERM)
+    proc.wait(timeout=120)
+    err = (tmp_path / "stderr").read_text()
+    assert proc.returncode == code, err
+    assert "Traceback" not in err and err.strip().splitlines()[-1] == last
+    assert all(_gone(pid) for pid in workers)
+    assert not (tmp_path / "out" / "prepared.json").exists()
+
+
+def test_workers_of_a_killed_prepare_exit_on_their_own(tmp_path):
+    import signal
+    import time
+
+    proc, workers = _slow_prepare(tmp_path, 2)
+    proc.send_signal(signal.SIGKILL)
+    proc.wait(timeout=120)
+    deadline = time.time() + 120  # the kernel tells them (Linux), or they notice when idle
+    while not all(_gone(pid) for pid in workers) and time.time() < deadline:
+        time.sleep(0.1)
+    assert all(_gone(pid) for pid in workers)
+
+
+def test_a_second_prepare_into_the_same_folder_is_refused(tmp_path):
+    from musicgen.io import FolderLock
+
+    inp, out = tmp_path / "in", tmp_path / "out"
+    copy_songs(inp, SONGS[:1])
+    out.mkdir()
+    with FolderLock(out, "prepare", "--output"):  # what a running prepare holds
+        with pytest.raises(MusicgenError, match=r"out: another musicgen prepare \(pid \d+\) is"):
+            prepare("folder", inp, out, tokenizer="remi", workers=1)
+    assert prepare("folder", inp, out, tokenizer="remi", workers=1)["songs"] == 1
+
+
+def test_a_broken_split_list_is_one_line(tmp_path):
+    inp = tmp_path / "maestro"
+    copy_songs(inp, SONGS[:1])
+    (inp / "maestro-v3.0.0.csv").write_text("split,midi_filename\n" + "x" * 200_000 + ",a\n")
+    with pytest.raises(MusicgenError, match=r"maestro-v3.0.0.csv: not a readable split list"):
+        prepare("maestro", inp, tmp_path / "out", workers=1)

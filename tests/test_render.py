@@ -136,3 +136,34 @@ def test_cli_render_png_and_errors(tmp_path, capsys):
     assert main(["render", str(bad), "--png"]) == 1
     err = capsys.readouterr().err
     assert err.startswith("error: ") and "bad.mid" in err and len(err.strip().splitlines()) == 1
+
+
+def test_audio_asked_for_without_a_synthesizer_is_an_error(tmp_path, capsys, monkeypatch):
+    """`render --wav` with no synthesizer used to exit 0 having written nothing; asked for by
+    name, missing audio is now one error line (exit 1); the default PNG + WAV still writes the
+    PNG and warns (docs/evaluation.md)."""
+    import musicgen.generation.render as render
+
+    midi = short_midi(tmp_path / "short.mid")
+    monkeypatch.setattr(render, "_soundfont_for_pip_synth", lambda soundfont: None)
+    monkeypatch.setenv("MUSICGEN_FLUIDSYNTH", str(tmp_path / "no-fluidsynth"))
+    for flag in ("--wav", "--ogg"):
+        assert main(["render", str(midi), flag, "--out", str(tmp_path / "o")]) == 1
+        err = capsys.readouterr().err.strip()
+        assert err.startswith("error: ") and "\n" not in err
+        assert "cannot synthesize (a General MIDI soundfont not found)" in err
+    assert not (tmp_path / "o").exists() or not list((tmp_path / "o").iterdir())
+    assert main(["render", str(midi), "--out", str(tmp_path / "d")]) == 0
+    assert [p.name for p in (tmp_path / "d").iterdir()] == ["short.png"]
+    assert "render: no WAV (a General MIDI soundfont not found)" in capsys.readouterr().err
+
+
+def test_a_set_but_missing_musicgen_soundfont_is_an_error(tmp_path, capsys, monkeypatch):
+    midi = short_midi(tmp_path / "short.mid")
+    missing = tmp_path / "nowhere.sf2"
+    monkeypatch.setenv("MUSICGEN_SOUNDFONT", str(missing))
+    assert main(["render", str(midi), "--wav", "--out", str(tmp_path / "o")]) == 1
+    err = capsys.readouterr().err.strip()
+    assert err == f"error: $MUSICGEN_SOUNDFONT: {missing}: soundfont not found"
+    with pytest.raises(MusicgenError, match=r"\$MUSICGEN_SOUNDFONT: .*nowhere.sf2"):
+        synthesize(midi, tmp_path / "x.wav")

@@ -28,7 +28,7 @@ import torch
 from conftest import make_checkpoint
 from hostile import GOOD, build_corpus, odd_corpus, scale
 
-from musicgen.checkpoint import read_payload, save_checkpoint
+from musicgen.checkpoint import convert_to_folder, read_payload, save_checkpoint
 from musicgen.cli import main
 from musicgen.config import load_config
 from musicgen.data.prepare import prepare
@@ -505,7 +505,22 @@ def misuse_files(tmp_path_factory, ckpts, corpus) -> dict[str, Path]:
     (d / "run_binary" / "log.jsonl").write_bytes(bytes(range(256)) * 4)
     (d / "run_torn").mkdir()
     (d / "run_torn" / "log.jsonl").write_text('{"kind": "train", "step": 1}\n{"ki\n{"step": 3}\n')
+    (d / "run_badstep").mkdir()
+    (d / "run_badstep" / "log.jsonl").write_text('{"kind": "train", "step": "x"}\n')
     (d / "tokens.json").write_text('{"tokenizer": "remi", "ids": [1, 2]}')
+    (d / "tok_huge.yaml").write_text("name: remi\nnum_tempos: 100000000\n")
+    (d / "tok_null.yaml").write_text("name: groove\nbeats_per_bar: null\n")
+    (d / "tok_null.json").write_text('{"name": "remi", "options": {"num_velocities": null}}')
+    folder = convert_to_folder(ckpts["remi"], d / "model_huge")
+    meta = json.loads((folder / "config.json").read_text())
+    meta["config"]["model"]["n_layers"] = 10**6
+    (folder / "config.json").write_text(json.dumps(meta))
+    folder = convert_to_folder(ckpts["remi"], d / "model_nan")
+    from safetensors.torch import load_file, save_file
+
+    weights = load_file(folder / "model.safetensors")
+    weights["embed.weight"] = torch.full_like(weights["embed.weight"], float("nan"))
+    save_file(weights, folder / "model.safetensors")
     files = {
         "no_config": _incomplete(d, ckpts["remi"], "config"),
         "no_version": _incomplete(d, ckpts["remi"], "version"),
@@ -524,6 +539,18 @@ MISUSE = [
     ("train --config TINY --train.ckpt_every=-1", 1, "train.ckpt_every: must be >= 1"),
     ("train --config TINY --log.every=0", 1, "log.every: must be >= 1"),
     ("train --config TINY --data.workers=-1", 1, "data.workers: must be >= 0"),
+    (
+        "train --config TINY --data=PREPARED --data.drop_instrument_p=0.5",
+        1,
+        "data.drop_instrument_p: 0.5 needs a multi-track tokenizer (groove)",
+    ),
+    ("train --config TINY --data.workers=100000", 1, "data.workers: must be >= 0 and <= 256"),
+    ("train --config TINY --model.n_layers=1000000", 1, "model.n_layers: must be >= 1 and <= 256"),
+    (
+        "prepare --dataset folder --input IN --output OUT --workers 1000000",
+        1,
+        "--workers: must be >= 1 and <= 256, got 1000000",
+    ),
     ("train --config TINY --optim.lr=0", 1, "optim.lr: must be > 0, got 0"),
     ("train --config TINY --optim.lr=-1e-3", 1, "optim.lr: must be > 0"),
     ("train --config TINY --optim.betas=[0.9]", 1, "optim.betas: must be two values in [0, 1)"),
@@ -575,6 +602,7 @@ MISUSE = [
     ("evaluate style --checkpoint {remi} --prompts {a_file} --samples 0", 1, "--samples"),
     ("plot log {run_binary}", 1, "not a training log (binary data"),
     ("plot log {run_torn}", 1, "line 2 is not JSON"),
+    ("plot log {run_badstep}", 1, "line 1: 'step' must be a count, got 'x'"),
     ("plot log {a_file}.nothing", 1, "training log not found"),
     ("render {huge_delta_tpb1.mid} --png --out OUT", 1, "too long (67,108,864 bars"),
     ("render {text.mid} --png --out OUT", 1, "not a readable MIDI file"),
@@ -586,12 +614,14 @@ MISUSE = [
     (
         "prepare --dataset folder --input IN --output OUT --workers 0",
         1,
-        "--workers: must be >= 1, got 0",
+        "--workers: must be >= 1 and <= 256, got 0",
     ),
     ("prepare --dataset folder --input IN --output OUT --max-bars 0", 1, "--max-bars: must be"),
     ("prepare --dataset folder --input IN --output {a_file}", 1, "is a file, not a folder"),
     ("prepare --dataset jazz --input IN --output OUT", 2, "invalid choice: 'jazz'"),
     ("prepare --dataset folder --input IN --output OUT --max-size-mb 0", 1, "--max-size-mb"),
+    ("prepare --dataset folder --input IN --output OUT --max-size-mb nan", 1, "must be a finite"),
+    ("prepare --dataset folder --input IN --output OUT --max-minutes inf", 1, "must be a finite"),
     ("prepare --dataset folder --input IN --output OUT --max-minutes -1", 1, "--max-minutes"),
     ("prepare --dataset folder --input IN --output OUT --max-tokens 0", 1, "--max-tokens"),
     ("prepare --dataset folder --input IN --output OUT --tokenizer bpe", 1, "unknown tokenizer"),
@@ -645,14 +675,43 @@ MISUSE = [
     ("render {a_file}.mid --png --out OUT", 1, "MIDI file not found"),
     ("render {folder.mid} --png --out OUT", 1, "MIDI file not found"),
     ("frobnicate", 2, "invalid choice: 'frobnicate'"),
+    # hostile tokenizer files and model folders (issue 26)
+    (
+        "prepare --dataset folder --input IN --output OUT --tokenizer {tok_huge.yaml}",
+        1,
+        "tok_huge.yaml: tokenizer: num_tempos: must be >= 1 and <= 1024, got 100000000",
+    ),
+    (
+        "prepare --dataset folder --input IN --output OUT --tokenizer {tok_null.yaml}",
+        1,
+        "tok_null.yaml: tokenizer: 'beats_per_bar' must be int, got None",
+    ),
+    (
+        "export {tokens.json} --tokenizer {tok_null.json} -o OUT/x.mid",
+        1,
+        "tok_null.json: tokenizer: 'num_velocities' must be int, got None",
+    ),
+    (
+        "generate --checkpoint {model_huge} --out OUT",
+        1,
+        "config.json: config: model.n_layers: must be >= 1 and <= 256, got 1000000",
+    ),
+    ("plot kernels --checkpoint {model_huge} --out OUT", 1, "model.n_layers: must be >= 1"),
+    (
+        "generate --checkpoint {model_nan} --out OUT",
+        1,
+        "model.safetensors: tensor embed.weight holds NaN or infinite values",
+    ),
 ]
 
 
 @pytest.mark.parametrize("argv,code,message", MISUSE, ids=[m[0][:60] for m in MISUSE])
 def test_cli_misuse_is_one_line_and_a_nonzero_exit(
-    argv, code, message, misuse_files, tmp_path, capsys
+    argv, code, message, misuse_files, tmp_path, capsys, request
 ):
     (tmp_path / "out").mkdir()
+    if "PREPARED" in argv:
+        argv = argv.replace("PREPARED", str(request.getfixturevalue("prepared")))
     subs = {"TINY": str(TINY), "OUT": str(tmp_path / "out"), "IN": str(SONGS[0].parent)}
     words = [
         re.sub(r"\{([^}]+)\}", lambda m: str(misuse_files[m.group(1)]), w) for w in argv.split()
@@ -791,8 +850,374 @@ def test_sigterm_saves_like_ctrl_c(prepared, tmp_path):
     assert not list(run.glob(".*.tmp"))
 
 
+def _train_subprocess(prepared: Path, run: Path, *extra: str) -> subprocess.Popen:
+    cmd = [sys.executable, "-m", "musicgen.cli", "train", "--config", str(TINY)]
+    cmd += ["--data", str(prepared), "--out", str(run), "--train.max_steps=100000"]
+    cmd += ["--train.ckpt_every=100000", "--train.val_every=100000", "--log.every=1", *extra]
+    return subprocess.Popen(
+        cmd,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,  # its own process group, as a shell job or a SLURM step
+    )
+
+
+def _processes_naming(path: Path) -> list[int]:
+    """Live (non-zombie) processes whose command line holds `path` (forked workers do)."""
+    pids = []
+    for entry in Path("/proc").iterdir():
+        try:
+            cmd = (entry / "cmdline").read_bytes()
+            state = (entry / "stat").read_text().rsplit(")", 1)[1].split()[0]
+        except (OSError, IndexError):
+            continue
+        if str(path).encode() in cmd and state not in ("Z", "X"):
+            pids.append(int(entry.name))
+    return pids
+
+
+def _wait_for_steps(proc: subprocess.Popen, run: Path, steps: int) -> None:
+    deadline = time.time() + 300
+    while time.time() < deadline and proc.poll() is None:
+        if len(read_log(run, required=False)) >= steps:
+            return
+        time.sleep(0.05)
+
+
+@pytest.mark.parametrize(
+    "signum,last", [(signal.SIGTERM, "terminated"), (signal.SIGINT, "interrupted")]
+)
+def test_a_signal_to_the_group_with_loader_workers_saves_and_resumes(
+    prepared, tmp_path, capsys, signum, last
+):
+    """SIGTERM or Ctrl-C to the whole process group (DataLoader workers included) of a run with
+    data.workers=2: the step finishes, last.pt is saved, exit 143 / 130, no traceback, and the
+    run resumes. Meanwhile a second train on the same folder is refused at once (RUN/.lock)."""
+    run = tmp_path / "run"
+    proc = _train_subprocess(prepared, run, "--data.workers=2")
+    _wait_for_steps(proc, run, 3)
+    rc, _, err = run_cli(capsys, "train", "--config", TINY, "--data", prepared, "--out", run)
+    assert rc == 1
+    line = one_line_error(err)
+    assert f"{run}: another musicgen train (pid {proc.pid}) is writing this folder" in line
+    os.killpg(proc.pid, signum)
+    _, err = proc.communicate(timeout=300)
+    assert proc.returncode == 128 + signum, err
+    assert "Traceback" not in err and err.strip().splitlines()[-1] == last
+    deadline = time.time() + 60  # the loader's workers leave with it: none outlives the run
+    while _processes_naming(run) and time.time() < deadline:
+        time.sleep(0.1)
+    assert not _processes_naming(run)
+    saved = read_payload(run / "last.pt")["train_state"]["step"]
+    assert saved >= max(r["step"] for r in read_log(run)) >= 3
+    result = train(tiny(prepared, f"train.max_steps={saved + 2}", "data.workers=2"), run, True)
+    assert result.step == saved + 2
+
+
 def test_prepared_arrays_survive_the_verified_writer(prepared):
     """The prepared layout is still readable after the writes went through the checks."""
     tokens = np.load(prepared / "train" / "tokens.npy")
     offsets = np.load(prepared / "train" / "offsets.npy")
     assert offsets[-1] == len(tokens) > 0
+
+
+# ---------------------------------------------------------------------------------------------
+# hostile model folders, checkpoints, tokenizer files and prepared datasets (issue 26)
+
+from hostile import CONFIG_CASES, GROOVE_CASES, TOKENIZER_CASES, set_dotted  # noqa: E402
+
+from musicgen.checkpoint import load_checkpoint  # noqa: E402
+from musicgen.data.dataset import PreparedSplit  # noqa: E402
+from musicgen.tokenizers import load_tokenizer  # noqa: E402
+
+
+@pytest.fixture(scope="module")
+def model_folder(ckpts, tmp_path_factory) -> Path:
+    return convert_to_folder(ckpts["remi"], tmp_path_factory.mktemp("folder") / "remi")
+
+
+def _copy_folder(src: Path, dst: Path) -> Path:
+    shutil.copytree(src, dst)
+    return dst
+
+
+def _edit_json(path: Path, dotted: str, value) -> None:
+    path.write_text(json.dumps(set_dotted(json.loads(path.read_text()), dotted, value)))
+
+
+def one_line(exc: pytest.ExceptionInfo) -> str:
+    text = str(exc.value)
+    assert "\n" not in text and "internal error" not in text
+    return text
+
+
+@pytest.mark.parametrize("case", CONFIG_CASES, ids=list(CONFIG_CASES))
+def test_a_model_folder_with_a_hostile_config_is_refused_before_allocating(
+    case, model_folder, tmp_path
+):
+    dotted, value, message = CONFIG_CASES[case]
+    folder = _copy_folder(model_folder, tmp_path / "m")
+    _edit_json(folder / "config.json", f"config.{dotted}", value)
+    with pytest.raises(MusicgenError) as info:
+        load_checkpoint(folder)
+    text = one_line(info)
+    assert text.startswith(f"{folder / 'config.json'}: ") and message in text
+
+
+@pytest.mark.parametrize("case", ["layers_1e6", "layers_null", "params_too_many"])
+def test_a_pt_with_a_hostile_config_is_refused(case, ckpts, tmp_path):
+    dotted, value, message = CONFIG_CASES[case]
+    payload = torch.load(ckpts["remi"], weights_only=True)
+    path = tmp_path / "hostile.pt"
+    torch.save(set_dotted(payload, f"config.{dotted}", value), path)
+    with pytest.raises(MusicgenError) as info:
+        read_payload(path)
+    assert one_line(info).startswith(f"{path}: ") and message in str(info.value)
+
+
+@pytest.mark.parametrize("case", TOKENIZER_CASES, ids=list(TOKENIZER_CASES))
+def test_a_hostile_remi_tokenizer_file_is_one_line_naming_file_and_field(
+    case, model_folder, tmp_path
+):
+    dotted, value, message = TOKENIZER_CASES[case]
+    path = tmp_path / "tokenizer.json"
+    shutil.copy(model_folder / "tokenizer.json", path)
+    _edit_json(path, dotted, value)
+    with pytest.raises(MusicgenError) as info:
+        load_tokenizer(path)
+    assert one_line(info).startswith(f"{path}: ") and message in str(info.value)
+    folder = _copy_folder(model_folder, tmp_path / "m")  # the same file inside a model folder
+    shutil.copy(path, folder / "tokenizer.json")
+    with pytest.raises(MusicgenError) as info:
+        load_checkpoint(folder)
+    assert one_line(info).startswith(f"{folder / 'tokenizer.json'}: ")
+
+
+@pytest.mark.parametrize("case", GROOVE_CASES, ids=list(GROOVE_CASES))
+def test_a_hostile_groove_tokenizer_file_is_one_line(case, tmp_path):
+    key, value, message = GROOVE_CASES[case]
+    path = tmp_path / "tokenizer.json"
+    data = build_tokenizer("groove").to_dict()
+    path.write_text(json.dumps({**data, key: value}))
+    with pytest.raises(MusicgenError) as info:
+        load_tokenizer(path)
+    assert one_line(info).startswith(f"{path}: ") and message in str(info.value)
+    yaml_path = tmp_path / "groove.yaml"  # a YAML config: the same checks
+    yaml_path.write_text(f"name: groove\n{key}: {json.dumps(value)}\n")
+    if case != "tempo_nan":  # JSON's NaN is not YAML's .nan
+        with pytest.raises(MusicgenError) as info:
+            build_tokenizer(yaml_path)
+        assert one_line(info).startswith(f"{yaml_path}: ")
+
+
+def _bad_weights(payload_model: dict, case: str) -> dict:
+    weights = dict(payload_model)
+    name = next(k for k, v in weights.items() if v.ndim == 2)
+    w = weights[name]
+    weights[name] = {
+        "nan": w.clone().fill_(float("nan")),
+        "inf": torch.where(torch.rand_like(w) < 0.5, w, torch.tensor(float("inf"))),
+        "bool": w > 0,
+        "int": w.to(torch.int64),
+        "shape": w[:-1].clone(),
+    }[case]
+    return weights, name
+
+
+WEIGHT_CASES = {
+    "nan": "holds NaN or infinite values",
+    "inf": "holds NaN or infinite values",
+    "bool": "is bool, not floating point",
+    "int": "is int64, not floating point",
+    "shape": "weights do not fit: tensor",
+}
+
+
+@pytest.mark.parametrize("case", WEIGHT_CASES, ids=list(WEIGHT_CASES))
+def test_bad_weights_are_refused_naming_file_and_tensor(case, ckpts, model_folder, tmp_path):
+    from safetensors.torch import save_file
+
+    payload = torch.load(ckpts["remi"], weights_only=True)
+    payload["model"], name = _bad_weights(payload["model"], case)
+    pt = tmp_path / "bad.pt"
+    torch.save(payload, pt)
+    with pytest.raises(MusicgenError) as info:
+        load_checkpoint(pt)
+    assert one_line(info).startswith(f"{pt}: ") and f"tensor {name} " in str(info.value)
+    assert WEIGHT_CASES[case] in str(info.value)
+    folder = _copy_folder(model_folder, tmp_path / "m")
+    save_file(
+        {k: v.contiguous() for k, v in payload["model"].items()}, folder / "model.safetensors"
+    )
+    with pytest.raises(MusicgenError) as info:
+        load_checkpoint(folder)
+    assert one_line(info).startswith(f"{folder / 'model.safetensors'}: ")
+    assert f"tensor {name} " in str(info.value)
+
+
+@pytest.mark.parametrize(
+    "case,message",
+    [
+        ("header_garbage", "model.safetensors: not readable"),
+        ("header_huge", "model.safetensors: not readable"),
+        ("truncated", "model.safetensors: not readable"),
+        ("config_not_json", "config.json: not JSON"),
+        ("config_huge", "config.json: 64 MB is too large"),
+        ("config_list", "not a musicgen model folder"),
+        ("train_state_list", "'train_state' must be a mapping"),
+        ("tokenizer_list", "tokenizer.json: must be a JSON object"),
+    ],
+)
+def test_damaged_model_folders_are_one_line(case, message, model_folder, tmp_path, capsys):
+    folder = _copy_folder(model_folder, tmp_path / "m")
+    st = folder / "model.safetensors"
+    if case == "header_garbage":
+        st.write_bytes((40).to_bytes(8, "little") + b"{not json at all, just bytes...}" + b" " * 8)
+    elif case == "header_huge":
+        st.write_bytes((2**62).to_bytes(8, "little") + b"{}")
+    elif case == "truncated":
+        st.write_bytes(st.read_bytes()[:-100])
+    elif case == "config_not_json":
+        (folder / "config.json").write_bytes(b"\xff\xfe{")
+    elif case == "config_huge":
+        with open(folder / "config.json", "r+b") as fh:
+            fh.truncate(64 << 20)
+    elif case == "config_list":
+        (folder / "config.json").write_text("[1, 2]")
+    elif case == "train_state_list":
+        _edit_json(folder / "config.json", "train_state", [1])
+    elif case == "tokenizer_list":
+        (folder / "tokenizer.json").write_text("[]")
+    with pytest.raises(MusicgenError) as info:
+        load_checkpoint(folder)
+    assert message in one_line(info)
+    rc, _, err = run_cli(capsys, "plot", "kernels", "--checkpoint", folder, "--out", tmp_path)
+    assert rc == 1 and message in one_line_error(err)
+
+
+def test_a_pt_that_is_not_a_checkpoint_is_one_line(tmp_path):
+    cases = {
+        "tensor.pt": torch.zeros(3),
+        "list.pt": [1, 2, 3],
+        "model_list.pt": {
+            "format": "musicgen-checkpoint/1",
+            "version": "0",
+            "config": {},
+            "tokenizer": {"name": "remi"},
+            "model": {"w": [1.0]},
+        },
+    }
+    for name, obj in cases.items():
+        torch.save(obj, tmp_path / name)
+        with pytest.raises(MusicgenError) as info:
+            load_checkpoint(tmp_path / name)
+        assert one_line(info).startswith(str(tmp_path / name))
+
+
+def _damaged_split(prepared: Path, tmp_path: Path, case: str) -> Path:
+    data = _copy_folder(prepared, tmp_path / "data")
+    (data / "prepared.json").unlink()  # a hand-made folder: the array checks alone
+    split = data / "train"
+    tokens, offsets = np.load(split / "tokens.npy"), np.load(split / "offsets.npy")
+    if case == "tokens_float":
+        np.save(split / "tokens.npy", tokens.astype(np.float64))
+    elif case == "tokens_2d":
+        np.save(split / "tokens.npy", tokens[: len(tokens) // 2 * 2].reshape(2, -1))
+    elif case == "offsets_decreasing":
+        offsets[1], offsets[2] = offsets[2], offsets[1]
+        np.save(split / "offsets.npy", offsets)
+    elif case == "offsets_from_one":
+        np.save(split / "offsets.npy", offsets + 1)
+    elif case == "offsets_float":
+        np.save(split / "offsets.npy", offsets.astype(np.float32))
+    elif case == "tokens_pickle":
+        np.save(split / "tokens.npy", np.array([{"a": 1}], dtype=object), allow_pickle=True)
+    elif case == "tokens_truncated":
+        (split / "tokens.npy").write_bytes((split / "tokens.npy").read_bytes()[:100])
+    elif case == "ids_outside_vocab":
+        tokens[5] = 65535
+        np.save(split / "tokens.npy", tokens)
+    return data
+
+
+SPLIT_CASES = {
+    "tokens_float": "tokens.npy: must be a 1-D uint16 array, got 1-D float64",
+    "tokens_2d": "tokens.npy: must be a 1-D uint16 array, got 2-D uint16",
+    "offsets_decreasing": "offsets.npy: offsets must rise from 0",
+    "offsets_from_one": "offsets.npy: offsets must rise from 0",
+    "offsets_float": "offsets.npy: must be a non-empty 1-D int64 array",
+    "tokens_pickle": "damaged token arrays",
+    "tokens_truncated": "damaged token arrays",
+    "ids_outside_vocab": "tokens.npy: holds id 65535, outside the",
+}
+
+
+@pytest.mark.parametrize("case", SPLIT_CASES, ids=list(SPLIT_CASES))
+def test_damaged_prepared_arrays_are_one_line_errors(case, prepared, tmp_path, capsys):
+    data = _damaged_split(prepared, tmp_path, case)
+    with pytest.raises(MusicgenError) as info:
+        PreparedSplit(data, "train").tokenizer  # noqa: B018
+    assert SPLIT_CASES[case] in one_line(info)
+    rc, _, err = run_cli(
+        capsys, "train", "--config", TINY, "--data", data, "--out", tmp_path / "run"
+    )
+    assert rc == 1 and SPLIT_CASES[case] in one_line_error(err)
+
+
+def test_a_stamped_folder_with_changed_tokens_is_refused(prepared, tmp_path):
+    data = _copy_folder(prepared, tmp_path / "data")
+    tokens = np.load(data / "train" / "tokens.npy")
+    tokens[0] = 1 if tokens[0] != 1 else 2
+    np.save(data / "train" / "tokens.npy", tokens)
+    with pytest.raises(MusicgenError, match="train/tokens.npy: does not match .*prepared.json"):
+        PreparedSplit(data, "train")
+    (data / "prepared.json").write_text("{not json")
+    with pytest.raises(MusicgenError, match="prepared.json: damaged"):
+        PreparedSplit(data, "train")
+
+
+def test_saving_over_a_symlink_writes_through_and_a_device_is_refused(tmp_path):
+    """musicgen.io's choice (module docstring): a link is written through (it stays a link to
+    the new content), a device node or FIFO is never replaced by a regular file."""
+    target = tmp_path / "real.txt"
+    target.write_text("old")
+    link = tmp_path / "link.txt"
+    link.symlink_to(target)
+    atomic_write_text(link, "new")
+    assert link.is_symlink() and target.read_text() == "new"
+    dangling = tmp_path / "dangling.txt"
+    dangling.symlink_to(tmp_path / "later.txt")
+    atomic_write_bytes(dangling, b"made")
+    assert dangling.is_symlink() and (tmp_path / "later.txt").read_bytes() == b"made"
+    to_null = tmp_path / "null.mid"
+    to_null.symlink_to("/dev/null")
+    fifo = tmp_path / "fifo.mid"
+    os.mkfifo(fifo)
+    score = symusic.Score.from_midi(song_bytes())
+    for path, kind in ((to_null, "a character device"), (fifo, "a FIFO (named pipe)")):
+        with pytest.raises(MusicgenError, match=f"is {re.escape(kind)}, not a regular file"):
+            write_score(score, path)
+    assert to_null.is_symlink() and Path("/dev/null").is_char_device()
+    assert fifo.is_fifo()
+    assert not list(tmp_path.glob(".*.tmp"))
+
+
+def test_resume_from_a_hostile_last_pt_is_one_line(prepared, tmp_path):
+    train(tiny(prepared, "train.max_steps=1", "train.val_every=100"), tmp_path)
+    good = torch.load(tmp_path / "last.pt", weights_only=True)
+    cases = {
+        "config.model.n_layers": (10**6, "config: model.n_layers: must be >= 1 and <= 256"),
+        "train_state.step": ("x", "training state 'step' must be a count, got 'x'"),
+        "train_state.best": (None, "training state 'best' must be a number"),
+        "train_state.optimizer": ({"state": {}, "param_groups": []}, "optimiser state does not"),
+    }
+    for dotted, (value, message) in cases.items():
+        torch.save(set_dotted(good, dotted, value), tmp_path / "last.pt")
+        with pytest.raises(MusicgenError) as info:
+            train(tiny(prepared, "train.max_steps=3"), tmp_path, resume=True)
+        assert one_line(info).startswith(f"{tmp_path / 'last.pt'}: ") and message in str(info.value)
+    nan = dict(good, model={k: v.clone().fill_(float("nan")) for k, v in good["model"].items()})
+    torch.save(nan, tmp_path / "last.pt")
+    with pytest.raises(MusicgenError, match="holds NaN or infinite values"):
+        train(tiny(prepared, "train.max_steps=3"), tmp_path, resume=True)

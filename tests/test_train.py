@@ -205,7 +205,7 @@ def test_ctrl_c_stops_at_a_step_boundary_and_resumes_exactly(prepared, tmp_path,
     """A SIGINT that lands after step 4 (sent by the hook) lets the loop finish the step in
     progress (5), save last.pt there and leave with KeyboardInterrupt; resuming matches a whole
     run."""
-    import musicgen.train as train_mod
+    import musicgen.train_loop as train_mod
 
     args = ["train.max_steps=8", "train.ckpt_every=100", "train.val_every=1000"]
     train(tiny(prepared, *args), tmp_path / "whole")
@@ -287,6 +287,7 @@ GLOO_WORKER = """
 import json, os, signal, sys, time
 import torch
 import musicgen.train as T
+import musicgen.train_loop as L
 from musicgen.checkpoint import model_state
 from musicgen.config import load_config
 from musicgen.data.dataset import CropDataset
@@ -317,9 +318,9 @@ class FastClock:  # rank 1's clock gains 20 s per reading: alone, it would leave
         return time.time() + 20 * FastClock.calls
 
 if rank == 1 and scenario == "clock":
-    T.time = FastClock()
+    L.time = FastClock()
 if rank == 1 and scenario == "sigint":  # Ctrl-C reaches rank 1 only, after its step 2
-    T._test_hook = lambda step: step == 2 and os.kill(os.getpid(), signal.SIGINT)
+    L._test_hook = lambda step: step == 2 and os.kill(os.getpid(), signal.SIGINT)
 cfg = load_config(tiny, ["train.max_steps=50", "train.val_every=2", "train.device=cpu",
                          "train.max_minutes=1", "log.every=1"])
 cfg.data.path = data
@@ -391,3 +392,30 @@ def test_two_gloo_processes_stop_together_with_their_own_seeds(prepared, tmp_pat
         seed=cfg.train.seed,
     )
     assert val["loss"] == pytest.approx(range_mean(sums, counts, 0, 64), abs=1e-6)
+
+
+def test_convert_checkpoint_script_on_a_trained_run(prepared, tmp_path):
+    """The README's workflow: a last.pt with optimiser state -> a model folder whose weights are
+    bit-identical, with the JSON-able part of the training state (step, best loss)."""
+    train(tiny(prepared, "train.max_steps=2", "train.val_every=1"), tmp_path / "run")
+    src = tmp_path / "run" / "last.pt"
+    assert "optimizer" in read_payload(src)["train_state"]
+    script = ROOT / "scripts" / "convert_checkpoint.py"
+    proc = subprocess.run(
+        [sys.executable, str(script), str(src), str(tmp_path / "folder")],
+        capture_output=True,
+        text=True,
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert f"wrote {tmp_path / 'folder' / 'model.safetensors'}" in proc.stdout
+    meta = json.loads((tmp_path / "folder" / "config.json").read_text())
+    assert meta["train_state"]["step"] == 2 and "optimizer" not in meta["train_state"]
+    a, b = load_checkpoint(src).model.state_dict(), load_checkpoint(tmp_path / "folder")
+    assert all(torch.equal(a[k], v) for k, v in b.model.state_dict().items())
+    bad = subprocess.run(
+        [sys.executable, str(script), str(tmp_path / "none.pt"), str(tmp_path / "f2")],
+        capture_output=True,
+        text=True,
+    )
+    assert bad.returncode == 1 and bad.stderr.strip().startswith("error: ")
+    assert "Traceback" not in bad.stderr

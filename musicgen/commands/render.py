@@ -13,7 +13,8 @@ def register(sub: argparse._SubParsersAction) -> None:
         description="Write SONG.png (piano roll, one colour per track, bar lines) and SONG.wav "
         "(FluidSynth when installed, else the pip-installed midirenderer with pretty_midi's "
         "General MIDI soundfont); --ogg also writes SONG.ogg (Ogg Opus). With none of --png, "
-        "--wav, --ogg, the PNG and the WAV are made.",
+        "--wav, --ogg, the PNG and the WAV are made (the WAV skipped with a warning when no "
+        "synthesizer is installed); --wav or --ogg given without a synthesizer is an error.",
     )
     p.add_argument("midi", nargs="+", help="MIDI file(s)")
     p.add_argument("--png", action="store_true", help="piano-roll image")
@@ -31,10 +32,14 @@ def run(args: argparse.Namespace) -> int:
     from musicgen.generation.render import render_midi
 
     png, wav, ogg = args.png, args.wav, args.ogg
+    asked = wav or ogg  # audio asked for by name: no synthesizer is an error, not a warning
     if not (png or wav or ogg):
         png = wav = True
     for midi in args.midi:
         out = Path(args.out) if args.out else Path(midi).parent
-        for path in render_midi(midi, out, png=png, wav=wav, soundfont=args.soundfont, ogg=ogg):
+        paths = render_midi(
+            midi, out, png=png, wav=wav, soundfont=args.soundfont, ogg=ogg, audio_required=asked
+        )
+        for path in paths:
             print(f"wrote {path}")
     return 0

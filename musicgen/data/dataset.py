@@ -13,6 +13,7 @@ import numpy as np
 import torch
 from torch.utils.data import Dataset
 
+from musicgen.data import layout
 from musicgen.errors import MusicgenError
 from musicgen.tokenizers import Tokenizer, load_tokenizer
 
@@ -26,24 +27,30 @@ class PreparedSplit:
     def __init__(self, path: str | Path, split: str):
         self.path = Path(path)
         self.split = split
-        tokens, offsets = self.path / split / "tokens.npy", self.path / split / "offsets.npy"
         if not (self.path / "tokenizer.json").is_file():
             raise MusicgenError(f"{self.path}: not a prepared dataset (no tokenizer.json)")
-        if not tokens.is_file() or not offsets.is_file():
+        if not (self.path / split / "tokens.npy").is_file():
             raise MusicgenError(f"{self.path}: split '{split}' not found (no {split}/tokens.npy)")
-        try:
-            self.tokens = np.load(tokens, mmap_mode="r")  # (T,) uint16
-            self.offsets = np.load(offsets)  # (n_songs + 1,) int64
-        except (ValueError, OSError) as exc:
-            raise MusicgenError(f"{tokens.parent}: damaged token arrays ({exc})") from None
-        if len(self.offsets) == 0 or self.offsets[-1] != len(self.tokens):
-            raise MusicgenError(f"{tokens.parent}: offsets do not match tokens.npy")
+        if not (self.path / split / "offsets.npy").is_file():
+            raise MusicgenError(f"{self.path}: split '{split}' not found (no {split}/offsets.npy)")
+        # the tokenizer and the arrays must come from one prepare run (layout.STAMP)
+        rels = ["tokenizer.json", f"{split}/tokens.npy", f"{split}/offsets.npy"]
+        layout.check_files(self.path, rels)
+        self.tokens, self.offsets = layout.load_arrays(self.path, split)  # (T,), (n_songs + 1,)
         self._tokenizer: Tokenizer | None = None
 
     @property
     def tokenizer(self) -> Tokenizer:
+        """The dataset's tokenizer; every stored id must be inside its vocabulary."""
         if self._tokenizer is None:
-            self._tokenizer = load_tokenizer(self.path / "tokenizer.json")
+            tok = load_tokenizer(self.path / "tokenizer.json")
+            top = int(self.tokens.max()) if len(self.tokens) else 0
+            if top >= tok.vocab_size:
+                raise MusicgenError(
+                    f"{self.path / self.split / 'tokens.npy'}: holds id {top}, outside the "
+                    f"{tok.vocab_size} ids of {self.path / 'tokenizer.json'}"
+                )
+            self._tokenizer = tok
         return self._tokenizer
 
     @property
@@ -95,6 +102,11 @@ class SongDataset(Dataset):
         self.seed = int(seed)
         self.num_samples = len(split) if num_samples is None else int(num_samples)
         self.tokenizer = split.tokenizer
+        if self.drop_instrument_p > 0 and not hasattr(self.tokenizer, "drop_tracks"):
+            raise MusicgenError(
+                f"data.drop_instrument_p: {self.drop_instrument_p} needs a multi-track "
+                f"tokenizer (groove); {split.path} was prepared with '{self.tokenizer.name}'"
+            )
         self.epoch = 0  # offset added to every item's pass (`set_epoch`, torch's convention)
         self._perms: dict[int, np.ndarray] = {}
 

@@ -51,8 +51,12 @@ def find_fluidsynth(binary: str | None = None) -> str | None:
 
 def find_soundfont(soundfont: str | Path | None = None) -> Path | None:
     """A system General MIDI soundfont: `soundfont`, else $MUSICGEN_SOUNDFONT, else the Debian
-    paths (FluidSynth's choices)."""
-    explicit = soundfont or os.environ.get("MUSICGEN_SOUNDFONT")
+    paths (FluidSynth's choices). A $MUSICGEN_SOUNDFONT that is set but names no file is an
+    error (ignoring it would render with another soundfont than the one asked for)."""
+    env = os.environ.get("MUSICGEN_SOUNDFONT")
+    if soundfont is None and env and not Path(env).is_file():
+        raise MusicgenError(f"$MUSICGEN_SOUNDFONT: {env}: soundfont not found")
+    explicit = soundfont or env
     candidates = [explicit] if explicit else SOUNDFONTS
     for c in candidates:
         if c and Path(c).is_file():
@@ -178,9 +182,11 @@ def synthesize(
     fluidsynth: str | None = None,
     soundfont: str | Path | None = None,
     gain: float = 0.6,
+    required: bool = False,
 ) -> Path | None:
-    """Audio of a MIDI file (or a symusic Score) as `out` (.wav or .ogg); None, after one line on
-    stderr, when no synthesizer is installed. WAV: FluidSynth first, else `midirenderer`."""
+    """Audio of a MIDI file (or a symusic Score) as `out` (.wav or .ogg). When no synthesizer is
+    installed: a MusicgenError if `required` (the audio was asked for), else None after one
+    line on stderr. WAV: FluidSynth first, else `midirenderer`."""
     out = Path(out)
     fmt = out.suffix.lower().lstrip(".")
     if fmt not in ("wav", "ogg"):
@@ -189,7 +195,7 @@ def synthesize(
         with tempfile.TemporaryDirectory() as tmp:
             midi = Path(tmp) / f"{out.stem}.mid"
             src.dump_midi(str(midi))
-            return synthesize(midi, out, fluidsynth, soundfont, gain)
+            return synthesize(midi, out, fluidsynth, soundfont, gain, required)
     midi = Path(src)
     binary, system_sf2 = find_fluidsynth(fluidsynth), find_soundfont(soundfont)
     if fmt == "wav" and binary is not None and system_sf2 is not None:
@@ -199,6 +205,10 @@ def synthesize(
     sf2 = _soundfont_for_pip_synth(soundfont)
     if importlib.util.find_spec("midirenderer") is None or sf2 is None:
         missing = "midirenderer" if sf2 is not None else "a General MIDI soundfont"
+        if required:
+            raise MusicgenError(
+                f"{out}: cannot synthesize ({missing} not found); install with: {INSTALL_HINT}"
+            )
         print(
             f"render: no {fmt.upper()} ({missing} not found); install with: {INSTALL_HINT}",
             file=sys.stderr,
@@ -235,9 +245,11 @@ def render_midi(
     fluidsynth: str | None = None,
     soundfont: str | Path | None = None,
     ogg: bool = False,
+    audio_required: bool = False,
 ) -> list[Path]:
     """Write `<stem>.png`, `<stem>.wav` and/or `<stem>.ogg` of one MIDI file into `out_dir`;
-    returns the paths written."""
+    returns the paths written. `audio_required`: no synthesizer is an error (the audio was
+    asked for by name), else a warning line."""
     path = Path(path)
     out_dir = Path(out_dir)
     notes = load_notes(path)  # validates the file first
@@ -245,11 +257,15 @@ def render_midi(
     if png:
         written.append(piano_roll(notes, out_dir / f"{path.stem}.png", title=path.name))
     if wav:
-        out = synthesize(path, out_dir / f"{path.stem}.wav", fluidsynth, soundfont)
+        out = synthesize(
+            path, out_dir / f"{path.stem}.wav", fluidsynth, soundfont, required=audio_required
+        )
         if out is not None:
             written.append(out)
     if ogg:
-        out = synthesize(path, out_dir / f"{path.stem}.ogg", fluidsynth, soundfont)
+        out = synthesize(
+            path, out_dir / f"{path.stem}.ogg", fluidsynth, soundfont, required=audio_required
+        )
         if out is not None:
             written.append(out)
     return written

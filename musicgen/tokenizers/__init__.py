@@ -16,13 +16,27 @@ REGISTRY: dict[str, str] = {
 }
 
 
+MAX_FILE_BYTES = 16 << 20  # a tokenizer.json is tens of KB
+
+
 def tokenizer_class(name: str) -> type[Tokenizer]:
-    if name not in REGISTRY:
-        raise MusicgenError(f"unknown tokenizer '{name}'; choose one of: {', '.join(REGISTRY)}")
+    if not isinstance(name, str) or name not in REGISTRY:
+        raise MusicgenError(f"unknown tokenizer {name!r}; choose one of: {', '.join(REGISTRY)}")
     import importlib
 
     module, cls = REGISTRY[name].split(":")
     return getattr(importlib.import_module(module), cls)
+
+
+def from_description(data: dict) -> Tokenizer:
+    """A tokenizer from its description (typed options, `tokenizers/options.py`)."""
+    if not isinstance(data, dict) or "name" not in data:
+        raise MusicgenError("tokenizer: not a musicgen tokenizer description (no 'name')")
+    try:
+        cls = tokenizer_class(data["name"])
+    except MusicgenError as exc:
+        raise MusicgenError(f"tokenizer: 'name': {exc}") from None
+    return cls.from_dict(data)
 
 
 def build_tokenizer(spec: str | Path) -> Tokenizer:
@@ -33,29 +47,34 @@ def build_tokenizer(spec: str | Path) -> Tokenizer:
     if spec_str in REGISTRY:
         return tokenizer_class(spec_str).from_dict({"name": spec_str})
     data = load_yaml(spec)
-    name = data.get("name")
-    if name is None:
+    if data.get("name") is None:
         raise MusicgenError(f"{spec}: a tokenizer config needs a 'name' ({', '.join(REGISTRY)})")
-    return tokenizer_class(name).from_dict(data)
+    try:
+        return from_description(data)
+    except MusicgenError as exc:
+        raise MusicgenError(f"{spec}: {exc}") from None
 
 
 def load_tokenizer(src: dict | str | Path) -> Tokenizer:
-    """From the dict stored in a checkpoint, or from a `tokenizer.json` file / its folder."""
+    """From the dict stored in a checkpoint, or from a `tokenizer.json` file / its folder (whose
+    errors name the file)."""
     if isinstance(src, dict):
-        data = src
-    else:
-        path = Path(src)
-        if path.is_dir():
-            path = path / "tokenizer.json"
-        if not path.is_file():
-            raise MusicgenError(f"{path}: tokenizer file not found")
-        try:
-            data = json.loads(path.read_text())
-        except (json.JSONDecodeError, UnicodeDecodeError):
-            raise MusicgenError(f"{path}: not a musicgen tokenizer file (invalid JSON)") from None
-    if not isinstance(data, dict) or "name" not in data:
-        raise MusicgenError(f"{src}: not a musicgen tokenizer description (no 'name')")
-    return tokenizer_class(data["name"]).from_dict(data)
+        return from_description(src)
+    path = Path(src)
+    if path.is_dir():
+        path = path / "tokenizer.json"
+    if not path.is_file():
+        raise MusicgenError(f"{path}: tokenizer file not found")
+    if path.stat().st_size > MAX_FILE_BYTES:
+        raise MusicgenError(f"{path}: too large for a tokenizer file (> 16 MB)")
+    try:
+        data = json.loads(path.read_bytes())
+    except (json.JSONDecodeError, UnicodeDecodeError, RecursionError):
+        raise MusicgenError(f"{path}: not a musicgen tokenizer file (invalid JSON)") from None
+    try:
+        return from_description(data)
+    except MusicgenError as exc:
+        raise MusicgenError(f"{path}: {exc}") from None
 
 
 __all__ = ["PAD_ID", "Grammar", "Tokenizer", "REGISTRY", "build_tokenizer", "load_tokenizer"]

@@ -21,7 +21,6 @@ Tempo: ids carry none. `decode(ids, tempo=...)` writes the given tempo (the samp
 from __future__ import annotations
 
 import functools
-import re
 import zlib
 from pathlib import Path
 from typing import Any
@@ -30,7 +29,6 @@ import numpy as np
 import symusic
 
 from musicgen.errors import MusicgenError
-from musicgen.limits import check_score
 from musicgen.tokenizers.base import PAD_ID, TimeTables, Tokenizer
 from musicgen.tokenizers.groove_grammar import (
     BOS_ID,
@@ -47,80 +45,17 @@ from musicgen.tokenizers.groove_grammar import (
     GrooveTables,
     time_shift,
 )
+from musicgen.tokenizers.groove_notes import (  # noqa: F401  (re-exported)
+    NoteArray,
+    _quantise,
+    _where,
+    is_bass,
+    load_score,
+    resolve_overlaps,
+)
+from musicgen.tokenizers.options import GrooveOptions, as_dict, options_from, parse_options
 
-DEFAULTS: dict[str, Any] = {
-    "bass_program": 33,  # GM program of the decoded bass track (33 = fingered electric bass)
-    "third_program": 0,  # GM program of the decoded accompaniment track (0 = acoustic piano)
-    "default_tempo": 120.0,  # qpm written by decode() when no tempo is given
-    "beats_per_bar": 4,  # bar length for bar_starts / bar-aligned TimeShifts
-    "velocity": 90,  # velocity of decoded notes (the vocabulary has none)
-    "third_track": "most_notes",  # most_notes | random: which remaining track plays role 3
-    "seed": 0,  # seed of the per-file draw when third_track = random
-    "decode_tpq": 480,  # ticks per quarter of decoded scores
-}
-THIRD_CHOICES = ("most_notes", "random")
-
-NoteArray = np.ndarray  # int64 (n, 3): onset, offset, pitch in 12-tick units
-
-
-def _where(src: str | Path | symusic.Score) -> str:
-    return "score" if isinstance(src, symusic.Score) else str(src)
-
-
-def load_score(src: str | Path | symusic.Score) -> symusic.Score:
-    """A tick-time score, or MusicgenError naming the file (missing, empty, corrupt)."""
-    if isinstance(src, symusic.Score) or hasattr(src, "tracks"):
-        score = src
-        if "Tick" not in str(getattr(score, "ttype", "Tick")):
-            score = score.to("tick")
-        return score
-    path = Path(src)
-    if not path.is_file():
-        raise MusicgenError(f"{path}: file not found")
-    if path.stat().st_size == 0:
-        raise MusicgenError(f"{path}: empty file (not a MIDI file)")
-    try:
-        score = symusic.Score(str(path))
-    except (RuntimeError, ValueError, IndexError, OSError) as exc:
-        msg = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
-        raise MusicgenError(f"{path}: cannot read MIDI (corrupt or not MIDI: {msg})") from None
-    check_score(score, str(path))  # before time shifts are emitted per bar
-    return score
-
-
-def _quantise(track: Any, tpq: int) -> NoteArray:
-    """(onset, offset, pitch) at 12 ticks per beat; every note lasts at least one tick."""
-    a = track.notes.numpy()
-    t = a["time"].astype(np.float64) * TICKS_PER_BEAT / tpq
-    e = (a["time"].astype(np.float64) + a["duration"]) * TICKS_PER_BEAT / tpq
-    on = np.floor(t + 0.5).astype(np.int64)
-    off = np.maximum(np.floor(e + 0.5).astype(np.int64), on + 1)
-    return np.stack([on, off, a["pitch"].astype(np.int64) & 127], axis=1)
-
-
-def resolve_overlaps(notes: NoteArray) -> NoteArray:
-    """One pitch sounds at most once: same-onset duplicates keep the longest, and a note is cut
-    where the next note of its pitch starts. Sorted by (pitch, onset)."""
-    if len(notes) == 0:
-        return notes.reshape(0, 3)
-    on, off, pitch = notes[:, 0], notes[:, 1], notes[:, 2]
-    order = np.lexsort((-off, on, pitch))
-    n = notes[order]
-    first = np.ones(len(n), dtype=bool)
-    first[1:] = (n[1:, 2] != n[:-1, 2]) | (n[1:, 0] != n[:-1, 0])
-    n = n[first].copy()
-    same_next = np.zeros(len(n), dtype=bool)
-    same_next[:-1] = n[1:, 2] == n[:-1, 2]
-    nxt = np.roll(n[:, 0], -1)
-    n[:, 1] = np.where(same_next, np.minimum(n[:, 1], nxt), n[:, 1])
-    return n
-
-
-_BASS_NAME = re.compile(r"bass(?!oon)", re.IGNORECASE)  # "Bass", "E.Bass", not "Bassoon"
-
-
-def is_bass(track: Any) -> bool:
-    return not track.is_drum and (32 <= track.program <= 39 or bool(_BASS_NAME.search(track.name)))
+DEFAULTS: dict[str, Any] = as_dict(GrooveOptions())  # the fields of `GrooveOptions`
 
 
 class GrooveTokenizer(Tokenizer):
@@ -130,15 +65,10 @@ class GrooveTokenizer(Tokenizer):
     bos_id = BOS_ID
     eos_id = EOS_ID
 
-    def __init__(self, options: dict[str, Any] | None = None):
-        opts = dict(DEFAULTS)
-        opts.update(options or {})
-        if opts["third_track"] not in THIRD_CHOICES:
-            raise MusicgenError(
-                f"tokenizer: third_track '{opts['third_track']}' is not one of {THIRD_CHOICES}"
-            )
-        if int(opts["beats_per_bar"]) < 1:
-            raise MusicgenError("tokenizer: beats_per_bar must be >= 1")
+    def __init__(self, options: dict[str, Any] | GrooveOptions | None = None):
+        if not isinstance(options, GrooveOptions):
+            options = options_from(GrooveOptions, dict(options or {}), "groove")
+        opts = as_dict(options)
         self.options = opts
         self.tables = GrooveTables()
         self._names = self.tables.names()
@@ -392,18 +322,12 @@ class GrooveTokenizer(Tokenizer):
 
     @classmethod
     def from_dict(cls, data: dict) -> GrooveTokenizer:
-        known = {"name", "vocab_size", "options"} | set(DEFAULTS)
-        unknown = [k for k in data if k not in known]
-        if unknown:
-            raise MusicgenError(
-                f"tokenizer: unknown groove option '{unknown[0]}'; valid: {', '.join(DEFAULTS)}"
-            )
+        """From a YAML config or a stored tokenizer.json (typed options, see options.py)."""
+        options = parse_options(GrooveOptions, data, ("vocab_size",), "groove")
         if data.get("vocab_size", VOCAB_SIZE) != VOCAB_SIZE:
             raise MusicgenError(
-                f"tokenizer: stored groove vocab_size {data['vocab_size']} != {VOCAB_SIZE}"
+                f"tokenizer: stored groove vocab_size {data['vocab_size']!r} != {VOCAB_SIZE}"
             )
-        options = dict(data.get("options") or {})
-        options.update({k: v for k, v in data.items() if k in DEFAULTS})
         return cls(options)
 
 

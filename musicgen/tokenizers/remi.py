@@ -22,37 +22,12 @@ from musicgen.fidelity import fold_pedal
 from musicgen.limits import check_score
 from musicgen.tokenizers.base import PAD_ID, TimeTables, Tokenizer
 from musicgen.tokenizers.chords import ChordSpan, chord_grid_events, insert_chords
+from musicgen.tokenizers.options import RemiOptions, as_dict, options_from, parse_options
 from musicgen.tokenizers.remi_grammar import RemiGrammar, RemiTables
 
 # The paper's pop-piano vocabulary, expressed with miditok's options (nearest choices documented
-# in docs/tokenization.md). Keys here are the ones a YAML config may override.
-DEFAULTS: dict[str, Any] = {
-    "pitch_range": [21, 108],  # the 88 piano keys (miditok's range is inclusive)
-    "positions_per_beat": 4,  # 16 positions per 4/4 bar; durations 1..16 sub-beats
-    "max_duration_beats": 4,
-    "num_velocities": 24,
-    "tempo_range": [32, 224],
-    "num_tempos": 65,  # 32, 35, ..., 224: steps of 3 bpm
-    "chord_qualities": [
-        "min",
-        "maj",
-        "dim",
-        "aug",
-        "sus2",
-        "sus4",
-        "7dom",
-        "7min",
-        "7maj",
-        "7halfdim",
-        "7dim",
-    ],  # 11 qualities x 12 roots = 132 chord tokens
-    # Expressive piano: move note offs to the sustain pedal's release before tokenizing (the
-    # pedal itself is not tokenized); see docs/tokenization.md, "Expressive piano".
-    "fold_pedal": False,
-    # A pitch sounds once per onset: same-position duplicates (POP909's melody doubled in its
-    # piano track) merge into one note, and the grammar forbids sampling one (docs/tokenization.md).
-    "merge_duplicates": True,
-}
+# in docs/tokenization.md): the fields of `RemiOptions`, which a YAML config may override.
+DEFAULTS: dict[str, Any] = as_dict(RemiOptions())
 SPECIAL_TOKENS = ["PAD", "BOS", "EOS"]  # miditok puts them first, in this order: PAD is id 0
 
 
@@ -60,9 +35,6 @@ def _miditok_config(opts: dict[str, Any]) -> TokenizerConfig:
     """Our short option dict -> the full miditok config."""
     from miditok.constants import CHORD_MAPS
 
-    unknown = [q for q in opts["chord_qualities"] if q not in CHORD_MAPS]
-    if unknown:
-        raise MusicgenError(f"tokenizer: unknown chord quality '{unknown[0]}'")
     return TokenizerConfig(
         pitch_range=tuple(opts["pitch_range"]),
         beat_res={(0, int(opts["max_duration_beats"])): int(opts["positions_per_beat"])},
@@ -84,22 +56,6 @@ def _miditok_config(opts: dict[str, Any]) -> TokenizerConfig:
         use_pitch_bends=False,
         remove_duplicated_notes=False,
     )
-
-
-def _config_from_serialized(d: dict) -> TokenizerConfig:
-    """Inverse of `TokenizerConfig.to_dict(serialize=True)` (JSON turned tuples into lists)."""
-    d = dict(d)
-    for key in ("beat_res", "beat_res_rest"):
-        d[key] = {tuple(map(int, k.split("_"))): v for k, v in d[key].items()}
-    d["time_signature_range"] = {int(k): v for k, v in d["time_signature_range"].items()}
-    d["chord_maps"] = {k: tuple(v) for k, v in d["chord_maps"].items()}
-    for key in ("pitch_range", "tempo_range", "drums_pitch_range", "pitch_bend_range"):
-        if key in d:
-            d[key] = tuple(d[key])
-    if "chord_unknown" in d and d["chord_unknown"] is not None:
-        d["chord_unknown"] = tuple(d["chord_unknown"])
-    d.setdefault("additional_params", {})
-    return TokenizerConfig.from_dict(d)
 
 
 def merge_piano(score: symusic.Score) -> symusic.Score:
@@ -148,13 +104,11 @@ class RemiTokenizer(Tokenizer):
 
     name = "remi"
 
-    def __init__(self, options: dict[str, Any] | None = None, miditok: dict | None = None):
-        self.options = {**DEFAULTS, **(options or {})}
-        for key in ("fold_pedal", "merge_duplicates"):
-            if not isinstance(self.options[key], bool):
-                raise MusicgenError(f"tokenizer: {key} must be true or false")
-        cfg = _config_from_serialized(miditok) if miditok else _miditok_config(self.options)
-        self._mt = REMI(cfg)
+    def __init__(self, options: dict[str, Any] | RemiOptions | None = None):
+        if not isinstance(options, RemiOptions):
+            options = options_from(RemiOptions, dict(options or {}), "REMI")
+        self.options = as_dict(options)
+        self._mt = REMI(_miditok_config(self.options))
         vocab = self._mt.vocab
         self._names = [""] * len(vocab)
         for tok, i in vocab.items():
@@ -313,16 +267,12 @@ class RemiTokenizer(Tokenizer):
 
     @classmethod
     def from_dict(cls, data: dict) -> RemiTokenizer:
-        known = {"name", "options", "miditok", "vocab"} | set(DEFAULTS)
-        unknown = [k for k in data if k not in known]
-        if unknown:
-            raise MusicgenError(
-                f"tokenizer: unknown REMI option '{unknown[0]}'; valid: {', '.join(DEFAULTS)}"
-            )
-        options = dict(data.get("options") or {})
-        options.update({k: v for k, v in data.items() if k in DEFAULTS})
-        tok = cls(options, miditok=data.get("miditok"))
-        if "vocab" in data and list(data["vocab"]) != tok._names:
+        """From a YAML config or a stored tokenizer.json. The vocabulary is always rebuilt from
+        the typed options (a stored `miditok` block is not trusted: its sizes are unchecked),
+        and must equal the stored `vocab` when there is one."""
+        tok = cls(parse_options(RemiOptions, data, ("miditok", "vocab"), "REMI"))
+        vocab = data.get("vocab")
+        if vocab is not None and (not isinstance(vocab, list) or vocab != tok._names):
             raise MusicgenError(
                 "tokenizer: the stored REMI vocabulary differs from the one miditok rebuilds "
                 "(different miditok version?)"
