@@ -17,9 +17,11 @@ SEED_MAX = 2**32 - 1  # numpy's and torch's seeds agree on this range
 
 def check_range(where: str, value, low=None, high=None, *, low_open: bool = False):
     """`value` if low <= value <= high (low < value when `low_open`), else a one-line error
-    that states the valid range; None passes (an unset option)."""
+    that states the valid range; None passes (an unset option), NaN does not."""
     if value is None:
         return value
+    if value != value:  # NaN compares false with every bound
+        raise MusicgenError(f"{where}: must be a number, got {value}")
     too_low = low is not None and (value <= low if low_open else value < low)
     too_high = high is not None and value > high
     if too_low or too_high:

@@ -27,11 +27,11 @@ def positional_kernels(model: torch.nn.Module, lags: np.ndarray, layer: int = 0)
     if not spes or blocks is None:
         pe = getattr(getattr(model, "cfg", None), "pe", "?")
         raise MusicgenError(
-            f"--checkpoint: model uses pe '{pe}', which has no learned "
+            f"checkpoint: model uses pe '{pe}', which has no learned "
             "positional kernel (only sine_spe and conv_spe do)"
         )
     if not 0 <= layer < len(blocks):
-        raise MusicgenError(f"--layer: {layer} is not a layer (0..{len(blocks) - 1})")
+        raise MusicgenError(f"layer: {layer} is not a layer (0..{len(blocks) - 1})")
     spe = spes[0] if len(spes) == 1 else spes[layer]
     with torch.no_grad():
         kern = spe.kernel(torch.as_tensor(lags, dtype=torch.long)).float().cpu()  # (L, H, D)
@@ -45,7 +45,7 @@ def positional_kernels(model: torch.nn.Module, lags: np.ndarray, layer: int = 0)
 def _check_index(what: str, values: list[int], n: int) -> None:
     bad = [v for v in values if not 0 <= v < n]
     if bad:
-        raise MusicgenError(f"--{what}: {bad[0]} is out of range (0..{n - 1})")
+        raise MusicgenError(f"{what}: {bad[0]} is out of range (0..{n - 1})")
 
 
 @torch.no_grad()
@@ -68,7 +68,7 @@ def attention_maps(
     local = [lay for lay in layers if not hasattr(blocks[lay].attn, "features")]
     if local:
         raise MusicgenError(
-            f"--layer: {local[0]} is a windowed softmax layer (model.local_layers), not a "
+            f"layer: {local[0]} is a windowed softmax layer (model.local_layers), not a "
             "linear-attention one; choose another layer"
         )
     maps: dict[tuple[int, int], np.ndarray] = {}
@@ -124,7 +124,7 @@ def kernel_figure(
     heads = heads if heads else list(range(min(m.n_heads, 8)))
     bad = [h for h in heads if not 0 <= h < kern.shape[1]]
     if bad:
-        raise MusicgenError(f"--heads: {bad[0]} is out of range (0..{kern.shape[1] - 1})")
+        raise MusicgenError(f"heads: {bad[0]} is out of range (0..{kern.shape[1] - 1})")
     feats = list(range(min(features, kern.shape[2])))
     panels = {f"head {h}": kern[:, h, feats].T for h in heads}
     out = Path(out)
@@ -170,8 +170,8 @@ def attention_figure(
     layers = layers if layers is not None else sorted({0, n_layers - 1})
     heads = heads if heads is not None else list(range(min(2, loaded.config.model.n_heads)))
     if max_tokens < 2:
-        raise MusicgenError(f"--max-tokens: must be >= 2, got {max_tokens}")
-    check_seed("--seed", seed)
+        raise MusicgenError(f"max_tokens: must be >= 2, got {max_tokens}")
+    check_seed("seed", seed)
     ids = loaded.tokenizer.encode(midi)[:max_tokens]
     maps = attention_maps(loaded.model, ids, layers, heads, seed=seed)
     panels = {f"layer {lay} head {h}": a for (lay, h), a in maps.items()}

@@ -133,7 +133,7 @@ def evaluate_nll(
     from musicgen.plots import plot_nll_curves
 
     if seeds < 1:
-        raise MusicgenError(f"--seeds: must be at least 1, got {seeds}")
+        raise MusicgenError(f"seeds: must be at least 1, got {seeds}")
     dev = pick_device(device)
     songs, data_tokenizer = load_eval_songs(data, split, max_songs)
     n_songs = len(songs)
