@@ -421,7 +421,7 @@ def test_attention_maps_reproduce_the_layer_output(run, songs, pe):
 
 
 def test_attention_rejects_bad_layer(run, songs):
-    with pytest.raises(MusicgenError, match="^layer: 5 is not a layer"):
+    with pytest.raises(MusicgenError, match="^layer: 5 is out of range"):
         attention_maps(_load(run[2]["ape"]), [1, 2, 3], layers=[5], heads=[0])
 
 
