@@ -187,32 +187,47 @@ def top_voice(notes: Piece) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     return np.array(s_out, np.int64), np.array(e_out, np.int64), np.array(p_out, np.int64)
 
 
+def _runs(start: np.ndarray, end: np.ndarray, pitch: np.ndarray) -> list[tuple[int, int]]:
+    """(first, last) indices of the top voice's unbroken runs: a silence over `LINE_GAP` beats
+    or a leap over `LINE_LEAP` semitones starts a new one."""
+    leaps = np.abs(np.diff(pitch))
+    broken = (leaps > LINE_LEAP) | (start[1:] - end[:-1] > LINE_GAP * ONSET_STEPS_PER_BEAT)
+    cuts = [0, *(np.flatnonzero(broken) + 1).tolist(), len(pitch)]
+    return [(a, b - 1) for a, b in zip(cuts[:-1], cuts[1:], strict=True)]
+
+
 def top_voice_measures(notes: Piece, beats: float | None = None) -> dict[str, float]:
-    """The top voice as a melody line: `coverage` (share of the `beats` beats in which it
-    sounds; default through the last note's end), `interval` (mean absolute step in
-    semitones), `range` (semitones) and `run` (longest stretch in beats with no silence over
-    `LINE_GAP` and no leap over `LINE_LEAP`)."""
+    """The top voice as a melody line, over `beats` beats (default: through the last note's
+    end): `coverage` (share of beats in which it sounds), `line` (share of beats covered by
+    unbroken runs (`_runs`) of at least a bar), `interval` (mean absolute step, semitones),
+    `range` (semitones) and `run` (the longest unbroken run, beats)."""
     start, end, pitch = top_voice(notes)
     if len(pitch) == 0:
-        return {"coverage": 0.0, "interval": float("nan"), "range": float("nan"), "run": 0.0}
+        nan = float("nan")
+        return {"coverage": 0.0, "line": 0.0, "interval": nan, "range": nan, "run": 0.0}
     per_beat = ONSET_STEPS_PER_BEAT
     n_beats = int(np.ceil(end.max() / per_beat)) if beats is None else int(beats)
-    sounding = np.zeros(n_beats * per_beat, bool)
-    for s, e in zip(start, end, strict=True):
-        sounding[s : min(e, len(sounding))] = True
-    covered = sounding.reshape(n_beats, per_beat).any(axis=1) if n_beats else sounding
+    sounding = np.zeros(n_beats * per_beat, bool)  # [grid steps]
+    in_line = np.zeros(n_beats * per_beat, bool)
+    runs = _runs(start, end, pitch)
+    for a, b in runs:
+        for s, e in zip(start[a : b + 1], end[a : b + 1], strict=True):
+            sounding[s:e] = True
+        if end[b] - start[a] >= BAR_BEATS * per_beat:
+            for s, e in zip(start[a : b + 1], end[a : b + 1], strict=True):
+                in_line[s:e] = True
+    longest = max(int(end[b] - start[a]) for a, b in runs)
     leaps = np.abs(np.diff(pitch))
-    broken = (leaps > LINE_LEAP) | (start[1:] - end[:-1] > LINE_GAP * per_beat)
-    run, first = 0, 0
-    for k in range(len(pitch)):
-        if k and broken[k - 1]:
-            first = k
-        run = max(run, int(end[k] - start[first]))
+
+    def share(steps: np.ndarray) -> float:
+        return float(steps.reshape(n_beats, per_beat).any(axis=1).mean()) if n_beats else 0.0
+
     return {
-        "coverage": float(covered.mean()) if n_beats else 0.0,
+        "coverage": share(sounding),
+        "line": share(in_line),
         "interval": float(leaps.mean()) if len(leaps) else float("nan"),
         "range": float(pitch.max() - pitch.min()),
-        "run": run / per_beat,
+        "run": longest / per_beat,
     }
 
 

@@ -11,7 +11,13 @@ import pytest
 from paths import DATA, ROOT
 
 from musicgen import form_metrics as fm
-from musicgen.metrics import load_notes, make_notes, pitch_class_entropy, scale_consistency
+from musicgen.metrics import (
+    load_notes,
+    make_notes,
+    notes_from_score,
+    pitch_class_entropy,
+    scale_consistency,
+)
 
 # one bar of an eighth-note broken chord: C E G E ... at 8 positions
 FIGURE = ([0, 0.5, 1, 1.5, 2, 2.5, 3, 3.5], [60, 64, 67, 64, 60, 64, 67, 64])
@@ -71,7 +77,13 @@ def test_a_monophonic_line_is_its_own_top_voice():
     # C D E G, one beat each, then a rest of 2 beats: 4 bars of 16 beats hold it
     line = make_notes([0, 1, 2, 3], [1, 1, 1, 1], [60, 62, 64, 67])
     m = fm.top_voice_measures(line, beats=4)
-    assert m == {"coverage": 1.0, "interval": pytest.approx(7 / 3), "range": 7.0, "run": 4.0}
+    assert m == {
+        "coverage": 1.0,
+        "line": 1.0,
+        "interval": pytest.approx(7 / 3),
+        "range": 7.0,
+        "run": 4.0,
+    }
     assert fm.top_voice_measures(line, beats=8)["coverage"] == 0.5
 
 
@@ -91,6 +103,9 @@ def test_a_leap_or_a_gap_breaks_the_run():
     gap = make_notes([0, 1, 4, 5], [1] * 4, [60, 62, 64, 65])  # 2 silent beats
     assert fm.top_voice_measures(gap)["run"] == 2.0
     assert fm.top_voice_measures(gap)["coverage"] == pytest.approx(4 / 6)
+    assert fm.top_voice_measures(gap)["line"] == 0.0  # two runs of 2 beats: no bar-long line
+    bar_long = make_notes([0, 1, 2, 3, 6], [1] * 5, [60, 62, 64, 65, 90])
+    assert fm.top_voice_measures(bar_long, beats=8)["line"] == pytest.approx(4 / 8)
 
 
 def test_key_agreement():
@@ -170,3 +185,67 @@ def test_form_json_round_trip_is_strict(tmp_path):
 
     path = write_json(tmp_path / "x.json", {"a": fm.spread([])})
     assert json.loads(path.read_text())["a"]["mean"] is None
+
+
+def test_evaluate_form_end_to_end(tmp_path, capsys):
+    """Two bundled songs continued by 3 bars by the shipped sineSPE model at two temperatures:
+    form.json holds every measure for the real and both runs, their CIs, the pair; the MIDI and
+    the figure are written; the real side is the song's own bars after the prompt."""
+    from musicgen.cli import main
+    from musicgen.evaluate.form import MEASURES, PROMPT_BARS
+
+    new_bars = 3  # the benchmark's 12 at a test's cost
+
+    out = tmp_path / "form"
+    argv = ["evaluate", "form", "--checkpoint", str(ROOT / "checkpoints" / "pop909_sine_spe_gated")]
+    argv += ["--data", str(DATA / "pop909"), "--split", "all", "--max-songs", "2"]
+    argv += ["--temperature", "0.8", "1.2", "--batch-size", "2", "--new-bars", "3"]
+    assert main(argv + ["--out", str(out), "--device", "cpu"]) == 0
+    res = json.loads((out / "form.json").read_text())
+    assert res["songs"] == ["001", "002"] and res["prompt_bars"] == PROMPT_BARS
+    assert res["new_bars"] == new_bars
+    runs = ["pop909_sine_spe_gated T=0.8", "pop909_sine_spe_gated T=1.2"]
+    assert list(res["runs"]) == runs
+    assert list(res["pairs"]) == [f"{runs[0]} - {runs[1]}"]
+    for side in ["real", *runs]:
+        assert set(res["per_song"][side]) == set(MEASURES)
+        assert all(len(v) == 2 for v in res["per_song"][side].values())
+    d = res["runs"][runs[0]]["minus_real"]["notes_per_bar"]
+    per = res["per_song"]
+    want = np.mean(np.subtract(per[runs[0]]["notes_per_bar"], per["real"]["notes_per_bar"]))
+    assert d["mean"] == pytest.approx(want) and d["low"] <= d["mean"] <= d["high"]
+    # the real continuation is the song's own bars first+4 .. first+6, through the tokenizer
+    from musicgen.checkpoint import checkpoint_tokenizer
+    from musicgen.generation.prompt import encode_song
+
+    tok = checkpoint_tokenizer(ROOT / "checkpoints" / "pop909_sine_spe_gated")
+    song = DATA / "pop909" / "001" / "001.mid"
+    notes = notes_from_score(tok.decode(encode_song(tok, song)))
+    first = res["first_bars"][0]
+    lo, hi = (first + PROMPT_BARS) * 4, (first + PROMPT_BARS + new_bars) * 4
+    real_count = int(((notes.onset >= lo) & (notes.onset < hi)).sum())
+    assert per["real"]["notes_per_bar"][0] * new_bars == pytest.approx(real_count)
+    assert (
+        abs(real_count - ((load_notes(song).onset >= lo) & (load_notes(song).onset < hi)).sum())
+        < 0.1 * real_count
+    )
+    for run in runs:
+        files = sorted((out / "samples" / run.replace(" ", "_")).glob("*.mid"))
+        assert [f.stem for f in files] == ["001", "002"]
+        cont = load_notes(files[0])
+        assert cont.onset.max() < (PROMPT_BARS + new_bars + 1) * 4  # at most one bar more
+    assert (out / "form.png").stat().st_size > 0
+    assert "top_voice_line" in capsys.readouterr().out
+
+
+def test_evaluate_form_errors(tmp_path):
+    from musicgen.errors import MusicgenError
+    from musicgen.evaluate.form import benchmark_songs
+
+    with pytest.raises(MusicgenError, match="not a folder"):
+        benchmark_songs(tmp_path / "missing", "validation")
+    with pytest.raises(MusicgenError, match="split: must be one of"):
+        benchmark_songs(DATA / "pop909", "dev")
+    (tmp_path / "empty").mkdir()
+    with pytest.raises(MusicgenError, match="no MIDI file in split 'validation'"):
+        benchmark_songs(tmp_path / "empty", "validation")
