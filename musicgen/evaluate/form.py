@@ -166,8 +166,8 @@ def continue_cases(
     Several songs share a batch (the sampler takes prompts of different lengths), which the
     public API cannot do yet: `Model.continue_midi` takes one file, and its `new_bars` and the
     per-path `continue_many` of the API contract (issue 26) are not merged. When they are,
-    this may become `[model.continue_midi(path, bars=4, new_bars=12, ...)]` at 1/3 to 1/5 of
-    the speed. The sampler's `bars` stop can write one bar more after a prompt (it counts the
+    this may become `[model.continue_midi(path, bars=4, new_bars=12, ...)]`, one song at a
+    time. The sampler's `bars` stop can write one bar more after a prompt (it counts the
     prompt's lead-in Bar); `window` cuts every continuation at `new_bars` bars anyway.
     """
     from musicgen.generation.sample import generate
