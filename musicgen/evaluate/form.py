@@ -192,6 +192,14 @@ def continue_cases(
     return pieces
 
 
+def save_bars(piece, bars: int, folder: Path, name: str) -> Path:
+    """The piece's first `bars` bars (prompt and scored continuation) as folder/name.mid."""
+    from musicgen.io import write_score
+
+    score = piece.score
+    return write_score(score.clip(0, bars * 4 * score.ticks_per_quarter), folder / f"{name}.mid")
+
+
 def run_label(checkpoint: str | Path, sampling: dict) -> str:
     """A run's name: the model's name and the sampling options given (default: none given)."""
     from musicgen.generation.api import checkpoint_stem
@@ -235,7 +243,7 @@ def evaluate_form(
 ) -> dict:
     """The benchmark (module docstring) for every checkpoint x sampling setting (dicts of
     `temperature` / `top_p` / `top_k`, {} = the model's defaults); form.json, form.png and
-    the continuations as samples/<run>/<song>.mid in `out`."""
+    the 16 bars of each piece as samples/<run>/<song>.mid in `out`."""
     import musicgen
 
     out = Path(out)
@@ -264,7 +272,9 @@ def evaluate_form(
         )
         rows = []
         for case, piece in tqdm(zip(cases, pieces, strict=True), desc=label, leave=False):
-            piece.save(out / "samples" / label.replace(" ", "_") / f"{case.name}.mid")
+            save_bars(
+                piece, PROMPT_BARS + new_bars, out / "samples" / label.replace(" ", "_"), case.name
+            )
             cont = window(notes_from_score(piece.score), PROMPT_BARS, new_bars)
             rows.append(form_measures(cont, case.prompt_notes, new_bars))
         runs[label] = columns(rows)
