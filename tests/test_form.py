@@ -249,3 +249,19 @@ def test_evaluate_form_errors(tmp_path):
     (tmp_path / "empty").mkdir()
     with pytest.raises(MusicgenError, match="no MIDI file in split 'validation'"):
         benchmark_songs(tmp_path / "empty", "validation")
+
+
+def test_evaluate_form_cli_errors_are_one_line(tmp_path, capsys):
+    from musicgen.cli import main
+
+    base = ["evaluate", "form", "--checkpoint", str(ROOT / "checkpoints" / "pop909_ape")]
+    base += ["--data", str(DATA / "pop909"), "--out", str(tmp_path), "--device", "cpu"]
+    for extra, message in (
+        (["--split", "dev"], "--split: must be train, validation, test or all; got 'dev'"),
+        (["--top-p", "0"], "--top-p: must be in (0, 1]"),
+        (["--new-bars", "0"], "--new-bars: must be >= 1"),
+        (["--split", "validation"], "no MIDI file in split 'validation'"),
+    ):
+        assert main(base + extra) == 1
+        err = capsys.readouterr().err
+        assert message in err and "Traceback" not in err

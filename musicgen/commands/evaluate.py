@@ -242,6 +242,8 @@ def run_form(args: argparse.Namespace) -> int:
     check_range("--max-songs", args.max_songs, 1)
     check_range("--batch-size", args.batch_size, 1)
     check_range("--new-bars", args.new_bars, 1)
+    if args.split not in ("train", "validation", "test", "all"):
+        raise MusicgenError(f"--split: must be train, validation, test or all; got '{args.split}'")
     check_seed("--seed", args.seed)
     settings = [
         {k: v for k, v in (("temperature", t), ("top_p", p)) if v is not None}

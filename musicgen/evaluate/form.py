@@ -252,6 +252,8 @@ def evaluate_form(
     for c, m in zip(checkpoints, models, strict=True):
         if m.tokenizer.to_dict() != tokenizer.to_dict():
             raise MusicgenError(f"{c}: its tokenizer differs from {checkpoints[0]}'s")
+    for sampling in settings:  # a bad value fails before any song is read
+        models[0].options(**sampling)
     cases, skipped = [], []
     for path in benchmark_songs(data, split)[:max_songs]:
         case = make_case(tokenizer, path, new_bars)
