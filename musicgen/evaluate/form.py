@@ -318,6 +318,6 @@ def plot_form(results: dict, path: Path) -> Path:
     ax.tick_params(labelsize=6)
     ax.invert_yaxis()
     ax.set_xlabel("model - real, in sd of the real continuations (95 % CI)", fontsize=8)
-    ax.legend(fontsize=7)
+    ax.legend(fontsize=6, loc="upper left", bbox_to_anchor=(1.01, 1.0))  # beside the axes
     fig.tight_layout()
     return save_figure(fig, path)
