@@ -1,4 +1,4 @@
-"""`musicgen evaluate nll|style|music`: numbers (JSON) and a figure (PNG) in --out."""
+"""`musicgen evaluate nll|style|music|form`: numbers (JSON) and a figure (PNG) in --out."""
 
 from __future__ import annotations
 
@@ -89,7 +89,28 @@ def register(sub: argparse._SubParsersAction) -> None:
     )
     music.set_defaults(func=run_music)
 
-    for task in (nll, style, music):
+    form = tasks.add_parser(
+        "form",
+        help="continuation benchmark: 4-bar prompts, 12 bars continued, scored with the real ones",
+        description="Continue each held-out song's first 4 bars that hold music by 12 bars and "
+        "score the continuation and the song's real bars 5-16 on repeats, self-similarity by "
+        "lag, the top voice, key, groove and texture: spread over songs, model - real per song "
+        "with bootstrap 95 %% CIs, and each pair of runs (checkpoints x --temperature x --top-p).",
+    )
+    form.add_argument("--checkpoint", nargs="+", required=True, help="model(s) to continue with")
+    form.add_argument("--data", required=True, help="folder of songs (POP909: NNN/NNN.mid)")
+    form.add_argument("--split", default="validation", help="train | validation | test | all")
+    form.add_argument("--max-songs", type=int, help="use only the first N songs of the split")
+    form.add_argument("--temperature", type=float, nargs="+", help="one run per value")
+    form.add_argument("--top-p", type=float, nargs="+", help="one run per value (x temperatures)")
+    form.add_argument(
+        "--new-bars", type=int, default=12, help="bars continued after the prompt (default 12)"
+    )
+    form.add_argument("--seed", type=int, default=0)
+    form.add_argument("--batch-size", type=int, default=8, help="songs continued together")
+    form.set_defaults(func=run_form)
+
+    for task in (nll, style, music, form):
         task.add_argument("--out", default="out/eval", help="output folder (default: out/eval)")
         if task is not music:
             task.add_argument("--device", default="auto", help="auto | cpu | cuda | mps")
@@ -210,4 +231,46 @@ def run_music(args: argparse.Namespace) -> int:
         extra = f"  reference {_fmt(ref['mean'])} ± {_fmt(ref['std'])}" if ref else ""
         print(f"{name:>20}: {_fmt(s['mean'])} ± {_fmt(s['std'])}{extra}")
     print(f"wrote {args.out}/music.json, {args.out}/music.png")
+    return 0
+
+
+def run_form(args: argparse.Namespace) -> int:
+    import itertools
+
+    from musicgen.evaluate.form import MEASURES, evaluate_form
+
+    check_range("--max-songs", args.max_songs, 1)
+    check_range("--batch-size", args.batch_size, 1)
+    check_range("--new-bars", args.new_bars, 1)
+    if args.split not in ("train", "validation", "test", "all"):
+        raise MusicgenError(f"--split: must be train, validation, test or all; got '{args.split}'")
+    check_seed("--seed", args.seed)
+    settings = [
+        {k: v for k, v in (("temperature", t), ("top_p", p)) if v is not None}
+        for t, p in itertools.product(args.temperature or [None], args.top_p or [None])
+    ]
+    res = evaluate_form(
+        args.checkpoint,
+        args.data,
+        args.out,
+        split=args.split,
+        max_songs=args.max_songs,
+        settings=settings,
+        seed=args.seed,
+        batch_size=args.batch_size,
+        device=args.device,
+        new_bars=args.new_bars,
+    )
+    print(f"{len(res['songs'])} songs ({len(res['skipped'])} too short); model - real [95 % CI]")
+    for name in MEASURES:
+        real = res["real"]["spread"][name]
+        cells = [
+            f"{_fmt(run['spread'][name]['mean'])} ({_fmt(d['mean'])} "
+            f"[{_fmt(d['low'])}, {_fmt(d['high'])}])"
+            for run in res["runs"].values()
+            for d in [run["minus_real"][name]]
+        ]
+        print(f"{name:>22}: real {_fmt(real['mean'])}  " + "  ".join(cells))
+    print("runs: " + "; ".join(res["runs"]))
+    print(f"wrote {args.out}/form.json, {args.out}/form.png, {args.out}/samples/")
     return 0

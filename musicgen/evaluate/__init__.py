@@ -4,6 +4,8 @@
   trainer's validation)
 - `style`: style continuation, the groove experiment (`evaluate style`)
 - `music`: descriptive statistics of generated MIDI (`evaluate music`)
+- `form`: the continuation benchmark that hears form (`evaluate form`; measures in
+  `musicgen.form_metrics`)
 - `introspect`: positional kernels and attention maps, the figures of `musicgen plot`
 - `common`: strict JSON output and a folder's MIDI files
 
@@ -12,6 +14,7 @@ the output folder. Every public name is re-exported here: `from musicgen.evaluat
 """
 
 from musicgen.evaluate.common import jsonable, midi_files, write_json
+from musicgen.evaluate.form import evaluate_form, form_measures
 from musicgen.evaluate.introspect import (
     attention_figure,
     attention_maps,
@@ -49,10 +52,12 @@ __all__ = [
     "attention_figure",
     "attention_maps",
     "noise_seed",
+    "evaluate_form",
     "evaluate_music",
     "evaluate_nll",
     "evaluate_style",
     "folder_statistics",
+    "form_measures",
     "forbidden_mass",
     "forbidden_masks",
     "jsonable",
