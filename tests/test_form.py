@@ -222,7 +222,8 @@ def test_evaluate_form_end_to_end(tmp_path, capsys):
     song = DATA / "pop909" / "001" / "001.mid"
     notes = notes_from_score(tok.decode(encode_song(tok, song)))
     first = res["first_bars"][0]
-    lo, hi = (first + PROMPT_BARS) * 4, (first + PROMPT_BARS + new_bars) * 4
+    held = res["held_bars"][0]  # 4, or 5 when a pickup joins the first bar
+    lo, hi = (first + held) * 4, (first + held + new_bars) * 4
     real_count = int(((notes.onset >= lo) & (notes.onset < hi)).sum())
     assert per["real"]["notes_per_bar"][0] * new_bars == pytest.approx(real_count)
     assert (
@@ -233,7 +234,7 @@ def test_evaluate_form_end_to_end(tmp_path, capsys):
         files = sorted((out / "samples" / run.replace(" ", "_")).glob("*.mid"))
         assert [f.stem for f in files] == ["001", "002"]
         cont = load_notes(files[0])
-        assert (PROMPT_BARS + new_bars - 1) * 4 <= cont.onset.max() < (PROMPT_BARS + new_bars) * 4
+        assert (held + new_bars - 1) * 4 <= cont.onset.max() < (held + new_bars) * 4
     assert (out / "form.png").stat().st_size > 0
     assert "top_voice_line" in capsys.readouterr().out
 

@@ -198,3 +198,17 @@ def test_a_pop909_prompt_reads_its_chord_annotation_like_prepare():
     chords = [i for i in ids if tok.token_name(i).startswith("Chord_")]
     detected = [i for i in tok.encode(song) if tok.token_name(i).startswith("Chord_")]
     assert len(chords) > 20 > len(detected) or len(chords) > 5 * max(1, len(detected))
+
+
+@pytest.mark.parametrize("kind,songs", [("remi", POP), ("groove", GROOVES)])
+@pytest.mark.parametrize("new_bars", [1, 3])
+def test_new_bars_counts_the_bars_written_after_the_prompt(models, kind, songs, new_bars):
+    """REMI's prompt ends by opening the next bar (its lead-in `Bar`): that bar is the first new
+    one, so `new_bars=N` writes N bars after the prompt, not N + 1 (groove: no lead-in)."""
+    m = models[kind]
+    piece = m.continue_midi(songs[0], bars=2, new_bars=new_bars, seed=5, min_tokens=4096)
+    ids = np.asarray(piece.ids)
+    prompt_bars = len(m.tokenizer.bar_starts(ids[: piece.prompt_len]))
+    opened = kind == "remi"  # the lead-in Bar is counted among the prompt's starts
+    written = len(m.tokenizer.bar_starts(ids)) - prompt_bars + int(opened)
+    assert piece.stop == "bars" and written == new_bars

@@ -24,7 +24,7 @@ from tqdm import tqdm
 from musicgen import form_metrics as fm
 from musicgen.errors import MusicgenError
 from musicgen.evaluate.common import write_json
-from musicgen.generation.prompt import Prompt, encode_song, music_prompt
+from musicgen.generation.prompt import Prompt, encode_song, select_bars
 from musicgen.metrics import (
     Notes,
     duplicate_note_rate,
@@ -86,9 +86,11 @@ def window(notes: Notes, start_bar: int, bars: int) -> Notes:
     return kept
 
 
-def form_measures(cont: Notes, prompt: Notes, bars: int = NEW_BARS) -> dict[str, float]:
-    """Every measure of `MEASURES` for a continuation of `bars` bars after its prompt."""
-    prompt_bars = PROMPT_BARS
+def form_measures(
+    cont: Notes, prompt: Notes, bars: int = NEW_BARS, prompt_bars: int = PROMPT_BARS
+) -> dict[str, float]:
+    """Every measure of `MEASURES` for a continuation of `bars` bars after its prompt of
+    `prompt_bars` bars (one more than `PROMPT_BARS` when a pickup joins the first bar)."""
     out = {
         "rhythm_repeat_rate": fm.rhythm_repeat_rate(cont),
         "repeated_bar_rate": fm.repeated_bar_rate(cont),
@@ -140,20 +142,21 @@ def benchmark_songs(data: str | Path, split: str) -> list[Path]:
 def make_case(tokenizer, path: Path, new_bars: int = NEW_BARS) -> Case | str:
     """The benchmark case of one song, or why it has none (too short)."""
     ids = encode_song(tokenizer, path)  # with the song's chord_midi.txt, as training read it
-    prompt = music_prompt(tokenizer, ids, PROMPT_BARS)
-    if prompt is None:
-        return f"fewer than {PROMPT_BARS + 1} bars"
+    try:  # the project's one prompt rule: the first bars that hold music, a pickup joined
+        prompt = select_bars(tokenizer, ids, PROMPT_BARS, where=str(path))
+    except MusicgenError as exc:
+        return str(exc)
     starts = tokenizer.bar_starts(np.asarray(ids, dtype=np.int64))
     first = int(np.searchsorted(starts, prompt.offset))
-    if first + PROMPT_BARS + new_bars > len(starts):
-        return f"fewer than {PROMPT_BARS + new_bars} bars from bar {first}"
+    if first + prompt.bars + new_bars > len(starts):
+        return f"fewer than {prompt.bars + new_bars} bars from bar {first}"
     song = notes_from_score(tokenizer.decode(ids))
     return Case(
         name=path.stem,
         prompt=prompt,
         first_bar=first,
-        prompt_notes=window(song, first, PROMPT_BARS),
-        real=window(song, first + PROMPT_BARS, new_bars),
+        prompt_notes=window(song, first, prompt.bars),
+        real=window(song, first + prompt.bars, new_bars),
     )
 
 
@@ -167,8 +170,7 @@ def continue_cases(
     public API cannot do yet: `Model.continue_midi` takes one file, and its `new_bars` and the
     per-path `continue_many` of the API contract (issue 26) are not merged. When they are,
     this may become `[model.continue_midi(path, bars=4, new_bars=12, ...)]`, one song at a
-    time. The sampler's `bars` stop can write one bar more after a prompt (it counts the
-    prompt's lead-in Bar); `window` cuts every continuation at `new_bars` bars anyway.
+    time. `window` cuts every continuation at `new_bars` bars (the sampler stops there too).
     """
     from musicgen.generation.sample import generate
 
@@ -263,7 +265,7 @@ def evaluate_form(
             cases.append(case)
     if not cases:
         raise MusicgenError(f"{data}: no song of split '{split}' is long enough for the benchmark")
-    real = [form_measures(c.real, c.prompt_notes, new_bars) for c in cases]
+    real = [form_measures(c.real, c.prompt_notes, new_bars, c.prompt.bars) for c in cases]
     runs: dict[str, dict] = {}
     for (ckpt, model), sampling in itertools.product(
         zip(checkpoints, models, strict=True), settings
@@ -274,11 +276,10 @@ def evaluate_form(
         )
         rows = []
         for case, piece in tqdm(zip(cases, pieces, strict=True), desc=label, leave=False):
-            save_bars(
-                piece, PROMPT_BARS + new_bars, out / "samples" / label.replace(" ", "_"), case.name
-            )
-            cont = window(notes_from_score(piece.score), PROMPT_BARS, new_bars)
-            rows.append(form_measures(cont, case.prompt_notes, new_bars))
+            held = case.prompt.bars
+            save_bars(piece, held + new_bars, out / "samples" / label.replace(" ", "_"), case.name)
+            cont = window(notes_from_score(piece.score), held, new_bars)
+            rows.append(form_measures(cont, case.prompt_notes, new_bars, held))
         runs[label] = columns(rows)
     results = {
         "prompt_bars": PROMPT_BARS,
@@ -287,6 +288,7 @@ def evaluate_form(
         "seed": seed,
         "songs": [c.name for c in cases],
         "first_bars": [c.first_bar for c in cases],
+        "held_bars": [c.prompt.bars for c in cases],  # PROMPT_BARS, + 1 with a pickup
         "skipped": skipped,
         "measures": list(MEASURES),
         "per_song": {"real": columns(real), **runs},

@@ -326,7 +326,11 @@ class _Row:
             out.bars = tokenizer.bar_counter()
             for tok in out.ids:
                 out.bars.push(tok)
-            out.bar_base = len(out.bars.starts)
+            starts = out.bars.starts
+            # a prompt that ends by opening a bar (REMI's lead-in `Bar`) leaves that bar to the
+            # model: it is the first new bar, not a prompt bar
+            opened = len(starts) > 0 and int(starts[-1]) >= len(out.ids) - 1 and len(out.ids) > 1
+            out.bar_base = len(starts) - int(opened)
         row = cls(out, grammar, grammar.errors, wrap=wrap)
         row.no_end_before, row.eos_id = options.min_tokens, tokenizer.eos_id
         return row
