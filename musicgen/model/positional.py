@@ -214,7 +214,7 @@ def _modulate(x: Tensor, omega: Tensor) -> Tensor:
 
 
 class ConvCodes(SPECodes):
-    """Qbar, Kbar built by the FFT correlation: (N, H, D, R) contiguous."""
+    """Qbar, Kbar built by the blocked Toeplitz product (`_ConvFilter`): (N, H, D, R)."""
 
 
 class _SPE(nn.Module):
@@ -314,31 +314,20 @@ class ConvSPE(_SPE):
         return pieces[0] if len(pieces) == 1 else torch.cat(pieces, 0)
 
     def _filter(self, z: Tensor, n_out: int) -> tuple[Tensor, Tensor]:
-        """z (>= n_out + P - 1, HD, R) -> Qbar, Kbar (n_out, HD, R): FFT, or directly if short."""
+        """z (>= n_out + P - 1, HD, R) -> Qbar, Kbar (n_out, HD, R): blocked Toeplitz products."""
         fq = self.filt_q.float().reshape(self.h * self.d, self.p)
         fk = self.filt_k.float().reshape(self.h * self.d, self.p)
         if n_out <= 4:  # generation: one window of P samples per filter
             win = z[: n_out + self.p - 1].unfold(0, self.p, 1)  # (n_out, HD, R, P)
             return torch.einsum("ncrp,cp->ncr", win, fq), torch.einsum("ncrp,cp->ncr", win, fk)
-        # circular correlation over all of z (len >= n_out + P - 1) never wraps for the outputs kept
-        n_fft = z.shape[0]
-        zf = torch.fft.rfft(z, dim=0)  # (n_fft // 2 + 1, HD, R)
-        out = []
-        for f in (fq, fk):
-            ff = torch.fft.rfft(f, n=n_fft, dim=1).conj().T.unsqueeze(-1)  # (F, HD, 1)
-            # irfft returns positions innermost: one copy into (N, HD, R) order, shared by every
-            # layer's einsum (which would otherwise copy it per layer and per side)
-            out.append(torch.fft.irfft(zf * ff, n=n_fft, dim=0)[:n_out].contiguous())
+        out = _ConvFilter.apply(z, _toeplitz(torch.stack([fq, fk]), CONV_BLOCK), n_out)
         return out[0], out[1]
 
     def codes(self, q_pos: Tensor, k_pos: Tensor, noise: SPENoise) -> ConvCodes:
         """Positions must be increasing (each set); codes are made for the span of both sets."""
         lo = int(min(q_pos.min(), k_pos.min()))
         hi = int(max(q_pos.max(), k_pos.max())) + 1
-        span = hi - lo + self.p - 1
-        if hi - lo > 4:  # FFT path: take a fast length of noise (extra samples are never used)
-            span = _fast_len(span)
-        z = self._noise(noise, lo, lo + span)  # (span, HD, R)
+        z = self._noise(noise, lo, hi + self.p - 1)  # (hi - lo + P - 1, HD, R)
         qbar, kbar = self._filter(z, hi - lo)
         qbar = qbar.view(hi - lo, self.h, self.d, self.r)  # (hi - lo, H, D, R)
         kbar = kbar.view(hi - lo, self.h, self.d, self.r)
@@ -349,20 +338,76 @@ class ConvSPE(_SPE):
         return ConvCodes(qbar, kbar, self.gate_noise(noise), self.r)
 
 
-def _fast_len(n: int) -> int:
-    """Smallest 2^a 3^b 5^c >= n (FFT sizes that are fast everywhere)."""
-    best = 1 << (n - 1).bit_length()
-    p5 = 1
-    while p5 < best:
-        p35 = p5
-        while p35 < best:
-            p = p35
-            while p < n:
-                p *= 2
-            best = min(best, p)
-            p35 *= 3
-        p5 *= 5
-    return best
+CONV_BLOCK = 64  # convSPE: output positions per block of the Toeplitz product
+CONV_GROUP = 64  # convSPE: channels (head x feature) per group (bounds the temporaries)
+
+
+def _toeplitz(filt: Tensor, bs: int) -> Tensor:
+    """Filters (F, C, P) -> blocks T (C, S, F bs, bs) with T[c, s, f bs + a, t] = filt[f, c, s bs
+    + t - a] (zero outside 0..P-1): output block i of filter f is sum_s T[c, s] @ Z[i + s], Z[k]
+    the noise rows k bs .. k bs + bs - 1. Differentiable (an indexing of the filters)."""
+    nf, c, p = filt.shape
+    s = -(-(bs + p - 1) // bs)
+    a, t = torch.arange(bs, device=filt.device)[:, None], torch.arange(bs, device=filt.device)
+    idx = torch.arange(s, device=filt.device)[:, None, None] * bs + t - a  # (S, bs, bs)
+    valid = (idx >= 0) & (idx < p)
+    blocks = filt[:, :, idx.clamp(0, p - 1)] * valid  # (F, C, S, bs, bs)
+    return blocks.permute(1, 2, 0, 3, 4).reshape(c, s, nf * bs, bs)
+
+
+def _noise_blocks(z: Tensor, c0: int, c1: int, nz: int, bs: int) -> Tensor:
+    """Channels c0:c1 of z (L, C, R) as (g, bs, nz R): [c, a, k R + r] = z[k bs + a, c, r], zero
+    past L: the layout in which each Toeplitz block multiplies every noise block in one GEMM."""
+    g, r = c1 - c0, z.shape[2]
+    out = z.new_zeros(g, bs, nz, r)
+    rows = min(z.shape[0], nz * bs)
+    full = rows // bs
+    view = out.permute(2, 1, 0, 3)  # (nz, bs, g, R)
+    view[:full].copy_(z[: full * bs, c0:c1].unflatten(0, (full, bs)))
+    if rows > full * bs:
+        view[full, : rows - full * bs].copy_(z[full * bs : rows, c0:c1])
+    return out.view(g, bs, nz * r)
+
+
+class _ConvFilter(torch.autograd.Function):
+    """out[f, m, c, r] = sum_p filt[f, c, p] z[m + p, c, r] by blocked Toeplitz GEMMs: per group
+    of channels, S products (F bs x bs) @ (bs x blocks R), about (P + bs) / P times the direct
+    FLOPs at the matmul rate, instead of full-length FFTs of every (channel, realisation) signal.
+    Saves only z; backward rebuilds each group's noise layout (the filters' gradient is
+    grad @ Z^T in the same blocks; z is noise, it gets none)."""
+
+    @staticmethod
+    def forward(ctx, z: Tensor, t: Tensor, n_out: int) -> Tensor:
+        c, s, fbs, bs = t.shape
+        r, nb = z.shape[2], -(-n_out // bs)
+        out = z.new_empty(fbs // bs, n_out, c, r)  # (F, n_out, C, R)
+        for c0 in range(0, c, CONV_GROUP):
+            c1 = min(c, c0 + CONV_GROUP)
+            zc = _noise_blocks(z, c0, c1, nb + s - 1, bs)
+            acc = torch.bmm(t[c0:c1, 0], zc[..., : nb * r])  # (g, F bs, nb R)
+            for i in range(1, s):
+                acc.baddbmm_(t[c0:c1, i], zc[..., i * r : (i + nb) * r])
+            acc = acc.view(c1 - c0, -1, bs, nb, r).permute(1, 3, 2, 0, 4)  # (F, nb, bs, g, R)
+            out[:, :, c0:c1] = acc.reshape(-1, nb * bs, c1 - c0, r)[:, :n_out]
+        ctx.save_for_backward(z)
+        ctx.shape = (c, s, fbs, bs, n_out)
+        return out
+
+    @staticmethod
+    def backward(ctx, g: Tensor):
+        (z,) = ctx.saved_tensors
+        c, s, fbs, bs, n_out = ctx.shape
+        r, nb = z.shape[2], -(-n_out // bs)
+        g = torch.nn.functional.pad(g, (0, 0, 0, 0, 0, nb * bs - n_out))  # (F, nb bs, C, R)
+        grad_t = g.new_empty(c, s, fbs, bs)
+        for c0 in range(0, c, CONV_GROUP):
+            c1 = min(c, c0 + CONV_GROUP)
+            zc = _noise_blocks(z, c0, c1, nb + s - 1, bs)
+            gg = g[:, :, c0:c1].unflatten(1, (nb, bs)).permute(3, 0, 2, 1, 4)  # (g, F, bs, nb, R)
+            gg = gg.reshape(c1 - c0, fbs, nb * r)
+            for i in range(s):
+                torch.bmm(gg, zc[..., i * r : (i + nb) * r].transpose(1, 2), out=grad_t[c0:c1, i])
+        return None, grad_t, None
 
 
 SPE_KINDS = ("sine_spe", "conv_spe")
