@@ -119,7 +119,9 @@ class SPECodes:
         """One generation step, both sides in one product: qk (2, H, B, D) (q, k of one position)
         -> (2, H, B, R). The gate is folded into the (H, D, R) matrices first (the same sum as
         `project`, in another order: equal up to float rounding)."""
-        w = torch.stack([self.table("q"), self.table("k")])  # (2, 1, H, D, R) or per row
+        if "qk" not in self._tables:  # built once per step, shared by the layers
+            self._tables["qk"] = torch.stack([self.table("q"), self.table("k")])
+        w = self._tables["qk"]  # (2, 1, H, D, R), or (2, B, 1, H, D, R) per batch row
         if w.dim() != 5 or w.shape[1] != 1:  # positions per batch row: the general form
             return project_pair(self, qk, gate)
         w = w[:, 0]  # (2, H, D, R)
@@ -341,8 +343,7 @@ class ConvSPE(_SPE):
         if n_out <= 4:  # generation: one window of P samples per filter
             win = z[: n_out + self.p - 1].unfold(0, self.p, 1)  # (n_out, HD, R, P)
             return torch.einsum("ncrp,cp->ncr", win, fq), torch.einsum("ncrp,cp->ncr", win, fk)
-        out = _ConvFilter.apply(z, _toeplitz(torch.stack([fq, fk]), CONV_BLOCK), n_out)
-        return out[0], out[1]
+        return _ConvFilter.apply(z, _toeplitz(torch.stack([fq, fk]), CONV_BLOCK), n_out)
 
     def codes(self, q_pos: Tensor, k_pos: Tensor, noise: SPENoise) -> ConvCodes:
         """Positions must be increasing (each set); codes are made for the span of both sets."""
@@ -380,11 +381,12 @@ def _noise_blocks(z: Tensor, c0: int, c1: int, nz: int, bs: int) -> Tensor:
     """Channels c0:c1 of z (L, C, R) as (g, bs, nz R): [c, a, k R + r] = z[k bs + a, c, r], zero
     past L: the layout in which each Toeplitz block multiplies every noise block in one GEMM."""
     g, r = c1 - c0, z.shape[2]
-    out = z.new_zeros(g, bs, nz, r)
+    out = z.new_empty(g, bs, nz, r)
     rows = min(z.shape[0], nz * bs)
     full = rows // bs
     view = out.permute(2, 1, 0, 3)  # (nz, bs, g, R)
     view[:full].copy_(z[: full * bs, c0:c1].unflatten(0, (full, bs)))
+    view[full:].zero_()
     if rows > full * bs:
         view[full, : rows - full * bs].copy_(z[full * bs : rows, c0:c1])
     return out.view(g, bs, nz * r)
@@ -398,10 +400,10 @@ class _ConvFilter(torch.autograd.Function):
     grad @ Z^T in the same blocks; z is noise, it gets none)."""
 
     @staticmethod
-    def forward(ctx, z: Tensor, t: Tensor, n_out: int) -> Tensor:
+    def forward(ctx, z: Tensor, t: Tensor, n_out: int) -> tuple[Tensor, ...]:
         c, s, fbs, bs = t.shape
         r, nb = z.shape[2], -(-n_out // bs)
-        out = z.new_empty(fbs // bs, n_out, c, r)  # (F, n_out, C, R)
+        out = [z.new_empty(n_out, c, r) for _ in range(fbs // bs)]  # F x (n_out, C, R)
         for c0 in range(0, c, CONV_GROUP):
             c1 = min(c, c0 + CONV_GROUP)
             zc = _noise_blocks(z, c0, c1, nb + s - 1, bs)
@@ -409,17 +411,21 @@ class _ConvFilter(torch.autograd.Function):
             for i in range(1, s):
                 acc.baddbmm_(t[c0:c1, i], zc[..., i * r : (i + nb) * r])
             acc = acc.view(c1 - c0, -1, bs, nb, r).permute(1, 3, 2, 0, 4)  # (F, nb, bs, g, R)
-            out[:, :, c0:c1] = acc.reshape(-1, nb * bs, c1 - c0, r)[:, :n_out]
+            for o, a in zip(out, acc.reshape(-1, nb * bs, c1 - c0, r), strict=True):
+                o[:, c0:c1] = a[:n_out]
         ctx.save_for_backward(z)
         ctx.shape = (c, s, fbs, bs, n_out)
-        return out
+        return tuple(out)  # one output per filter: no zero-filled gradient of the other
 
     @staticmethod
-    def backward(ctx, g: Tensor):
+    def backward(ctx, *grads: Tensor):
         (z,) = ctx.saved_tensors
         c, s, fbs, bs, n_out = ctx.shape
         r, nb = z.shape[2], -(-n_out // bs)
-        g = torch.nn.functional.pad(g, (0, 0, 0, 0, 0, nb * bs - n_out))  # (F, nb bs, C, R)
+        g = z.new_empty(len(grads), nb * bs, c, r)  # (F, nb bs, C, R)
+        g[:, n_out:].zero_()
+        for f, gf in enumerate(grads):
+            g[f, :n_out].zero_() if gf is None else g[f, :n_out].copy_(gf)
         grad_t = g.new_empty(c, s, fbs, bs)
         for c0 in range(0, c, CONV_GROUP):
             c1 = min(c, c0 + CONV_GROUP)
