@@ -272,3 +272,4 @@ def test_conv_blocked_toeplitz_backward_passes_gradcheck(monkeypatch):
         return positional._ConvFilter.apply(z, positional._toeplitz(filt, 4), 18)
 
     assert torch.autograd.gradcheck(f, (filt,))
+    assert torch.autograd.gradcheck(lambda filt: f(filt)[1], (filt,))  # one side only used

@@ -276,11 +276,14 @@ class SineSPE(_SPE):
         ang = 2 * math.pi * self.frequencies() * lags.float()[:, None, None, None] + self.phase
         return (lam2 * torch.cos(ang)).sum(-1)
 
-    def _omega(self, pos: Tensor, with_phase: bool) -> Tensor:
-        """pos (N,) or (B, N) -> (..., N, H, D, 2K); f * m reduced mod 1 in float64 (exact far
-        past training)."""
+    def _angles(self, pos: Tensor) -> Tensor:
+        """pos (N,) or (B, N) -> 2 pi f m (..., N, H, D, K); f * m reduced mod 1 in float64
+        (exact far past training)."""
         fm = self.frequencies().double() * pos.double()[..., None, None, None]
-        ang = 2 * math.pi * (fm - fm.detach().floor()).float()
+        return 2 * math.pi * (fm - fm.detach().floor()).float()
+
+    def _omega(self, ang: Tensor, with_phase: bool) -> Tensor:
+        """Angles (..., N, H, D, K) -> [cos, sin] (..., N, H, D, 2K), with the phase for q."""
         if with_phase:
             ang = ang + self.phase.float()
         return torch.cat([ang.cos(), ang.sin()], -1)
@@ -289,8 +292,10 @@ class SineSPE(_SPE):
         z = noise.gaussian((self.tag, 0), (self.h, self.d, 2 * self.k, self.r))
         lam = F.softplus(self.gain.float()).repeat(1, 1, 2)  # lambda~ (H, D, 2K)
         lz = lam.unsqueeze(-1) * z  # (H, D, 2K, R)
-        q_part = (self._omega(q_pos, True), lz)
-        k_part = (self._omega(k_pos, False), lz)
+        k_ang = self._angles(k_pos)
+        q_ang = k_ang if q_pos is k_pos else self._angles(q_pos)  # forward: the same positions
+        q_part = (self._omega(q_ang, True), lz)
+        k_part = (self._omega(k_ang, False), lz)
         return SineCodes(q_part, k_part, self.gate_noise(noise), self.r)
 
 
@@ -379,7 +384,8 @@ def _toeplitz(filt: Tensor, bs: int) -> Tensor:
 
 def _noise_blocks(z: Tensor, c0: int, c1: int, nz: int, bs: int) -> Tensor:
     """Channels c0:c1 of z (L, C, R) as (g, bs, nz R): [c, a, k R + r] = z[k bs + a, c, r], zero
-    past L: the layout in which each Toeplitz block multiplies every noise block in one GEMM."""
+    past L: the layout in which each Toeplitz block multiplies every noise block in one GEMM
+    (also used for the outputs' gradient in backward)."""
     g, r = c1 - c0, z.shape[2]
     out = z.new_empty(g, bs, nz, r)
     rows = min(z.shape[0], nz * bs)
@@ -422,18 +428,17 @@ class _ConvFilter(torch.autograd.Function):
         (z,) = ctx.saved_tensors
         c, s, fbs, bs, n_out = ctx.shape
         r, nb = z.shape[2], -(-n_out // bs)
-        g = z.new_empty(len(grads), nb * bs, c, r)  # (F, nb bs, C, R)
-        g[:, n_out:].zero_()
-        for f, gf in enumerate(grads):
-            g[f, :n_out].zero_() if gf is None else g[f, :n_out].copy_(gf)
-        grad_t = g.new_empty(c, s, fbs, bs)
+        grad_t = z.new_zeros(c, s, fbs, bs)
         for c0 in range(0, c, CONV_GROUP):
             c1 = min(c, c0 + CONV_GROUP)
             zc = _noise_blocks(z, c0, c1, nb + s - 1, bs)
-            gg = g[:, :, c0:c1].unflatten(1, (nb, bs)).permute(3, 0, 2, 1, 4)  # (g, F, bs, nb, R)
-            gg = gg.reshape(c1 - c0, fbs, nb * r)
-            for i in range(s):
-                torch.bmm(gg, zc[..., i * r : (i + nb) * r].transpose(1, 2), out=grad_t[c0:c1, i])
+            for f, gf in enumerate(grads):  # a missing gradient (unused side) adds nothing
+                if gf is None:
+                    continue
+                gg = _noise_blocks(gf, c0, c1, nb, bs)  # (g, bs, nb R), zero past n_out
+                for i in range(s):
+                    zs = zc[..., i * r : (i + nb) * r].transpose(1, 2)
+                    grad_t[c0:c1, i, f * bs : (f + 1) * bs] = torch.bmm(gg, zs)
         return None, grad_t, None
 
 
