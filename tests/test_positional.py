@@ -238,10 +238,10 @@ def test_conv_blocked_toeplitz_equals_the_fft_correlation_with_filter_gradients(
 ):
     """Same noise -> the same codes and the same filter gradients as the FFT correlation, for
     outputs that end inside a block, on a block edge, and filters longer than a block."""
-    import musicgen.model.positional as positional
+    from musicgen.model import conv_filter
 
-    monkeypatch.setattr(positional, "CONV_BLOCK", block)
-    monkeypatch.setattr(positional, "CONV_GROUP", group)
+    monkeypatch.setattr(conv_filter, "CONV_BLOCK", block)
+    monkeypatch.setattr(conv_filter, "CONV_GROUP", group)
     torch.manual_seed(0)
     spe = ConvSPE(2, 3, 5, p)
     with torch.no_grad():
@@ -261,15 +261,15 @@ def test_conv_blocked_toeplitz_equals_the_fft_correlation_with_filter_gradients(
 
 
 def test_conv_blocked_toeplitz_backward_passes_gradcheck(monkeypatch):
-    import musicgen.model.positional as positional
+    from musicgen.model import conv_filter
 
-    monkeypatch.setattr(positional, "CONV_GROUP", 2)
+    monkeypatch.setattr(conv_filter, "CONV_GROUP", 2)
     gen = torch.Generator().manual_seed(0)
     z = torch.randn(23, 3, 2, dtype=torch.double, generator=gen)
     filt = torch.randn(2, 3, 6, dtype=torch.double, generator=gen, requires_grad=True)
 
     def f(filt):
-        return positional._ConvFilter.apply(z, positional._toeplitz(filt, 4), 18)
+        return conv_filter._ConvFilter.apply(z, conv_filter._toeplitz(filt, 4), 18)
 
     assert torch.autograd.gradcheck(f, (filt,))
     assert torch.autograd.gradcheck(lambda filt: f(filt)[1], (filt,))  # one side only used
