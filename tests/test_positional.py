@@ -218,3 +218,58 @@ def test_blocked_sine_contraction_backward_passes_gradcheck(monkeypatch, batch, 
     omega = torch.randn(om_shape, dtype=torch.double, generator=g, requires_grad=True)
     lz = torch.randn(2, 3, 4, 5, dtype=torch.double, generator=g, requires_grad=True)
     assert torch.autograd.gradcheck(positional._SineContract.apply, (x, omega, lz))
+
+
+def _fft_filter(spe: ConvSPE, z: torch.Tensor, n_out: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """The FFT correlation convSPE used before the blocked Toeplitz product (the reference)."""
+    n_fft = z.shape[0]
+    zf = torch.fft.rfft(z, dim=0)  # (n_fft // 2 + 1, HD, R)
+    out = []
+    for f in (spe.filt_q, spe.filt_k):
+        f = f.reshape(spe.h * spe.d, spe.p)
+        ff = torch.fft.rfft(f, n=n_fft, dim=1).conj().T.unsqueeze(-1)  # (F, HD, 1)
+        out.append(torch.fft.irfft(zf * ff, n=n_fft, dim=0)[:n_out])
+    return out[0], out[1]
+
+
+@pytest.mark.parametrize("n_out, p, block, group", [(50, 7, 16, 3), (64, 16, 16, 8), (5, 9, 4, 64)])
+def test_conv_blocked_toeplitz_equals_the_fft_correlation_with_filter_gradients(
+    monkeypatch, n_out, p, block, group
+):
+    """Same noise -> the same codes and the same filter gradients as the FFT correlation, for
+    outputs that end inside a block, on a block edge, and filters longer than a block."""
+    from musicgen.model import conv_filter
+
+    monkeypatch.setattr(conv_filter, "CONV_BLOCK", block)
+    monkeypatch.setattr(conv_filter, "CONV_GROUP", group)
+    torch.manual_seed(0)
+    spe = ConvSPE(2, 3, 5, p)
+    with torch.no_grad():
+        spe.filt_k.normal_()
+    z = torch.randn(n_out + p - 1, 6, 5)
+    g = torch.randn(2, n_out, 6, 5)
+    got = spe._filter(z, n_out)
+    (got[0] * g[0] + got[1] * g[1]).sum().backward()
+    grads = [spe.filt_q.grad.clone(), spe.filt_k.grad.clone()]
+    spe.zero_grad()
+    want = _fft_filter(spe, z, n_out)
+    (want[0] * g[0] + want[1] * g[1]).sum().backward()
+    for a, b in zip(got, want, strict=True):
+        assert torch.allclose(a, b, atol=1e-5)
+    assert torch.allclose(grads[0], spe.filt_q.grad, atol=1e-4)
+    assert torch.allclose(grads[1], spe.filt_k.grad, atol=1e-4)
+
+
+def test_conv_blocked_toeplitz_backward_passes_gradcheck(monkeypatch):
+    from musicgen.model import conv_filter
+
+    monkeypatch.setattr(conv_filter, "CONV_GROUP", 2)
+    gen = torch.Generator().manual_seed(0)
+    z = torch.randn(23, 3, 2, dtype=torch.double, generator=gen)
+    filt = torch.randn(2, 3, 6, dtype=torch.double, generator=gen, requires_grad=True)
+
+    def f(filt):
+        return conv_filter._ConvFilter.apply(z, conv_filter._toeplitz(filt, 4), 18)
+
+    assert torch.autograd.gradcheck(f, (filt,))
+    assert torch.autograd.gradcheck(lambda filt: f(filt)[1], (filt,))  # one side only used

@@ -17,6 +17,8 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+from musicgen.model import conv_filter
+
 NOISE_BLOCK = 256  # convSPE white noise is drawn lazily in blocks of this many positions
 
 
@@ -115,6 +117,21 @@ class SPECodes:
             return torch.einsum("bnhd,bnhdr->bnhr", x, t)
         return torch.einsum("bnhd,nhdr->bnhr", x, t)
 
+    def project_step(self, qk: Tensor, gate: Tensor | None) -> Tensor:
+        """One generation step, both sides in one product: qk (2, H, B, D) (q, k of one position)
+        -> (2, H, B, R). The gate is folded into the (H, D, R) matrices first (the same sum as
+        `project`, in another order: equal up to float rounding)."""
+        if "qk" not in self._tables:  # built once per step, shared by the layers
+            self._tables["qk"] = torch.stack([self.table("q"), self.table("k")])
+        w = self._tables["qk"]  # (2, 1, H, D, R), or (2, B, 1, H, D, R) per batch row
+        if w.dim() != 5 or w.shape[1] != 1:  # positions per batch row: the general form
+            return project_pair(self, qk, gate)
+        w = w[:, 0]  # (2, H, D, R)
+        if gate is not None:
+            delta = torch.sigmoid(gate.float())[..., None]  # (H, D, 1)
+            w = w * (1 - delta).sqrt() + self.eps * delta.sqrt()
+        return torch.matmul(qk, w).div_(math.sqrt(self.r))
+
     def project(self, x: Tensor, side: str, gate: Tensor | None) -> Tensor:
         """x (B, N, H, D) float32 -> (B, N, H, R); `gate` (H, D) logits of delta or None."""
         if gate is None:
@@ -124,6 +141,14 @@ class SPECodes:
             out = self._contract(x * (1 - delta).sqrt(), side)
             out = out + torch.einsum("bnhd,hdr->bnhr", x * delta.sqrt(), self.eps)
         return out / math.sqrt(self.r)
+
+
+def project_pair(codes, qk: Tensor, gate: Tensor | None) -> Tensor:
+    """`project` of one position's q and k for any codes object: qk (2, H, B, D) -> (2, H,
+    B, R) (what `SPECodes.project_step` does in one product)."""
+    x = qk.permute(2, 0, 1, 3).unsqueeze(2)  # (B, 2, 1, H, D)
+    q, k = codes.project(x[:, 0], "q", gate), codes.project(x[:, 1], "k", gate)
+    return torch.stack([q[:, 0], k[:, 0]]).transpose(1, 2)
 
 
 SINE_BLOCK = 512  # positions per block of the per-layer sine contraction (bounds its temporary)
@@ -214,7 +239,7 @@ def _modulate(x: Tensor, omega: Tensor) -> Tensor:
 
 
 class ConvCodes(SPECodes):
-    """Qbar, Kbar built by the FFT correlation: (N, H, D, R) contiguous."""
+    """Qbar, Kbar built by the blocked Toeplitz product (`_ConvFilter`): (N, H, D, R)."""
 
 
 class _SPE(nn.Module):
@@ -253,11 +278,14 @@ class SineSPE(_SPE):
         ang = 2 * math.pi * self.frequencies() * lags.float()[:, None, None, None] + self.phase
         return (lam2 * torch.cos(ang)).sum(-1)
 
-    def _omega(self, pos: Tensor, with_phase: bool) -> Tensor:
-        """pos (N,) or (B, N) -> (..., N, H, D, 2K); f * m reduced mod 1 in float64 (exact far
-        past training)."""
+    def _angles(self, pos: Tensor) -> Tensor:
+        """pos (N,) or (B, N) -> 2 pi f m (..., N, H, D, K); f * m reduced mod 1 in float64
+        (exact far past training)."""
         fm = self.frequencies().double() * pos.double()[..., None, None, None]
-        ang = 2 * math.pi * (fm - fm.detach().floor()).float()
+        return 2 * math.pi * (fm - fm.detach().floor()).float()
+
+    def _omega(self, ang: Tensor, with_phase: bool) -> Tensor:
+        """Angles (..., N, H, D, K) -> [cos, sin] (..., N, H, D, 2K), with the phase for q."""
         if with_phase:
             ang = ang + self.phase.float()
         return torch.cat([ang.cos(), ang.sin()], -1)
@@ -266,8 +294,10 @@ class SineSPE(_SPE):
         z = noise.gaussian((self.tag, 0), (self.h, self.d, 2 * self.k, self.r))
         lam = F.softplus(self.gain.float()).repeat(1, 1, 2)  # lambda~ (H, D, 2K)
         lz = lam.unsqueeze(-1) * z  # (H, D, 2K, R)
-        q_part = (self._omega(q_pos, True), lz)
-        k_part = (self._omega(k_pos, False), lz)
+        k_ang = self._angles(k_pos)
+        q_ang = k_ang if q_pos is k_pos else self._angles(q_pos)  # forward: the same positions
+        q_part = (self._omega(q_ang, True), lz)
+        k_part = (self._omega(k_ang, False), lz)
         return SineCodes(q_part, k_part, self.gate_noise(noise), self.r)
 
 
@@ -314,31 +344,19 @@ class ConvSPE(_SPE):
         return pieces[0] if len(pieces) == 1 else torch.cat(pieces, 0)
 
     def _filter(self, z: Tensor, n_out: int) -> tuple[Tensor, Tensor]:
-        """z (>= n_out + P - 1, HD, R) -> Qbar, Kbar (n_out, HD, R): FFT, or directly if short."""
+        """z (>= n_out + P - 1, HD, R) -> Qbar, Kbar (n_out, HD, R): blocked Toeplitz products."""
         fq = self.filt_q.float().reshape(self.h * self.d, self.p)
         fk = self.filt_k.float().reshape(self.h * self.d, self.p)
         if n_out <= 4:  # generation: one window of P samples per filter
             win = z[: n_out + self.p - 1].unfold(0, self.p, 1)  # (n_out, HD, R, P)
             return torch.einsum("ncrp,cp->ncr", win, fq), torch.einsum("ncrp,cp->ncr", win, fk)
-        # circular correlation over all of z (len >= n_out + P - 1) never wraps for the outputs kept
-        n_fft = z.shape[0]
-        zf = torch.fft.rfft(z, dim=0)  # (n_fft // 2 + 1, HD, R)
-        out = []
-        for f in (fq, fk):
-            ff = torch.fft.rfft(f, n=n_fft, dim=1).conj().T.unsqueeze(-1)  # (F, HD, 1)
-            # irfft returns positions innermost: one copy into (N, HD, R) order, shared by every
-            # layer's einsum (which would otherwise copy it per layer and per side)
-            out.append(torch.fft.irfft(zf * ff, n=n_fft, dim=0)[:n_out].contiguous())
-        return out[0], out[1]
+        return conv_filter.correlate(z, torch.stack([fq, fk]), n_out)
 
     def codes(self, q_pos: Tensor, k_pos: Tensor, noise: SPENoise) -> ConvCodes:
         """Positions must be increasing (each set); codes are made for the span of both sets."""
         lo = int(min(q_pos.min(), k_pos.min()))
         hi = int(max(q_pos.max(), k_pos.max())) + 1
-        span = hi - lo + self.p - 1
-        if hi - lo > 4:  # FFT path: take a fast length of noise (extra samples are never used)
-            span = _fast_len(span)
-        z = self._noise(noise, lo, lo + span)  # (span, HD, R)
+        z = self._noise(noise, lo, hi + self.p - 1)  # (hi - lo + P - 1, HD, R)
         qbar, kbar = self._filter(z, hi - lo)
         qbar = qbar.view(hi - lo, self.h, self.d, self.r)  # (hi - lo, H, D, R)
         kbar = kbar.view(hi - lo, self.h, self.d, self.r)
@@ -347,22 +365,6 @@ class ConvSPE(_SPE):
         if len(k_pos) != hi - lo:
             kbar = kbar.index_select(0, k_pos - lo)
         return ConvCodes(qbar, kbar, self.gate_noise(noise), self.r)
-
-
-def _fast_len(n: int) -> int:
-    """Smallest 2^a 3^b 5^c >= n (FFT sizes that are fast everywhere)."""
-    best = 1 << (n - 1).bit_length()
-    p5 = 1
-    while p5 < best:
-        p35 = p5
-        while p35 < best:
-            p = p35
-            while p < n:
-                p *= 2
-            best = min(best, p)
-            p35 *= 3
-        p5 *= 5
-    return best
 
 
 SPE_KINDS = ("sine_spe", "conv_spe")

@@ -16,6 +16,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 import torch
+import torch.nn.functional as F
 from torch import Tensor, nn
 
 from musicgen.errors import MusicgenError
@@ -59,6 +60,31 @@ class Block(nn.Module):
             return x + self.drop(self.ffn(self.norm2(x)))
         x = self.norm1(x + self.drop(self.attn(x, codes, cache)))
         return self.norm2(x + self.drop(self.ffn(x)))
+
+    def step(self, x: Tensor, codes, cache) -> Tensor:
+        """One generation step in eval mode without autograd: x (B, d_model) -> (B, d_model),
+        what `forward` computes for one position, with functional calls (no module overhead)."""
+        if isinstance(self.attn, CausalSelfAttention):
+            attn = self.attn.step
+        else:  # windowed softmax: its own cache step
+
+            def attn(h: Tensor, codes, cache) -> Tensor:
+                return self.attn(h[:, None], codes, cache)[:, 0]
+
+        if self.pre:
+            x = x + attn(_norm(self.norm1, x), codes, cache)
+            return x + self._ffn(_norm(self.norm2, x))
+        x = _norm(self.norm1, x + attn(x, codes, cache))
+        return _norm(self.norm2, x + self._ffn(x))
+
+    def _ffn(self, x: Tensor) -> Tensor:
+        up, act, _, down = self.ffn
+        h = F.gelu(F.linear(x, up.weight, up.bias), approximate=act.approximate)
+        return F.linear(h, down.weight, down.bias)
+
+
+def _norm(ln: nn.LayerNorm, x: Tensor) -> Tensor:
+    return F.layer_norm(x, ln.normalized_shape, ln.weight, ln.bias, ln.eps)
 
 
 class Performer(LanguageModel):
@@ -140,9 +166,14 @@ class Performer(LanguageModel):
         onset = self.musical.time.step(ids, state.time)[:, None] if self.musical else None
         notes = state.time.notes[:, None] if self.musical and self.musical.counts_notes else None
         x = self._inputs(ids[:, None], pos, onset, notes)  # (B, 1, d_model)
-        for block, codes, cache in zip(
-            self.blocks, self._codes(pos, state.noise, onset), state.layers, strict=True
-        ):
-            x = block(x, codes, cache)
+        layers = zip(self.blocks, self._codes(pos, state.noise, onset), state.layers, strict=True)
+        if self.training or torch.is_grad_enabled():  # the modules' own forward
+            for block, codes, cache in layers:
+                x = block(x, codes, cache)
+            x = x[:, 0]
+        else:  # generation: the fused one-token step of each block
+            x = x[:, 0]
+            for block, codes, cache in layers:
+                x = block.step(x, codes, cache)
         state.pos += 1
-        return self.logits(x)[:, 0], state
+        return self.logits(x), state

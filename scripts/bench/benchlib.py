@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import contextlib
 import json
-import math
 import os
 import platform
 import re
@@ -163,9 +162,9 @@ def forward_flops(m, batch: int, n: int) -> dict[str, float]:
         r, cells = m.num_realizations, n * m.n_heads * hd
         if m.pe == "sine_spe":
             build = 2 * 2 * cells * 2 * m.num_sines * r  # Omega (N, H, D, 2K) @ lambda Z
-        else:  # rfft of the noise, two products and two irfft over n + P samples per signal
-            ln = n + m.kernel_size
-            build = 3 * 2.5 * ln * math.log2(ln) * m.n_heads * hd * r + 2 * 4 * cells * r
+        else:  # both P-tap filters over every (position, channel, realisation), the direct
+            # correlation's count (the blocked Toeplitz GEMMs do about (P + 64) / P of it)
+            build = 2 * 2 * m.kernel_size * cells * r
         n_tables = 1 if m.spe_shared else m.n_layers
         contract = 2 * 2 * tokens * m.n_heads * hd * r * (2 if m.gated else 1)
         spe_flops = n_tables * build + m.n_layers * contract

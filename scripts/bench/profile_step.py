@@ -81,7 +81,10 @@ PARTS = {  # forward parts, timed by record_function around these callables
         (features.ReluFeatures, "key_causal"),
     ],
     "SPE tables + contractions": [(positional.SPECodes, "project")],
-    "SPE codes (Omega, noise, FFT)": [(positional.SineSPE, "codes"), (positional.ConvSPE, "codes")],
+    "SPE codes (Omega, noise, conv filters)": [
+        (positional.SineSPE, "codes"),
+        (positional.ConvSPE, "codes"),
+    ],
 }
 
 
