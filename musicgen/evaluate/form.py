@@ -231,6 +231,29 @@ def summarize_runs(real: dict, runs: dict[str, dict], seed: int = 0) -> dict:
     return out
 
 
+def score_run(
+    model,
+    cases: Sequence[Case],
+    new_bars: int,
+    seed: int,
+    batch_size: int,
+    folder: Path,
+    sampling: dict,
+) -> dict:
+    """One model at one sampling setting: every case continued, its 16 bars written to
+    `folder`, its continuation measured; the measures as columns over the songs."""
+    pieces = continue_cases(
+        model, [c.prompt for c in cases], new_bars, seed, batch_size, **sampling
+    )
+    rows = []
+    for case, piece in tqdm(zip(cases, pieces, strict=True), desc=folder.name, leave=False):
+        held = case.prompt.bars
+        save_bars(piece, held + new_bars, folder, case.name)
+        cont = window(notes_from_score(piece.score), held, new_bars)
+        rows.append(form_measures(cont, case.prompt_notes, new_bars, held))
+    return columns(rows)
+
+
 def evaluate_form(
     checkpoints: Sequence[str | Path],
     data: str | Path,
@@ -271,16 +294,8 @@ def evaluate_form(
         zip(checkpoints, models, strict=True), settings
     ):
         label = run_label(ckpt, sampling)
-        pieces = continue_cases(
-            model, [c.prompt for c in cases], new_bars, seed, batch_size, **sampling
-        )
-        rows = []
-        for case, piece in tqdm(zip(cases, pieces, strict=True), desc=label, leave=False):
-            held = case.prompt.bars
-            save_bars(piece, held + new_bars, out / "samples" / label.replace(" ", "_"), case.name)
-            cont = window(notes_from_score(piece.score), held, new_bars)
-            rows.append(form_measures(cont, case.prompt_notes, new_bars, held))
-        runs[label] = columns(rows)
+        folder = out / "samples" / label.replace(" ", "_")
+        runs[label] = score_run(model, cases, new_bars, seed, batch_size, folder, sampling)
     results = {
         "prompt_bars": PROMPT_BARS,
         "new_bars": new_bars,
