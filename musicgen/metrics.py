@@ -20,12 +20,19 @@ import numpy as np
 import symusic
 
 from musicgen.errors import MusicgenError
+
+# Onsets are told apart on a sixteenth-note grid (the REMI resolution), so a raw reference file
+# and a decoded generation are compared at the same resolution: `form_metrics` holds the grid.
+from musicgen.form_metrics import (  # noqa: F401  (re-exported: their import path since issue 17)
+    BAR_BEATS,
+    ONSET_STEPS_PER_BEAT,
+    bar_self_similarity,
+    onset_steps,
+    repeated_bar_rate,
+    rhythm_repeat_rate,
+)
 from musicgen.limits import check_score
 
-BAR_BEATS = 4.0
-# Onsets are told apart on a sixteenth-note grid (the REMI resolution), so a raw reference file
-# and a decoded generation are compared at the same resolution.
-ONSET_STEPS_PER_BEAT = 4
 STACK_NOTES = 8  # an onset with this many notes or more is a "stack" (real POP909: < 0.01 %)
 SPARSE_BAR_NOTES = 2  # a bar with at most this many notes is "sparse"
 # Major-scale pitch-class set; natural minor scales are the same sets (relative keys).
@@ -309,14 +316,9 @@ def empty_bar_rate(notes: Notes, bar_beats: float = BAR_BEATS) -> float:
 # texture: what averages hide (notes piled on one onset, doubled notes, near-empty bars)
 
 
-def _onset_steps(notes: Notes, steps_per_beat: int = ONSET_STEPS_PER_BEAT) -> np.ndarray:
-    """Onset of every note on the grid (integer steps; halves round up, as symusic does)."""
-    return np.floor(notes.onset * steps_per_beat + 0.5).astype(np.int64)
-
-
 def _notes_at_each_onset(notes: Notes) -> np.ndarray:
     """Number of notes (all tracks) starting at each distinct grid onset."""
-    return np.unique(_onset_steps(notes), return_counts=True)[1]
+    return np.unique(onset_steps(notes), return_counts=True)[1]
 
 
 def notes_per_onset(notes: Notes) -> float:
@@ -338,7 +340,7 @@ def duplicate_note_rate(notes: Notes) -> float:
     """
     if len(notes) == 0:
         return float("nan")
-    keys = _onset_steps(notes) * 128 + notes.pitch
+    keys = onset_steps(notes) * 128 + notes.pitch
     return float(1.0 - len(np.unique(keys)) / len(notes))
 
 
@@ -353,72 +355,8 @@ def sparse_bar_rate(
     return float(np.mean(per_bar <= max_notes))
 
 
-# repetition: a model with an ultra-long context can loop (the Perceiver-S paper's claim is that
-# multi-scale attention avoids it), so measure how much of a piece repeats itself
-
-
-def _bar_keys(notes: Notes, bar_beats: float = BAR_BEATS) -> tuple[np.ndarray, np.ndarray, int]:
-    """Bar index and (grid position in the bar, pitch) key of every note; and the bar count.
-
-    Positions are on the sixteenth-note grid, so a repeat is exact at the REMI resolution.
-    """
-    steps = _onset_steps(notes)  # an onset rounding up past a bar line belongs to the next bar
-    per_bar = int(round(bar_beats * ONSET_STEPS_PER_BEAT))
-    bar = steps // per_bar
-    bars = int(bar.max()) + 1 if len(bar) else 0
-    return bar, (steps - bar * per_bar) * 128 + notes.pitch, bars
-
-
-def repeated_bar_rate(notes: Notes, bar_beats: float = BAR_BEATS) -> float:
-    """Fraction of non-empty bars whose notes (grid position in the bar, pitch) exactly repeat
-    an earlier bar's. For unbarred performances (Maestro: one tempo) bars are fixed windows."""
-    if len(notes) == 0:
-        return float("nan")
-    bar, key, bars = _bar_keys(notes, bar_beats)
-    return _repeat_rate(bar, key, bars)
-
-
-def rhythm_repeat_rate(notes: Notes, bar_beats: float = BAR_BEATS) -> float:
-    """Fraction of non-empty bars whose onset positions (pitch ignored) repeat an earlier bar's:
-    an accompaniment figure that comes back over another chord counts, a copied bar too."""
-    if len(notes) == 0:
-        return float("nan")
-    bar, key, bars = _bar_keys(notes, bar_beats)
-    return _repeat_rate(bar, key // 128, bars)
-
-
-def _repeat_rate(bar: np.ndarray, key: np.ndarray, bars: int) -> float:
-    """Share of the bars with notes whose set of keys equals that of an earlier such bar."""
-    seen: set[tuple[int, ...]] = set()
-    repeats = filled = 0
-    for b in range(bars):
-        content = tuple(np.unique(key[bar == b]).tolist())
-        if not content:
-            continue
-        filled += 1
-        repeats += content in seen
-        seen.add(content)
-    return float(repeats / filled)
-
-
-def bar_self_similarity(notes: Notes, bar_beats: float = BAR_BEATS) -> float:
-    """Mean cosine similarity, over all pairs of non-empty bars, of their (pitch class, grid
-    position) histograms: 1 for a piece looping one bar; NaN with fewer than two such bars."""
-    if len(notes) == 0:
-        return float("nan")
-    bar, key, bars = _bar_keys(notes, bar_beats)
-    pos, pc = key // 128, (key % 128) % 12
-    per_bar = int(round(bar_beats * ONSET_STEPS_PER_BEAT))
-    hist = np.zeros((bars, per_bar * 12), np.float64)  # [bars, positions x pitch classes]
-    np.add.at(hist, (bar, pos * 12 + pc), 1.0)
-    hist = hist[hist.sum(axis=1) > 0]
-    if len(hist) < 2:
-        return float("nan")
-    unit = hist / np.linalg.norm(hist, axis=1, keepdims=True)
-    sim = unit @ unit.T  # [filled bars, filled bars]
-    k = len(unit)
-    return float((sim.sum() - np.trace(sim)) / (k * (k - 1)))
-
+# The repetition measures (repeated bars, rhythm repeats, bar self-similarity) live in
+# `musicgen.form_metrics` with the other measures of form, and are imported above.
 
 STATISTICS = {
     "pitch_class_entropy": pitch_class_entropy,
