@@ -122,11 +122,11 @@ def test_sampling_follows_the_filtered_distribution_and_is_seeded():
 @pytest.mark.parametrize(
     "options, message",
     [
-        (SamplingOptions(temperature=-0.1), "--temperature"),
-        (SamplingOptions(top_k=-1), "--top-k"),
-        (SamplingOptions(top_p=0.0), "--top-p"),
-        (SamplingOptions(top_p=1.5), "--top-p"),
-        (SamplingOptions(min_tokens=-1), "--min-tokens"),
+        (SamplingOptions(temperature=-0.1), "^temperature: "),
+        (SamplingOptions(top_k=-1), "^top_k: "),
+        (SamplingOptions(top_p=0.0), "^top_p: "),
+        (SamplingOptions(top_p=1.5), "^top_p: "),
+        (SamplingOptions(min_tokens=-1), "^min_tokens: "),
     ],
 )
 def test_options_out_of_range_are_errors(options, message):
