@@ -29,6 +29,7 @@ COMMANDS = ["prepare", "train", "generate", "export", "evaluate", "plot", "rende
 FLAGS = {
     "bars": "--bars",
     "batch_size": "--batch-size",
+    "chords": "--chords",
     "grammar": "--no-grammar",
     "max_tokens": "--max-tokens",
     "min_tokens": "--min-tokens",
