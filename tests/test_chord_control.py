@@ -276,6 +276,20 @@ def test_a_continuation_is_forced_from_its_first_new_bar(tiny, tok):
     assert names(tok, new) == [(0, 0, "E:min"), (1, 0, "A:maj")]
 
 
+def test_a_songs_chord_file_keeps_its_bars_after_the_prompt(tiny):
+    """Continuing a song with its own chord_midi.txt: the first new bar gets the song's chord
+    of that bar (the progression is not restarted at the song's bar 0)."""
+    tok, chord_file = tiny.tokenizer, SONG.parent / "chord_midi.txt"
+    prompt = tiny.prompt(SONG, 2)
+    after = prompt.first_bar + prompt.bars
+    prog = progression_from_chord_file(chord_file)
+    want = tok.token_name(chord_id(tok, prog.sounding(after), strict=False))
+    piece = tiny.continue_midi(SONG, 2, new_bars=1, seed=0, chords=str(chord_file))
+    new = chord_events(tok, piece.ids[piece.prompt_len - 1 :])
+    assert new[0][:2] == (0, 0) and tok.token_name(new[0][2]) == want
+    assert prog.sounding(0) is None or prog.sounding(0).label != prog.sounding(after).label
+
+
 def test_chords_need_the_grammar(tiny):
     with pytest.raises(MusicgenError, match="^chords: needs the grammar"):
         tiny.generate(bars=2, chords="C G", grammar=False)

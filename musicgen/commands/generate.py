@@ -127,8 +127,9 @@ def _add_common(p: argparse.ArgumentParser) -> None:
         "--chords",
         default=None,
         help='force a chord progression at the new bars: "C G Am F" (one chord a bar, '
-        'repeated; "C | G | Am F" for bars of 1, 2 or 4 chords, "xN" repeats a bar), or a .mid '
-        "(its detected chords) or a POP909 chord_midi.txt (REMI checkpoints with chord tokens)",
+        'repeated; "C | G | Am F" for bars of 1, 2 or 4 chords, "xN" repeats a bar), or a '
+        "POP909 chord_midi.txt or a .mid (its detected chords), read at the song's own bars "
+        "(REMI checkpoints; docs/generation.md, 'Chord control')",
     )
 
 

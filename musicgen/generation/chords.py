@@ -388,12 +388,21 @@ def chord_grammar_wrap(
 
 def request_wrap(tokenizer: Tokenizer, chords, prompt, options, other: GrammarWrap | None = None):
     """The `chords=` of the generation API as a grammar_wrap (the caller's own `other` wrap, if
-    any, applied over it). Continuing a prompt, the progression starts with the first new bar;
-    a prompt cut inside a bar (`seconds`) leaves that bar's chord to the model."""
+    any, applied over it). A progression given as text starts with the first new bar; one from
+    a file keeps the song's bars: from scratch it starts at its first bar with a chord,
+    continuing a prompt at the song's bar after the prompt. A prompt cut inside a bar
+    (`seconds`) leaves that bar's chord to the model."""
     if not options.grammar:
         raise MusicgenError("chords: needs the grammar (grammar=False turns off the masking)")
+    prog = load_progression(chords, tokenizer)
+    if prog.repeat:
+        start = 0
+    elif prompt is None:
+        start = next(k for k, bar in enumerate(prog.bars) if any(s.chord for s in bar))
+    else:
+        start = prompt.first_bar + prompt.bars
     open_bar = prompt is None or prompt.first_allowed is None
-    wrap = chord_grammar_wrap(tokenizer, chords, force_open_bar=open_bar)
+    wrap = chord_grammar_wrap(tokenizer, prog, start, force_open_bar=open_bar)
     if other is None:
         return wrap
     return lambda grammar, ids: other(wrap(grammar, ids), ids)

@@ -9,8 +9,9 @@ bars that hold music, each once freely and once forcing the song's own progressi
   the given chord folded to the tokenizer's vocabulary; exact (root and quality), root and
   family (major / minor / diminished / suspended), root only. The real songs are scored the
   same way against their annotations: the recogniser's own ceiling.
-- form (`musicgen.form_metrics`) of the 16 bars (a) or the 12 continued bars (b), forced minus
-  free per song and sample, with bootstrap CIs; the real songs' bars for reference.
+- form (`musicgen.form_metrics`) of the 16 bars (a) or the continued bars up to bar 16 (b: 12,
+  or 11 when a pickup joins the prompt), forced minus free per song and sample, with bootstrap
+  CIs; the real songs' same bars for reference.
 
 Usage: OMP_NUM_THREADS=1 nice -n 10 .venv/bin/python scripts/experiments/chord_control.py \
     [--songs 20] [--samples 2] [--chorder /tmp/chords_pkgs] [--out runs/chord_control.json]
@@ -41,7 +42,7 @@ from musicgen.generation.chords import (  # noqa: E402
     chord_id,
     progression_from_chord_file,
 )
-from musicgen.generation.prompt import encode_song, music_prompt  # noqa: E402
+from musicgen.generation.prompt import encode_song, load_prompt  # noqa: E402
 from musicgen.generation.sample import default_options, generate  # noqa: E402
 from musicgen.metrics import notes_from_score  # noqa: E402
 
@@ -111,6 +112,28 @@ def recognised(score, bars: int, first_bar: int = 0, spans=None) -> list[tuple[i
     return out
 
 
+def chord_tone_share(score, given, first_bar: int = 0) -> float:
+    """Share of the sounding note time, over the bars with a given chord and each bar's span of
+    it, spent on the chord's pitch classes (no recogniser: what the notes themselves say)."""
+    from miditok.constants import CHORD_MAPS
+
+    tpq = score.ticks_per_quarter
+    notes = [n for t in score.tracks if not t.is_drum for n in t.notes]
+    inside = total = 0.0
+    for k, g in enumerate(given):
+        if g is None:
+            continue
+        start = (first_bar + k) * 4 * tpq
+        end = start + int(4 * tpq * g[2])
+        pcs = {(g[0] + i) % 12 for i in CHORD_MAPS[g[1]]}
+        for n in notes:
+            overlap = min(end, n.time + n.duration) - max(start, n.time)
+            if overlap > 0:
+                total += overlap
+                inside += overlap * (n.pitch % 12 in pcs)
+    return inside / total if total else float("nan")
+
+
 def agreement(given, found) -> dict[str, float]:
     pairs = [(g, f) for g, f in zip(given, found, strict=True) if g is not None]
     if not pairs:
@@ -177,35 +200,37 @@ def validation_songs(pop909: Path, count: int) -> list[Path]:
 
 def run_song(model, tok, song: Path, samples: int, seed: int) -> dict | None:
     ids = encode_song(tok, song)
-    prompt = music_prompt(tok, ids, PROMPT_BARS)
-    starts = tok.bar_starts(np.asarray(ids))
-    if prompt is None or len(starts) < BARS + 1:
+    prompt = load_prompt(tok, song, PROMPT_BARS, None, None)  # the first 4 bars with music
+    first = prompt.first_bar
+    if len(tok.bar_starts(np.asarray(ids))) < first + BARS + 1:
         return None
-    first = int(np.searchsorted(starts, prompt.offset))  # the song's first bar with music
     prog = progression_from_chord_file(song.parent / "chord_midi.txt", song)
     real = tok.decode(ids)
     given = given_chords(tok, prog, first, BARS)
     spans = [g[2] if g else 1.0 for g in given]
-    row = {"song": song.parent.name, "first_bar": first}
+    row = {"song": song.parent.name, "first_bar": first, "prompt_bars": prompt.bars}
     row["real"] = {
         "agreement": agreement(given, recognised(real, BARS, first, spans)),
+        "chord_tones": chord_tone_share(real, given, first),
         "form16": form(real, first, BARS),
-        "form12": form(real, first + PROMPT_BARS, BARS - PROMPT_BARS),
+        "form12": form(real, first + prompt.bars, BARS - prompt.bars),
     }
     for kind in ("generate", "continue"):
         if kind == "generate":
             p_ids, bars, skip = [tok.bos_id], BARS, 0
         else:
-            p_ids, bars, skip = prompt.ids, BARS - PROMPT_BARS, PROMPT_BARS
+            p_ids, bars, skip = prompt.ids, BARS - prompt.bars, prompt.bars  # 5 with a pickup
         forced = chord_grammar_wrap(tok, prog, start_bar=first + skip)
         for mode, wrap in (("free", None), ("forced", forced)):
             scores, res = sample(model, tok, p_ids, samples, bars, seed, wrap)
             row[f"{kind}_{mode}"] = [
                 {
                     "agreement": agreement(given[skip:], recognised(sc, bars, skip, spans[skip:])),
+                    "chord_tones": chord_tone_share(sc, given[skip:], skip),
                     "form": form(sc, skip, bars),
                     "stop": r.stop,
                     "errors": r.errors,
+                    "ids": [int(t) for t in r.ids],
                 }
                 for sc, r in zip(scores, res, strict=True)
             ]
@@ -217,11 +242,14 @@ def summarise(rows: list[dict]) -> dict:
     keys = ("exact", "family", "root")
     for k in keys:
         out[f"real_agreement_{k}"] = fm.spread([r["real"]["agreement"][k] for r in rows])
+    out["real_chord_tones"] = fm.spread([r["real"]["chord_tones"] for r in rows])
     for kind, real_form in (("generate", "form16"), ("continue", "form12")):
         for mode in ("free", "forced"):
             for k in keys:
                 vals = [np.mean([s["agreement"][k] for s in r[f"{kind}_{mode}"]]) for r in rows]
                 out[f"{kind}_{mode}_agreement_{k}"] = fm.spread(vals)
+            vals = [np.nanmean([s["chord_tones"] for s in r[f"{kind}_{mode}"]]) for r in rows]
+            out[f"{kind}_{mode}_chord_tones"] = fm.spread(vals)
         for m in rows[0]["real"][real_form]:
             free = [np.nanmean([s["form"][m] for s in r[f"{kind}_free"]]) for r in rows]
             forced = [np.nanmean([s["form"][m] for s in r[f"{kind}_forced"]]) for r in rows]
