@@ -83,7 +83,11 @@ def given_chords(tok, prog: Progression, first: int, n: int) -> list[tuple[int, 
     for k in range(first, first + n):
         slot = prog.sounding(k)
         tid = chord_id(tok, slot, strict=False) if slot is not None else None
-        later = [s.onset for s in (prog.bar(k) or ()) if s.onset > 0]
+        later = [  # the next change in the bar (a repeated label is none)
+            s.onset
+            for s in (prog.bar(k) or ())
+            if s.onset > 0 and chord_id(tok, s, strict=False) != tid
+        ]
         end = min(later) if later else 1.0
         out.append(None if tid is None else (*tok.tables.chord[tid], end))
     return out
@@ -170,9 +174,13 @@ def form(score, first_bar: int, bars: int) -> dict[str, float]:
     return out
 
 
+SAMPLING: dict = {}  # --temperature / --top-p over the defaults
+
+
 def sample(model, tok, prompt, n, bars, seed, wrap):
     gen = torch.Generator().manual_seed(seed)
-    args = (model, tok, [list(prompt)] * n, default_options("remi"), 512 * bars, bars, gen)
+    options = default_options("remi", **SAMPLING)
+    args = (model, tok, [list(prompt)] * n, options, 512 * bars, bars, gen)
     if wrap is None:
         res = generate(*args)
     elif "grammar_wrap" in inspect.signature(generate).parameters:
@@ -237,6 +245,26 @@ def run_song(model, tok, song: Path, samples: int, seed: int) -> dict | None:
     return row
 
 
+def rescore(tok, rows: list[dict], pop909: Path) -> None:
+    """Agreement and chord tones again from the saved ids (a changed recogniser or span rule)."""
+    for row in rows:
+        song = pop909 / row["song"] / f"{row['song']}.mid"
+        prog = progression_from_chord_file(song.parent / "chord_midi.txt", song)
+        first, n_prompt = row["first_bar"], row["prompt_bars"]
+        given = given_chords(tok, prog, first, BARS)
+        spans = [g[2] if g else 1.0 for g in given]
+        real = tok.decode(encode_song(tok, song))
+        row["real"]["agreement"] = agreement(given, recognised(real, BARS, first, spans))
+        row["real"]["chord_tones"] = chord_tone_share(real, given, first)
+        for kind, skip in (("generate", 0), ("continue", n_prompt)):
+            for mode in ("free", "forced"):
+                for s in row[f"{kind}_{mode}"]:
+                    sc = tok.decode(s["ids"])
+                    found = recognised(sc, BARS - skip, skip, spans[skip:])
+                    s["agreement"] = agreement(given[skip:], found)
+                    s["chord_tones"] = chord_tone_share(sc, given[skip:], skip)
+
+
 def summarise(rows: list[dict]) -> dict:
     out = {}
     keys = ("exact", "family", "root")
@@ -271,20 +299,27 @@ def main() -> int:
     ap.add_argument("--samples", type=int, default=2)
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--chorder", default="/tmp/chords_pkgs")
+    ap.add_argument("--temperature", type=float, default=None, help="default: the model's")
+    ap.add_argument("--top-p", type=float, default=None, help="default: the model's")
+    ap.add_argument("--rescore", default=None, help="a result file: recompute its agreement")
     ap.add_argument("--out", default=str(ROOT / "runs" / "chord_control.json"))
     a = ap.parse_args()
     sys.path.append(a.chorder)  # after the venv: its numpy wins
     import musicgen
 
+    SAMPLING.update({"temperature": a.temperature, "top_p": a.top_p})
     torch.set_num_threads(1)
     m = musicgen.load(a.model)
     rows, t0 = [], time.time()
-    for i, song in enumerate(validation_songs(Path(a.pop909), a.songs)):
+    if a.rescore:
+        rows = json.loads(Path(a.rescore).read_text())["rows"]
+        rescore(m.tokenizer, rows, Path(a.pop909))
+    for i, song in enumerate([] if a.rescore else validation_songs(Path(a.pop909), a.songs)):
         row = run_song(m.model, m.tokenizer, song, a.samples, a.seed + i)
         if row is not None:
             rows.append(row)
             print(f"{song.parent.name}: {time.time() - t0:.0f} s", flush=True)
-    result = {"rows": rows, "summary": summarise(rows)}
+    result = {"sampling": SAMPLING, "rows": rows, "summary": summarise(rows)}
     Path(a.out).parent.mkdir(parents=True, exist_ok=True)
     Path(a.out).write_text(json.dumps(result, indent=1))
     for k, v in result["summary"].items():
