@@ -16,6 +16,7 @@ from tqdm import tqdm
 
 from musicgen.errors import MusicgenError
 from musicgen.generation.api import (
+    BAR_TOKEN_CAP,
     CONTINUE_MAX_TOKENS,
     GENERATE_MAX_TOKENS,
     Model,
@@ -41,13 +42,14 @@ def register(sub: argparse._SubParsersAction) -> None:
         description="Sample pieces from scratch; writes OUT/<checkpoint>_<seed>_<i>.mid. Sampling "
         "defaults follow the paper: REMI T=1.2 with top-p 0.9, groove T=0.6.",
     )
-    p.add_argument("--bars", type=int, default=None, help="stop each piece after N bars")
-    p.add_argument(
+    length = p.add_mutually_exclusive_group()
+    length.add_argument("--bars", type=int, default=None, help="stop each piece after N bars")
+    length.add_argument(
         "--max-tokens",
         type=int,
         default=None,
-        help="the most ids sampled per piece (default: 512 per bar with --bars, else "
-        f"{GENERATE_MAX_TOKENS})",
+        help=f"the most ids sampled per piece (default {GENERATE_MAX_TOKENS}; with --bars, "
+        f"{BAR_TOKEN_CAP} per bar)",
     )
     _add_common(p)
     p.set_defaults(func=run_generate)
@@ -81,8 +83,8 @@ def register(sub: argparse._SubParsersAction) -> None:
         "--max-tokens",
         type=int,
         default=None,
-        help="the most ids sampled after the prompt, per piece (default: 512 per bar with "
-        f"--new-bars, else {CONTINUE_MAX_TOKENS})",
+        help=f"the most ids sampled after the prompt, per piece (default {CONTINUE_MAX_TOKENS};"
+        f" with --new-bars, {BAR_TOKEN_CAP} per bar)",
     )
     c.add_argument(
         "--continuation-only",
@@ -165,9 +167,9 @@ def api_options(args: argparse.Namespace) -> dict:
     return {k: v for k, v in given.items() if v is not None}
 
 
-def prepare(args: argparse.Namespace, bars: int | None) -> Model:
+def prepare(args: argparse.Namespace, bars: int | None, bars_name: str = "bars") -> Model:
     """Check every option (before anything is loaded), then load the model."""
-    check_arguments(args.num, bars, seed=args.seed, **api_options(args))
+    check_arguments(args.num, bars, seed=args.seed, bars_name=bars_name, **api_options(args))
     if Path(args.out).exists() and not Path(args.out).is_dir():
         raise MusicgenError(f"{args.out}: is a file, not a folder (--out)")
     return load(args.checkpoint, args.device)
@@ -237,7 +239,7 @@ def describe(prompt: Prompt, seconds: float | None) -> str:
 def continue_files(args: argparse.Namespace) -> list[Path]:
     """`musicgen continue` as a function: the files it wrote."""
     prompt_bars = parse_prompt_bars(args.prompt_bars)
-    model = prepare(args, args.new_bars)
+    model = prepare(args, args.new_bars, "new_bars")
     path = Path(args.prompt)
     prompt = model.prompt(path, args.bars, prompt_bars=prompt_bars, seconds=args.seconds)
     seed = pick_seed(args.seed)

@@ -37,7 +37,7 @@ from musicgen.generation.sample import (
     generate,
 )
 from musicgen.generation.write import checkpoint_stem, write_midi
-from musicgen.limits import MAX_NEW_BARS, MAX_NEW_TOKENS
+from musicgen.limits import MAX_BATCH, MAX_NEW_BARS, MAX_NEW_TOKENS
 
 __all__ = ["Model", "Music", "checkpoint_stem", "load", "pick_seed", "write_midi"]
 
@@ -116,10 +116,13 @@ def _check_hooks(progress, cancel, grammar_wrap) -> None:
         )
 
 
-def max_new_ids(bars: int | None, max_tokens: int | None, default: int) -> int:
+def max_new_ids(
+    bars: int | None, max_tokens: int | None, default: int, bars_name: str = "bars"
+) -> int:
     """The most ids sampled after the prompt, per piece: `max_tokens`, else `BAR_TOKEN_CAP` per
-    requested bar, else `default`; `bars` and `max_tokens` checked against the limits."""
-    check_int("bars", bars, 1, MAX_NEW_BARS)
+    requested bar, else `default`; `bars` (named `bars_name`) and `max_tokens` checked against
+    the limits."""
+    check_int(bars_name, bars, 1, MAX_NEW_BARS)
     if max_tokens is not None:
         return check_int("max_tokens", max_tokens, 1, MAX_NEW_TOKENS)
     return min(BAR_TOKEN_CAP * bars, MAX_NEW_TOKENS) if bars is not None else default
@@ -131,13 +134,17 @@ def check_arguments(
     max_tokens: int | None = None,
     seed: int | None = None,
     batch_size: int = 8,
+    *,
+    bars_name: str = "bars",
     **sampling,
 ) -> None:
     """The checks of `Model.pieces` that need no model, so that a command can make them before
-    it loads one: counts, lengths against the limits, the seed, the sampling options' types."""
-    check_int("num", num, 1)
-    check_int("batch_size", batch_size, 1)
-    max_new_ids(bars, max_tokens, GENERATE_MAX_TOKENS)
+    it loads one: counts, lengths against the limits, the seed, the sampling options' types.
+    `bars_name`: what the caller calls `bars` (`new_bars` for a continuation)."""
+    for name, value, high in (("num", num, None), ("batch_size", batch_size, MAX_BATCH)):
+        if check_int(name, value, 1, high) is None:
+            raise MusicgenError(f"{name}: must be >= 1, got None")
+    max_new_ids(bars, max_tokens, GENERATE_MAX_TOKENS, bars_name)
     pick_seed(0 if seed is None else seed)
     SamplingOptions().replace(**sampling)
 
@@ -195,10 +202,13 @@ class Model:
         over many calls, as `evaluate style` does; `seed` is then only recorded). `chords`: a
         progression forced at the new bars (docs/generation.md, "Chord control"): a string
         ("C G Am F"), a list of bars, or a .mid / chord_midi.txt path."""
-        check_arguments(num, bars, max_tokens, seed, batch_size, **sampling)
+        if prompt is not None and not isinstance(prompt, Prompt):
+            raise MusicgenError(f"prompt: must be a Prompt (Model.prompt(path)), got {prompt!r}")
+        name = "bars" if prompt is None else "new_bars"
+        check_arguments(num, bars, max_tokens, seed, batch_size, bars_name=name, **sampling)
         _check_hooks(progress, cancel, grammar_wrap)
         default = GENERATE_MAX_TOKENS if prompt is None else CONTINUE_MAX_TOKENS
-        max_new = max_new_ids(bars, max_tokens, default)
+        max_new = max_new_ids(bars, max_tokens, default, name)
         options = self.options(**sampling)
         if chords is not None:  # the chord control (generation.chords): a grammar_wrap
             from musicgen.generation.chords import request_wrap
@@ -362,7 +372,10 @@ class Model:
         """`num` continuations of the prompt `self.prompt(path, bars, prompt_bars=, seconds=)`:
         the prompt, then what the model writes: `new_bars` bars (None: until the end token or
         `max_tokens`, default 1024 ids)."""
-        check_arguments(num, new_bars, max_tokens, seed, batch_size, **sampling)  # before reading
+        check_arguments(  # before the file is read
+            num, new_bars, max_tokens, seed, batch_size, bars_name="new_bars", **sampling
+        )
+        _check_hooks(progress, cancel, grammar_wrap)
         prompt = self.prompt(path, bars, prompt_bars=prompt_bars, seconds=seconds)
         hooks = {
             "progress": progress,

@@ -1,7 +1,11 @@
 """The one prompt builder: bars of a song as the model is fed them, and as they must come back.
 
-`musicgen continue`, the Python API (`Model.continue_midi`) and `evaluate style` all build their
-prompts here, so a 2-bar prompt means the same ids everywhere.
+`musicgen continue`, the demo, the Python API (`Model.prompt`) and `evaluate style` all build
+their prompts here (`load_prompt`, `select_bars`), so a 2-bar prompt means the same ids
+everywhere: `bars=N` is the first N bars that hold music (leading silent bars skipped, a pickup
+joins the first bar), `prompt_bars=(S, E)` exactly bars S..E-1 from time 0, and a prompt without
+a note is an error. (One module of ~430 lines on purpose: what is fed and what comes back are
+one contract, read in one place.)
 
 Contract (issue #12): a prompt of N bars is fed as BOS, the ids of those bars, and the ids that
 carry time to the bar line after them (REMI: the next `Bar` token; groove: nothing, its TimeShifts
@@ -261,7 +265,7 @@ def check_bar_range(prompt_bars) -> tuple[int, int]:
         raise MusicgenError(f"prompt_bars: must be (start, end), got {prompt_bars!r}")
     start, end = (check_int("prompt_bars", v) for v in prompt_bars)
     if start < 0 or end <= start:
-        raise MusicgenError(f"prompt_bars: need 0 <= start < end, got {start}:{end}")
+        raise MusicgenError(f"prompt_bars: need 0 <= START < END, got {start}:{end}")
     return start, end
 
 
@@ -297,11 +301,10 @@ def select_bars(
         n = check_int("bars", 2 if bars is None else bars, 1, MAX_NEW_BARS)
         first, pickup = music_start(tokenizer, ids, where)
         start, end = first, first + n + int(pickup)
-        have = len(tokenizer.bar_starts(np.asarray(ids, dtype=np.int64))) - first
-        if have < end - start:
-            raise MusicgenError(
-                f"{where}: holds {have} bars from its first note on, fewer than the {n} asked"
-            )
+        have = len(tokenizer.bar_starts(np.asarray(ids, dtype=np.int64))) - end + n
+        if have < n:
+            after = "after its pickup" if pickup else "from its first note on"
+            raise MusicgenError(f"{where}: has {have} bars, fewer than the {n} asked ({after})")
     prompt = prompt_from_ids(tokenizer, ids, start, end, where)
     if prompt.notes.note_num() == 0:
         raise MusicgenError(f"{where}: bars {start}:{end} hold no notes; nothing to continue")

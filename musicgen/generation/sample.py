@@ -42,10 +42,18 @@ class SamplingOptions:
     def validate(self) -> SamplingOptions:
         """Types and ranges, named as the API's parameters (a bool, a string, NaN or inf is an
         error, not a silent 1 or an empty distribution)."""
-        self.temperature = check_number("temperature", self.temperature, 0)
-        self.top_k = check_int("top_k", self.top_k, 0)
-        self.top_p = check_number("top_p", self.top_p, 0, 1, low_open=True)
-        self.min_tokens = check_int("min_tokens", self.min_tokens, 0)
+        self.temperature = check_number("temperature", self.temperature)
+        self.top_k = check_int("top_k", self.top_k)
+        self.top_p = check_number("top_p", self.top_p)
+        self.min_tokens = check_int("min_tokens", self.min_tokens)
+        if not self.temperature >= 0:
+            raise MusicgenError(f"temperature: must be >= 0, got {self.temperature}")
+        if self.top_k < 0:
+            raise MusicgenError(f"top_k: must be >= 0 (0 = off), got {self.top_k}")
+        if not 0 < self.top_p <= 1:
+            raise MusicgenError(f"top_p: must be in (0, 1] (1 = off), got {self.top_p}")
+        if self.min_tokens < 0:
+            raise MusicgenError(f"min_tokens: must be >= 0 (0 = off), got {self.min_tokens}")
         if not isinstance(self.grammar, bool):
             raise MusicgenError(f"grammar: must be True or False, got {self.grammar!r}")
         return self
