@@ -30,6 +30,7 @@ FLAGS = {
     "bars": "--bars",
     "batch_size": "--batch-size",
     "checkpoint": "--checkpoint",
+    "chords": "--chords",
     "grammar": "--no-grammar",
     "head": "--head",
     "heads": "--heads",

@@ -103,7 +103,7 @@ def test_no_chord_and_unfittable_labels_write_nothing():
         ("2.0\t1.0\tC:maj\n", "line 1: bad time span"),
         ("0.0\t1.0\tH:maj\n", "line 1: chord label 'H:maj': not in Harte's syntax"),
         ("0.0\t1.0\tC:blues\n", "unknown quality 'blues'"),
-        ("0.0\t1.0\tC:maj(b8)\n", "unknown degree 'b8'"),
+        ("0.0\t1.0\tC:maj(b14)\n", "unknown degree 'b14'"),
     ],
 )
 def test_malformed_annotation_lines_are_one_line_errors(text, words):

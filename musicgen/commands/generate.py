@@ -125,6 +125,14 @@ def _add_common(p: argparse.ArgumentParser) -> None:
     p.add_argument("--batch-size", type=int, default=None, help="samples decoded together (8)")
     p.add_argument("--device", default="auto", help="auto | cpu | cuda | cuda:N | mps")
     p.add_argument("--render", action="store_true", help="also write a piano roll and audio")
+    p.add_argument(
+        "--chords",
+        default=None,
+        help='force a chord progression at the new bars: "C G Am F" (one chord a bar, '
+        'repeated; "C | G | Am F" for bars of 1, 2 or 4 chords, "xN" repeats a bar), or a '
+        "POP909 chord_midi.txt or a .mid (its detected chords), read at the song's own bars "
+        "(REMI checkpoints; docs/generation.md, 'Chord control')",
+    )
 
 
 # ---------------------------------------------------------------------------------------------
@@ -195,7 +203,12 @@ def generate_files(args: argparse.Namespace) -> list[Path]:
     seed = pick_seed(args.seed)
     print(f"seed {seed}")
     pieces = model.pieces(
-        args.num, bars=args.bars, seed=seed, progress=ProgressBar(), **api_options(args)
+        args.num,
+        bars=args.bars,
+        seed=seed,
+        progress=ProgressBar(),
+        chords=args.chords,
+        **api_options(args),
     )
     return write_all(args, model, pieces, checkpoint_stem(model.source))
 
@@ -239,6 +252,7 @@ def continue_files(args: argparse.Namespace) -> list[Path]:
         seed=seed,
         only_continuation=args.continuation_only,
         progress=ProgressBar(),
+        chords=args.chords,
         **api_options(args),
     )
     return write_all(args, model, pieces, f"{checkpoint_stem(model.source)}_{path.stem}")

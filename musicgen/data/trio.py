@@ -190,8 +190,8 @@ def build_trio(
     progress: bool = True,
 ) -> list[dict]:
     """Write `out_dir/{split}/NNNN.mid` and `out_dir/metadata.csv`; returns the metadata rows."""
-    # Over 60 lines on purpose: one seeded pass whose draws must stay in this order (the bundled
-    # data/trio set is rebuilt bit for bit from the seed); splitting it would thread the RNG
+    # Over 60 lines on purpose: one seeded pass whose draws must stay in this order (the
+    # output is rebuilt bit for bit from the seed); splitting it would thread the RNG
     # and five accumulators through helpers.
     pop909_dir, groove_dir, out_dir = Path(pop909_dir), Path(groove_dir), Path(out_dir)
     if not pop909_dir.is_dir():

@@ -11,42 +11,11 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from musicgen.errors import MusicgenError
+from musicgen.tokenizers.chords import parse_harte
+
 BEAT = 12  # ticks per beat (the Groove tokenizer's grid)
 BAR = 4 * BEAT
-ROOTS = {"C": 0, "D": 2, "E": 4, "F": 5, "G": 7, "A": 9, "B": 11}
-QUALITIES = {
-    "maj": (0, 4, 7),
-    "min": (0, 3, 7),
-    "sus2": (0, 2, 7),
-    "sus4": (0, 5, 7),
-    "dim": (0, 3, 6),
-    "aug": (0, 4, 8),
-    "7": (0, 4, 7, 10),
-    "maj7": (0, 4, 7, 11),
-    "min7": (0, 3, 7, 10),
-    "maj6": (0, 4, 7, 9),
-    "min6": (0, 3, 7, 9),
-    "dim7": (0, 3, 6, 9),
-    "hdim7": (0, 3, 6, 10),
-    "minmaj7": (0, 3, 7, 11),
-    "9": (0, 4, 7, 10),
-    "min9": (0, 3, 7, 10),
-    "maj9": (0, 4, 7, 11),
-}
-DEGREES = {
-    "1": 0,
-    "b2": 1,
-    "2": 2,
-    "b3": 3,
-    "3": 4,
-    "4": 5,
-    "b5": 6,
-    "5": 7,
-    "#5": 8,
-    "6": 9,
-    "b7": 10,
-    "7": 11,
-}
 
 
 @dataclass(frozen=True)
@@ -57,19 +26,14 @@ class Chord:
 
 
 def parse_chord(label: str) -> Chord | None:
-    """Harte-style POP909 labels ('C#:min7', 'G:maj/3', 'N'); unknown qualities read as major or
-    minor triads from their prefix; None for 'N' or garbage."""
-    if ":" not in label:
+    """A POP909 label ('C#:min7', 'G:maj/3', 'B:sus4(b7)') read by the one Harte parser
+    (`tokenizers.chords.parse_harte`): every degree it names is voiced; None for 'N', 'X' or a
+    label that is not Harte syntax (the chart then holds the chord before it)."""
+    try:
+        chord = parse_harte(label)
+    except MusicgenError:
         return None
-    root_s, qual = label.split(":", 1)
-    if not root_s or root_s[0] not in ROOTS:
-        return None
-    root = ROOTS[root_s[0]] + root_s[1:].count("#") - root_s[1:].count("b")
-    qual, _, inv = qual.partition("/")
-    qual = qual.split("(")[0]
-    intervals = QUALITIES.get(qual, QUALITIES["min" if qual.startswith("min") else "maj"])
-    bass = root + DEGREES.get(inv, 0)
-    return Chord(root % 12, intervals, bass % 12)
+    return None if chord is None else Chord(chord.root, chord.intervals, chord.bass)
 
 
 def _durations(onsets: list[int], length: int, legato: bool) -> list[int]:

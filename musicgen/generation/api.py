@@ -190,6 +190,7 @@ class Model:
         progress: Progress | None = None,
         cancel=None,
         grammar_wrap: GrammarWrap | None = None,
+        chords=None,
         generator: torch.Generator | None = None,
         **sampling,
     ) -> Iterator[Music]:
@@ -198,7 +199,9 @@ class Model:
         starts. `bars`: new bars per piece; `max_tokens`: the most ids sampled after the prompt
         per piece. Every argument is checked now, before the first piece is asked for.
         `generator`: draw from this random stream instead of a fresh one from `seed` (one stream
-        over many calls, as `evaluate style` does; `seed` is then only recorded)."""
+        over many calls, as `evaluate style` does; `seed` is then only recorded). `chords`: a
+        progression forced at the new bars (docs/generation.md, "Chord control"): a string
+        ("C G Am F"), a list of bars, or a .mid / chord_midi.txt path."""
         if prompt is not None and not isinstance(prompt, Prompt):
             raise MusicgenError(f"prompt: must be a Prompt (Model.prompt(path)), got {prompt!r}")
         name = "bars" if prompt is None else "new_bars"
@@ -207,6 +210,10 @@ class Model:
         default = GENERATE_MAX_TOKENS if prompt is None else CONTINUE_MAX_TOKENS
         max_new = max_new_ids(bars, max_tokens, default, name)
         options = self.options(**sampling)
+        if chords is not None:  # the chord control (generation.chords): a grammar_wrap
+            from musicgen.generation.chords import request_wrap
+
+            grammar_wrap = request_wrap(self.tokenizer, chords, prompt, options, grammar_wrap)
         seed = pick_seed(seed)
         ids = [self.tokenizer.bos_id] if prompt is None else list(prompt.ids)
         max_new = self._fit(len(ids), max_new)
@@ -266,10 +273,16 @@ class Model:
         progress: Progress | None = None,
         cancel=None,
         grammar_wrap: GrammarWrap | None = None,
+        chords=None,
         **sampling,
     ) -> Music:
         """One piece from scratch: `bars` bars (None: until the end token or `max_tokens`)."""
-        hooks = {"progress": progress, "cancel": cancel, "grammar_wrap": grammar_wrap}
+        hooks = {
+            "progress": progress,
+            "cancel": cancel,
+            "grammar_wrap": grammar_wrap,
+            "chords": chords,
+        }
         return self.generate_many(1, bars, seed=seed, max_tokens=max_tokens, **hooks, **sampling)[0]
 
     def generate_many(
@@ -283,10 +296,16 @@ class Model:
         progress: Progress | None = None,
         cancel=None,
         grammar_wrap: GrammarWrap | None = None,
+        chords=None,
         **sampling,
     ) -> list[Music]:
         """`num` pieces from scratch from one seed, `batch_size` decoded together."""
-        hooks = {"progress": progress, "cancel": cancel, "grammar_wrap": grammar_wrap}
+        hooks = {
+            "progress": progress,
+            "cancel": cancel,
+            "grammar_wrap": grammar_wrap,
+            "chords": chords,
+        }
         return list(
             self.pieces(
                 num, bars=bars, seed=seed, max_tokens=max_tokens, batch_size=batch_size,
@@ -321,13 +340,14 @@ class Model:
         progress: Progress | None = None,
         cancel=None,
         grammar_wrap: GrammarWrap | None = None,
+        chords=None,
         **sampling,
     ) -> Music:
         """One continuation of a MIDI file (the arguments of `continue_many`)."""
         return self.continue_many(
             path, 1, bars, prompt_bars=prompt_bars, seconds=seconds, new_bars=new_bars,
             max_tokens=max_tokens, seed=seed, only_continuation=only_continuation,
-            progress=progress, cancel=cancel, grammar_wrap=grammar_wrap, **sampling,
+            progress=progress, cancel=cancel, grammar_wrap=grammar_wrap, chords=chords, **sampling,
         )[0]  # fmt: skip
 
     def continue_many(
@@ -346,6 +366,7 @@ class Model:
         progress: Progress | None = None,
         cancel=None,
         grammar_wrap: GrammarWrap | None = None,
+        chords=None,
         **sampling,
     ) -> list[Music]:
         """`num` continuations of the prompt `self.prompt(path, bars, prompt_bars=, seconds=)`:
@@ -356,7 +377,12 @@ class Model:
         )
         _check_hooks(progress, cancel, grammar_wrap)
         prompt = self.prompt(path, bars, prompt_bars=prompt_bars, seconds=seconds)
-        hooks = {"progress": progress, "cancel": cancel, "grammar_wrap": grammar_wrap}
+        hooks = {
+            "progress": progress,
+            "cancel": cancel,
+            "grammar_wrap": grammar_wrap,
+            "chords": chords,
+        }
         return list(
             self.pieces(
                 num, prompt=prompt, bars=new_bars, seed=seed, max_tokens=max_tokens,

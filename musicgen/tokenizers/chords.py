@@ -26,7 +26,10 @@ from musicgen.tokenizers.remi_grammar import RemiTables
 CHORD_FILE = "chord_midi.txt"  # POP909's annotation, aligned to the MIDI (not to the audio)
 
 NOTE_NAMES = {"C": 0, "D": 2, "E": 4, "F": 5, "G": 7, "A": 9, "B": 11}
-# Harte shorthands as intervals above the root (semitones, mod 12)
+# Harte shorthands (Harte et al. 2005, table 2; 1, 5, sus2, 11, 13 and their maj/min forms from
+# Harte's 2010 thesis), as the semitones of their degrees above the root in degree order, so
+# that `intervals[1]` is the third (the fourth or second of a sus chord). The ninths hold the
+# ninth: C:9 is C E G Bb D (a dominant seventh is `7`).
 SHORTHANDS: dict[str, tuple[int, ...]] = {
     "maj": (0, 4, 7),
     "min": (0, 3, 7),
@@ -43,15 +46,150 @@ SHORTHANDS: dict[str, tuple[int, ...]] = {
     "9": (0, 4, 7, 10, 2),
     "maj9": (0, 4, 7, 11, 2),
     "min9": (0, 3, 7, 10, 2),
+    "11": (0, 4, 7, 10, 2, 5),
+    "maj11": (0, 4, 7, 11, 2, 5),
+    "min11": (0, 3, 7, 10, 2, 5),
+    "13": (0, 4, 7, 10, 2, 5, 9),
+    "maj13": (0, 4, 7, 11, 2, 5, 9),
+    "min13": (0, 3, 7, 10, 2, 5, 9),
     "sus2": (0, 2, 7),
     "sus4": (0, 5, 7),
     "5": (0, 7),
     "1": (0,),
 }
-DEGREES = {1: 0, 2: 2, 3: 4, 4: 5, 5: 7, 6: 9, 7: 11, 9: 2, 11: 5, 13: 9}
+# Harte's degrees 1..13 (8 = the octave, 10 = the third, 12 = the fifth, an octave up)
+DEGREES = {1: 0, 2: 2, 3: 4, 4: 5, 5: 7, 6: 9, 7: 11, 8: 0, 9: 2, 10: 4, 11: 5, 12: 7, 13: 9}
 NO_CHORD = ("N", "X")  # no chord, unknown chord: both write nothing and end the current chord
 _LABEL = re.compile(r"^([A-G])([#b]*)(?::([^(/]*))?(?:\(([^)]*)\))?(?:/(.+))?$")
 _DEGREE = re.compile(r"^(\*?)([#b]*)(\d+)$")
+
+
+@dataclass(frozen=True)
+class HarteChord:
+    """A parsed Harte label: root and bass pitch classes, the chord's degrees above the root."""
+
+    root: int
+    intervals: tuple[int, ...]  # semitones mod 12, the shorthand's degrees first, then added ones
+    bass: int  # pitch class of the bass (the root unless a slash chord)
+
+    @property
+    def pitch_classes(self) -> frozenset[int]:
+        return frozenset(self.intervals)
+
+
+def parse_harte(label: str) -> HarteChord | None:
+    """THE Harte parser (the tokenizer's annotations, the trio charts, `--chords`): None for `N`
+    / `X`; bad syntax, an unknown shorthand or degree is a one-line `MusicgenError`.
+
+    `C` alone is `C:maj`; `C:(1,b3,5)` lists its degrees; `(...)` adds degrees to the
+    shorthand's and `*d` omits one; `/d` names the bass as a degree above the root.
+    """
+    if label in NO_CHORD:
+        return None
+    m = _LABEL.match(label)
+    if m is None:
+        raise MusicgenError(f"chord label '{label}': not in Harte's syntax (e.g. C:maj)")
+    letter, accidentals, shorthand, extra, bass = m.groups()
+    root = (NOTE_NAMES[letter] + accidentals.count("#") - accidentals.count("b")) % 12
+    shorthand = "maj" if shorthand is None else shorthand
+    if shorthand not in SHORTHANDS and not (shorthand == "" and extra):
+        raise MusicgenError(f"chord label '{label}': unknown quality '{shorthand}'")
+    intervals = list(SHORTHANDS.get(shorthand, (0,)))
+    for degree in (extra or "").split(","):
+        if degree.strip():
+            omit, semitones = _degree(degree.strip(), label)
+            if omit:
+                intervals = [i for i in intervals if i != semitones]
+            elif semitones not in intervals:
+                intervals.append(semitones)
+    bass_pc = root if bass is None else (root + _degree(bass, label)[1]) % 12
+    return HarteChord(root, tuple(intervals), bass_pc)
+
+
+def label_pitch_classes(label: str) -> tuple[int, frozenset[int]] | None:
+    """(root pitch class, intervals above it) of a Harte label; None for `N` / `X`.
+
+    The bass after `/` is ignored (inversions fold to root position). Unknown syntax raises.
+    """
+    chord = parse_harte(label)
+    return None if chord is None else (chord.root, chord.pitch_classes)
+
+
+def _degree(text: str, label: str) -> tuple[bool, int]:
+    m = _DEGREE.match(text)
+    if m is None or int(m.group(3)) not in DEGREES:
+        raise MusicgenError(f"chord label '{label}': unknown degree '{text}'")
+    omit, acc, number = m.groups()
+    return bool(omit), (DEGREES[int(number)] + acc.count("#") - acc.count("b")) % 12
+
+
+# Lead-sheet chord symbols (`C`, `Am`, `G7`, `Bbmaj7`, `F#m7b5`, `Dsus4`, `C/E`): the suffix after
+# the root, as the Harte label it stands for. Read by `symbol_to_harte`, parsed by `parse_harte`.
+SYMBOL_SUFFIXES: dict[str, str] = {
+    "": "maj",
+    "M": "maj",
+    "maj": "maj",
+    "m": "min",
+    "min": "min",
+    "-": "min",
+    "dim": "dim",
+    "o": "dim",
+    "aug": "aug",
+    "+": "aug",
+    "7": "7",
+    "dom7": "7",
+    "maj7": "maj7",
+    "M7": "maj7",
+    "m7": "min7",
+    "min7": "min7",
+    "-7": "min7",
+    "dim7": "dim7",
+    "o7": "dim7",
+    "m7b5": "hdim7",
+    "min7b5": "hdim7",
+    "-7b5": "hdim7",
+    "hdim7": "hdim7",
+    "mM7": "minmaj7",
+    "mmaj7": "minmaj7",
+    "minmaj7": "minmaj7",
+    "6": "maj6",
+    "m6": "min6",
+    "min6": "min6",
+    "9": "9",
+    "maj9": "maj9",
+    "M9": "maj9",
+    "m9": "min9",
+    "min9": "min9",
+    "add9": "maj(9)",
+    "madd9": "min(9)",
+    "11": "11",
+    "m11": "min11",
+    "13": "13",
+    "maj13": "maj13",
+    "m13": "min13",
+    "sus2": "sus2",
+    "sus4": "sus4",
+    "sus": "sus4",
+    "7sus4": "sus4(b7)",
+    "7sus": "sus4(b7)",
+    "5": "5",
+}
+_SYMBOL = re.compile(r"^([A-G])([#b]?)([^/]*)(?:/([A-G][#b]?))?$")
+_BASS_DEGREE = ("1", "b2", "2", "b3", "3", "4", "b5", "5", "b6", "6", "b7", "7")
+
+
+def symbol_to_harte(symbol: str) -> str | None:
+    """A lead-sheet symbol as a Harte label (`Am7/G` -> `A:min7/b7`); None if it is not one."""
+    m = _SYMBOL.match(symbol)
+    if m is None or m.group(3) not in SYMBOL_SUFFIXES:
+        return None
+    letter, accidental, suffix, bass = m.groups()
+    label = f"{letter}{accidental}:{SYMBOL_SUFFIXES[suffix]}"
+    if bass:
+        root = (NOTE_NAMES[letter] + accidental.count("#") - accidental.count("b")) % 12
+        low = (NOTE_NAMES[bass[0]] + bass[1:].count("#") - bass[1:].count("b")) % 12
+        label += "/" + _BASS_DEGREE[(low - root) % 12]
+    return label
 
 
 @dataclass(frozen=True)
@@ -96,37 +234,6 @@ def parse_chord_text(text: str, where: str = "chords") -> list[ChordSpan]:
     return spans
 
 
-def label_pitch_classes(label: str) -> tuple[int, frozenset[int]] | None:
-    """(root pitch class, intervals above it) of a Harte label; None for `N` / `X`.
-
-    The bass after `/` is ignored (inversions fold to root position). Unknown syntax raises.
-    """
-    if label in NO_CHORD:
-        return None
-    m = _LABEL.match(label)
-    if m is None:
-        raise MusicgenError(f"chord label '{label}': not in Harte's syntax (e.g. C:maj)")
-    letter, accidentals, shorthand, extra, _bass = m.groups()
-    root = (NOTE_NAMES[letter] + accidentals.count("#") - accidentals.count("b")) % 12
-    shorthand = "maj" if shorthand is None else shorthand
-    if shorthand not in SHORTHANDS and not (shorthand == "" and extra):
-        raise MusicgenError(f"chord label '{label}': unknown quality '{shorthand}'")
-    intervals = set(SHORTHANDS.get(shorthand, (0,)))
-    for degree in (extra or "").split(","):
-        if degree.strip():
-            omit, semitones = _degree(degree.strip(), label)
-            (intervals.discard if omit else intervals.add)(semitones)
-    return root, frozenset(intervals)
-
-
-def _degree(text: str, label: str) -> tuple[bool, int]:
-    m = _DEGREE.match(text)
-    if m is None or int(m.group(3)) not in DEGREES:
-        raise MusicgenError(f"chord label '{label}': unknown degree '{text}'")
-    omit, acc, number = m.groups()
-    return bool(omit), (DEGREES[int(number)] + acc.count("#") - acc.count("b")) % 12
-
-
 def fold_quality(intervals: frozenset[int], chord_maps: dict[str, Sequence[int]]) -> str | None:
     """The quality whose pitch-class set is the largest subset of `intervals` (first on ties)."""
     best, size = None, 0
@@ -151,6 +258,19 @@ def seconds_to_ticks(score: symusic.Score, seconds: np.ndarray) -> np.ndarray:
     return ticks[seg] + (seconds - starts[seg]) / sec_per_tick[seg]
 
 
+def chord_changes(
+    score: symusic.Score, spans: Sequence[ChordSpan], positions_per_beat: int
+) -> list[tuple[int, str]]:
+    """(grid position from the song's start, label) of each annotation line, in time order; of
+    two lines rounding onto one position only the later is kept (the chord that holds)."""
+    if not spans:
+        return []
+    ticks = seconds_to_ticks(score, np.array([s.start for s in spans]))
+    grid = np.floor(ticks * positions_per_beat / score.ticks_per_quarter + 0.5).astype(np.int64)
+    at = {int(g): span.label for span, g in zip(spans, grid, strict=True)}  # later wins
+    return sorted(at.items())
+
+
 def chord_grid_events(
     score: symusic.Score,
     spans: Sequence[ChordSpan],
@@ -164,20 +284,16 @@ def chord_grid_events(
     A label is dropped when no quality of the tokenizer fits it. Two changes on one grid
     position keep the later one (the chord that holds from there on).
     """
-    if not spans:
-        return [], 0
-    ticks = seconds_to_ticks(score, np.array([s.start for s in spans]))
-    grid = np.floor(ticks * positions_per_beat / score.ticks_per_quarter + 0.5).astype(np.int64)
     at: dict[int, int | None] = {}
     dropped = 0
-    for span, g in zip(spans, grid, strict=True):
-        pcs = label_pitch_classes(span.label)
+    for g, label in chord_changes(score, spans, positions_per_beat):
+        pcs = label_pitch_classes(label)
         chord = None
         if pcs is not None:
             quality = fold_quality(pcs[1], chord_maps)
             chord = tables.chord_to_id.get((pcs[0], quality)) if quality else None
             dropped += chord is None
-        at[int(g)] = chord  # dict order: by time, the later span wins a shared position
+        at[g] = chord
     events, current = [], None
     for g in sorted(at):
         if at[g] is not None and at[g] != current:
