@@ -212,3 +212,21 @@ def test_new_bars_counts_the_bars_written_after_the_prompt(models, kind, songs, 
     opened = kind == "remi"  # the lead-in Bar is counted among the prompt's starts
     written = len(m.tokenizer.bar_starts(ids)) - prompt_bars + int(opened)
     assert piece.stop == "bars" and written == new_bars
+
+
+def test_a_list_of_prompts_continues_each_in_one_batch(models):
+    """`Model.pieces(prompt=[...])` (what `evaluate form` uses): one piece per prompt, each
+    starting with its own prompt's notes, in the order given; a wrong count is one line."""
+    from musicgen.evaluate.style import prompt_check
+
+    m = models["remi"]
+    prompts = [m.prompt(POP[0], 2), m.prompt(POP[1], 2)]
+    pieces = list(m.pieces(2, prompt=prompts, bars=1, seed=3, batch_size=2))
+    assert len(pieces) == 2
+    for p, piece in zip(prompts, pieces, strict=True):
+        assert piece.ids[: len(p.ids)] == p.ids
+        assert prompt_check(p, piece.score)["kept"]
+    with pytest.raises(musicgen.MusicgenError, match="^prompt: 2 prompts for num=3 pieces"):
+        m.pieces(3, prompt=prompts, bars=1)
+    with pytest.raises(musicgen.MusicgenError, match="^chords: give one prompt"):
+        m.pieces(2, prompt=prompts, bars=1, chords="C G")

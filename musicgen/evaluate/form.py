@@ -18,7 +18,6 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
-import torch
 from tqdm import tqdm
 
 from musicgen import form_metrics as fm
@@ -164,34 +163,14 @@ def continue_cases(
     model, prompts: Sequence[Prompt], new_bars: int, seed: int, batch_size: int, **sampling
 ) -> list:
     """THE ONE PLACE the benchmark generates: each prompt continued by `new_bars` bars, as
-    `musicgen.Music` pieces (prompt notes kept as `Model.continue_midi` keeps them).
-
-    Several songs share a batch (the sampler takes prompts of different lengths), which the
-    public API cannot do yet: `Model.continue_midi` takes one file, and its `new_bars` and the
-    per-path `continue_many` of the API contract (issue 26) are not merged. When they are,
-    this may become `[model.continue_midi(path, bars=4, new_bars=12, ...)]`, one song at a
-    time. `window` cuts every continuation at `new_bars` bars (the sampler stops there too).
-    """
-    from musicgen.generation.sample import generate
-
-    opts = model.options(**sampling)
-    gen = torch.Generator(device=model.device).manual_seed(int(seed))
-    pieces = []
-    for first in range(0, len(prompts), batch_size):
-        batch = list(prompts[first : first + batch_size])
-        longest = max(len(p.ids) for p in batch)
-        max_new = model._fit(longest, BAR_TOKEN_CAP * new_bars)  # learned APE stops at max_len
-        results = generate(
-            model.model,
-            model.tokenizer,
-            [p.ids for p in batch],
-            opts,
-            max_new_tokens=max_new,
-            bars=new_bars,
-            generator=gen,
+    `musicgen.Music` pieces (prompt notes kept as `Model.continue_midi` keeps them), through the
+    one generation path (`Model.pieces` with a list of prompts: several songs share a batch)."""
+    return list(
+        model.pieces(
+            len(prompts), prompt=list(prompts), bars=new_bars, seed=int(seed),
+            batch_size=batch_size, **sampling,
         )
-        pieces += [model.music(r, seed, p) for r, p in zip(results, batch, strict=True)]
-    return pieces
+    )  # fmt: skip
 
 
 def save_bars(piece, bars: int, folder: Path, name: str) -> Path:

@@ -17,16 +17,23 @@ parameters (`bars: must be >= 1, got 0`); the commands translate them to their f
 
 from __future__ import annotations
 
-import secrets
-from collections.abc import Iterator
-from dataclasses import dataclass, field
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 import numpy as np
-import symusic
 import torch
 
-from musicgen.errors import SEED_MAX, MusicgenError, check_int
+from musicgen.errors import MusicgenError
+from musicgen.generation.arguments import (
+    BAR_TOKEN_CAP,
+    CONTINUE_MAX_TOKENS,
+    GENERATE_MAX_TOKENS,
+    _check_hooks,
+    check_arguments,
+    max_new_ids,
+    pick_seed,
+)
+from musicgen.generation.music import Music, apply_tempo
 from musicgen.generation.prompt import Prompt, continuation_only, encode_song, load_prompt, merge
 from musicgen.generation.sample import (
     Generated,
@@ -37,116 +44,18 @@ from musicgen.generation.sample import (
     generate,
 )
 from musicgen.generation.write import checkpoint_stem, write_midi
-from musicgen.limits import MAX_BATCH, MAX_NEW_BARS, MAX_NEW_TOKENS
 
-__all__ = ["Model", "Music", "checkpoint_stem", "load", "pick_seed", "write_midi"]
-
-BAR_TOKEN_CAP = 512  # with `bars` and no `max_tokens`: at most this many sampled ids per bar
-GENERATE_MAX_TOKENS = 2048  # `generate` without `bars` or `max_tokens`
-CONTINUE_MAX_TOKENS = 1024  # `continue_midi` without `new_bars` or `max_tokens`
-
-
-def apply_tempo(score: symusic.Score, tempo: float | None) -> symusic.Score:
-    """`tempo` (qpm) replaces whatever the score sets at time 0; later changes are kept."""
-    if tempo is None:
-        return score
-    later = [t for t in score.tempos if t.time > 0]
-    score.tempos.clear()
-    score.tempos.append(symusic.Tempo(0, float(tempo)))
-    for t in later:
-        score.tempos.append(t)
-    return score
-
-
-@dataclass
-class Music:
-    """One generated piece: its score, ids (which decode to it) and how sampling ended."""
-
-    score: symusic.Score
-    ids: list[int]
-    prompt_len: int = 1
-    stop: str = ""  # end | max_tokens | bars
-    sampled: int = 0
-    errors: int = 0
-    seed: int | None = None
-    extra: dict = field(default_factory=dict, repr=False)
-
-    def save(self, path: str | Path) -> Path:
-        """Write the piece as a MIDI file (replaced if it exists)."""
-        return write_midi(self.score, path)
-
-    def to_score(self) -> symusic.Score:
-        """A copy of the piece as a symusic Score."""
-        return self.score.copy()
-
-    def piano_roll(self, steps_per_beat: int = 4) -> np.ndarray:
-        """[128, T] max velocity of the notes sounding at each step (all tracks, drums too)."""
-        score = self.score.to("quarter")
-        end = max((n.time + n.duration for t in score.tracks for n in t.notes), default=0.0)
-        roll = np.zeros((128, int(np.ceil(end * steps_per_beat))), dtype=np.uint8)
-        for track in score.tracks:
-            for n in track.notes:
-                a = int(round(n.time * steps_per_beat))
-                b = max(int(round((n.time + n.duration) * steps_per_beat)), a + 1)
-                roll[n.pitch, a:b] = np.maximum(roll[n.pitch, a:b], n.velocity)
-        return roll
-
-    def save_audio(self, path: str | Path) -> Path:
-        """Synthesize the piece to .wav (or .ogg / .mp3) (`render.synthesize`)."""
-        from musicgen.generation.render import synthesize
-
-        return synthesize(self.score, path)
-
-
-def pick_seed(seed: int | None) -> int:
-    """The seed given (a whole number in 0..2**32-1), or a fresh one (printed and stored, so any
-    piece can be made again)."""
-    seed = check_int("seed", seed, 0, SEED_MAX)
-    return seed if seed is not None else secrets.randbelow(2**31)
-
-
-def _check_hooks(progress, cancel, grammar_wrap) -> None:
-    if progress is not None and not callable(progress):
-        raise MusicgenError(f"progress: must be a function progress(done, total), got {progress!r}")
-    if cancel is not None and not callable(getattr(cancel, "is_set", None)):
-        raise MusicgenError(f"cancel: must have is_set() (a threading.Event), got {cancel!r}")
-    if grammar_wrap is not None and not callable(grammar_wrap):
-        raise MusicgenError(
-            f"grammar_wrap: must be a function (grammar, ids), got {grammar_wrap!r}"
-        )
-
-
-def max_new_ids(
-    bars: int | None, max_tokens: int | None, default: int, bars_name: str = "bars"
-) -> int:
-    """The most ids sampled after the prompt, per piece: `max_tokens`, else `BAR_TOKEN_CAP` per
-    requested bar, else `default`; `bars` (named `bars_name`) and `max_tokens` checked against
-    the limits."""
-    check_int(bars_name, bars, 1, MAX_NEW_BARS)
-    if max_tokens is not None:
-        return check_int("max_tokens", max_tokens, 1, MAX_NEW_TOKENS)
-    return min(BAR_TOKEN_CAP * bars, MAX_NEW_TOKENS) if bars is not None else default
-
-
-def check_arguments(
-    num: int = 1,
-    bars: int | None = None,
-    max_tokens: int | None = None,
-    seed: int | None = None,
-    batch_size: int = 8,
-    *,
-    bars_name: str = "bars",
-    **sampling,
-) -> None:
-    """The checks of `Model.pieces` that need no model, so that a command can make them before
-    it loads one: counts, lengths against the limits, the seed, the sampling options' types.
-    `bars_name`: what the caller calls `bars` (`new_bars` for a continuation)."""
-    for name, value, high in (("num", num, None), ("batch_size", batch_size, MAX_BATCH)):
-        if check_int(name, value, 1, high) is None:
-            raise MusicgenError(f"{name}: must be >= 1, got None")
-    max_new_ids(bars, max_tokens, GENERATE_MAX_TOKENS, bars_name)
-    pick_seed(0 if seed is None else seed)
-    SamplingOptions().replace(**sampling)
+__all__ = [
+    "BAR_TOKEN_CAP",
+    "Model",
+    "Music",
+    "apply_tempo",
+    "check_arguments",
+    "checkpoint_stem",
+    "load",
+    "pick_seed",
+    "write_midi",
+]
 
 
 class Model:
@@ -181,7 +90,7 @@ class Model:
         self,
         num: int,
         *,
-        prompt: Prompt | None = None,
+        prompt: Prompt | Sequence[Prompt] | None = None,
         bars: int | None = None,
         seed: int | None = None,
         max_tokens: int | None = None,
@@ -196,52 +105,60 @@ class Model:
     ) -> Iterator[Music]:
         """THE generation path: `num` pieces (from scratch, or continuing `prompt`) from one
         seed, yielded a batch at a time so that a caller can write each before the next batch
-        starts. `bars`: new bars per piece; `max_tokens`: the most ids sampled after the prompt
-        per piece. Every argument is checked now, before the first piece is asked for.
-        `generator`: draw from this random stream instead of a fresh one from `seed` (one stream
-        over many calls, as `evaluate style` does; `seed` is then only recorded). `chords`: a
-        progression forced at the new bars (docs/generation.md, "Chord control"): a string
-        ("C G Am F"), a list of bars, or a .mid / chord_midi.txt path."""
-        if prompt is not None and not isinstance(prompt, Prompt):
-            raise MusicgenError(f"prompt: must be a Prompt (Model.prompt(path)), got {prompt!r}")
+        starts. `prompt` may also be a list of `num` prompts, one piece each, batched together
+        (`evaluate form` continues many songs so). `bars`: new bars per piece; `max_tokens`: the
+        most ids sampled after the prompt per piece. Every argument is checked now, before the
+        first piece is asked for. `generator`: draw from this random stream instead of a fresh
+        one from `seed` (one stream over many calls, as `evaluate style` does; `seed` is then
+        only recorded). `chords`: a progression forced at the new bars (docs/generation.md,
+        "Chord control"): a string ("C G Am F"), a list of bars, or a .mid / chord_midi.txt."""
+        prompts = self._prompts(num, prompt, chords)
         name = "bars" if prompt is None else "new_bars"
         check_arguments(num, bars, max_tokens, seed, batch_size, bars_name=name, **sampling)
         _check_hooks(progress, cancel, grammar_wrap)
         default = GENERATE_MAX_TOKENS if prompt is None else CONTINUE_MAX_TOKENS
-        max_new = max_new_ids(bars, max_tokens, default, name)
         options = self.options(**sampling)
         if chords is not None:  # the chord control (generation.chords): a grammar_wrap
             from musicgen.generation.chords import request_wrap
 
-            grammar_wrap = request_wrap(self.tokenizer, chords, prompt, options, grammar_wrap)
+            grammar_wrap = request_wrap(self.tokenizer, chords, prompts[0], options, grammar_wrap)
         seed = pick_seed(seed)
-        ids = [self.tokenizer.bos_id] if prompt is None else list(prompt.ids)
-        max_new = self._fit(len(ids), max_new)
+        feeds = [[self.tokenizer.bos_id] if p is None else list(p.ids) for p in prompts]
+        longest = max(len(f) for f in feeds)
+        max_new = self._fit(longest, max_new_ids(bars, max_tokens, default, name))
         gen = generator if generator is not None else self.generator(seed)
-        batches = range(0, num, batch_size)
-        steps = len(ids) - 1 + max_new  # decoding steps of one batch
+        steps = longest - 1 + max_new  # decoding steps of one batch (at most)
+        starts = range(0, num, batch_size)
 
         def run() -> Iterator[Music]:
-            for k, first in enumerate(batches):
+            for k, first in enumerate(starts):
+                part = slice(first, first + batch_size)
                 done = (
-                    None if progress is None else _offset(progress, k * steps, len(batches) * steps)
+                    None if progress is None else _offset(progress, k * steps, len(starts) * steps)
                 )
                 results = generate(
-                    self.model,
-                    self.tokenizer,
-                    [ids] * min(batch_size, num - first),
-                    options,
-                    max_new_tokens=max_new,
-                    bars=bars,
-                    generator=gen,
-                    progress=done,
-                    first_allowed=None if prompt is None else prompt.first_allowed,
-                    cancel=cancel,
-                    grammar_wrap=grammar_wrap,
-                )
-                yield from (self.music(r, seed, prompt, only_continuation) for r in results)
+                    self.model, self.tokenizer, feeds[part], options, max_new_tokens=max_new,
+                    bars=bars, generator=gen, progress=done,
+                    first_allowed=[None if p is None else p.first_allowed for p in prompts[part]],
+                    cancel=cancel, grammar_wrap=grammar_wrap,
+                )  # fmt: skip
+                for res, p in zip(results, prompts[part], strict=True):
+                    yield self.music(res, seed, p, only_continuation)
 
         return run()
+
+    @staticmethod
+    def _prompts(num: int, prompt, chords) -> list[Prompt | None]:
+        """The prompt of each of the `num` pieces (None: from scratch)."""
+        if prompt is None or isinstance(prompt, Prompt):
+            return [prompt] * (num if isinstance(num, int) and num > 0 else 1)
+        if not isinstance(prompt, (list, tuple)) or not all(isinstance(p, Prompt) for p in prompt):
+            raise MusicgenError(f"prompt: must be a Prompt (Model.prompt(path)), got {prompt!r}")
+        if len(prompt) != num:
+            raise MusicgenError(f"prompt: {len(prompt)} prompts for num={num} pieces")
+        if chords is not None:
+            raise MusicgenError("chords: give one prompt, not a list, with a chord progression")
+        return list(prompt)
 
     def music(
         self,

@@ -217,7 +217,7 @@ def generate(
     bars: int | None = None,
     generator: torch.Generator | None = None,
     progress: Progress | None = None,
-    first_allowed: np.ndarray | None = None,
+    first_allowed: np.ndarray | list[np.ndarray | None] | None = None,
     cancel=None,
     grammar_wrap: GrammarWrap | None = None,
 ) -> list[Generated]:
@@ -228,8 +228,9 @@ def generate(
     last, `grammar.completion()` is appended so the sequence still ends validly. Prompts may differ
     in length: a sequence is fed its prompt (teacher forcing) and samples only past it. Finished
     sequences keep stepping with padding but their output no longer changes. `first_allowed`
-    (bool[vocab]) narrows the grammar for each sequence's first sampled id (a prompt cut inside
-    a bar: `Prompt.first_allowed`); like the grammar, it applies only with masking on.
+    (bool[vocab], or a list of one per prompt) narrows the grammar for each sequence's first
+    sampled id (a prompt cut inside a bar: `Prompt.first_allowed`); like the grammar, it
+    applies only with masking on.
     `progress(done, total)` is called after every decoding step (steps of the batch); `cancel`
     (anything with `is_set()`, e.g. a `threading.Event`) is checked before every step and raises
     `Cancelled` once set; `grammar_wrap(grammar, ids)` replaces each sequence's grammar (already
@@ -244,8 +245,8 @@ def generate(
     rows = [
         _Row.start(tokenizer, list(p), options, bars is not None, grammar_wrap) for p in prompts
     ]
-    for row in rows:
-        row.first = first_allowed
+    for row, first in zip(rows, _per_row(first_allowed, len(rows)), strict=True):
+        row.first = first
     total_steps = max(len(p) for p in prompts) - 1 + max_new_tokens
     state = model.init_state(len(rows), device, generator=generator)  # SPE noise: no global RNG
     feed = torch.tensor([p[0] for p in prompts], dtype=torch.long, device=device)  # [B]
@@ -266,6 +267,14 @@ def generate(
         if progress is not None:
             progress(pos if any(r.active for r in rows) else total_steps, total_steps)
     return [r.out for r in rows]
+
+
+def _per_row(first_allowed, n: int) -> list:
+    """`first_allowed` as one mask (or None) per row: a list is taken as it is."""
+    firsts = first_allowed if isinstance(first_allowed, list) else [first_allowed] * n
+    if len(firsts) != n:
+        raise MusicgenError(f"first_allowed: {len(firsts)} masks for {n} prompts")
+    return firsts
 
 
 def _draw(

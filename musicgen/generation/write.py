@@ -24,7 +24,7 @@ from musicgen.io import ensure_dir, write_error, write_score
 if TYPE_CHECKING:
     import symusic
 
-    from musicgen.generation.api import Music
+    from musicgen.generation.music import Music
     from musicgen.tokenizers.base import Tokenizer
 
 MAX_CLAIM_TRIES = 100_000  # names `stem`, `stem-1`, ... tried before giving up

@@ -1,0 +1,236 @@
+"""Chord progressions from the user (`Progression`): chord symbols or Harte labels in a string,
+a POP909 `chord_midi.txt`, or the chords the tokenizer detects in a MIDI file; each chord read
+by the one Harte parser (`tokenizers.chords.parse_harte`). `generation.chords` forces them."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from musicgen.errors import MusicgenError
+from musicgen.tokenizers.base import Tokenizer
+from musicgen.tokenizers.chords import (
+    CHORD_FILE,
+    HarteChord,
+    chord_changes,
+    parse_harte,
+    read_chord_file,
+    symbol_to_harte,
+)
+from musicgen.tokenizers.remi_grammar import RemiTables
+
+ACCEPTED = (
+    "chord symbols (C, Am, G7, Fmaj7, Bdim, Esus4, F#m7b5, C/E), Harte labels (A:min7, "
+    "F#:maj/3) or N (no chord); bars separated by '|', 1, 2 or 4 chords per bar, 'xN' repeats "
+    "the bar before it"
+)
+NO_CHORD_TOKENS = "chords: this model's tokenizer has no chord tokens"
+_REPEAT = re.compile(r"^x(\d+)$")
+PER_BAR = (1, 2, 4)  # chords a '|' bar may hold: whole, half or quarter bars
+
+
+@dataclass(frozen=True)
+class Slot:
+    """A chord given at `onset` (fraction of the bar, 0 = the downbeat); chord None = `N`."""
+
+    onset: float
+    chord: HarteChord | None
+    label: str
+
+
+@dataclass(frozen=True)
+class Progression:
+    """Chords per bar. `repeat`: cycle over the bars (a user's progression); else the bars after
+    the last are free. `strict`: a chord no token quality fits is an error (a user's symbol),
+    else it ends the chord like `N` (annotations, as the tokenizer reads them)."""
+
+    bars: tuple[tuple[Slot, ...], ...]  # an empty bar: the chord before it holds
+    repeat: bool = True
+    strict: bool = True
+
+    def bar(self, k: int) -> tuple[Slot, ...] | None:
+        """The slots of bar k (None past the end of a progression that does not repeat)."""
+        if self.repeat:
+            return self.bars[k % len(self.bars)]
+        return self.bars[k] if k < len(self.bars) else None
+
+    def from_bar(self, k: int) -> Progression:
+        """The progression from its bar k on (a repeating one rotated), its first bar opening
+        with the chord that sounds there (held from an earlier bar), e.g. a song's chords after
+        a prompt's bars."""
+        if k == 0:
+            return self
+        bars = list(self.bars)
+        if self.repeat:
+            k %= len(bars)
+            bars = bars[k:] + bars[:k]
+            held = self.sounding(len(self.bars) + k)  # a full cycle back fixes the hold
+        else:
+            held, bars = self.sounding(k), bars[k:]
+        if bars and held is not None and not (bars[0] and bars[0][0].onset == 0):
+            bars[0] = (Slot(0.0, held.chord, held.label), *bars[0])
+        return Progression(tuple(bars), self.repeat, self.strict)
+
+    def sounding(self, k: int) -> Slot | None:
+        """The slot sounding on bar k's downbeat: the last one given at or before it."""
+        for b in range(k, -1, -1):
+            slots = self.bar(b) or ()
+            before = [s for s in slots if b < k or s.onset == 0]
+            if before:
+                return before[-1]
+        return None
+
+    def labels(self) -> list[str]:
+        """One string per bar, e.g. ['C', 'G', 'Am F'] ('-' for a bar whose chord holds)."""
+        return [" ".join(s.label for s in bar) or "-" for bar in self.bars]
+
+
+# --- reading progressions ------------------------------------------------------------------------
+
+
+def read_chord(symbol: str) -> Slot:
+    """One symbol or Harte label as a downbeat slot; an unknown one is a one-line error."""
+    label = symbol if ":" in symbol or symbol in ("N", "X") else symbol_to_harte(symbol)
+    try:
+        chord = parse_harte(label) if label is not None else None
+    except MusicgenError:
+        label = None
+    if label is None:
+        raise MusicgenError(f"chords: unknown chord '{symbol}' (give {ACCEPTED})")
+    return Slot(0.0, chord, symbol)
+
+
+def _bar(symbols: list[str], n: int) -> tuple[Slot, ...]:
+    if len(symbols) not in PER_BAR:
+        raise MusicgenError(
+            f"chords: bar {n} has {len(symbols)} chords; give 1, 2 or 4 per bar (or one per "
+            "bar without '|')"
+        )
+    return tuple(
+        Slot(k / len(symbols), s.chord, s.label)
+        for k, s in enumerate(read_chord(x) for x in symbols)
+    )
+
+
+def parse_progression(text: str | Sequence[str]) -> Progression:
+    """`"C G Am F"` (one chord a bar), `"C | G | Am F | F x2"` (bars between '|', 1, 2 or 4
+    chords splitting a bar evenly, `xN` = the bar before it N times in all), or a list with
+    one bar's text per item. The result repeats over the bars it is asked for."""
+    if isinstance(text, str):
+        groups = text.replace("|", " | ").split("|") if "|" in text else text.split()
+    else:
+        groups = [str(item) for item in text]
+    bars: list[tuple[Slot, ...]] = []
+    for group in groups:
+        words = group.split()
+        repeats = [w for w in words if _REPEAT.match(w)]
+        words = [w for w in words if not _REPEAT.match(w)]
+        if words:
+            bars.append(_bar(words, len(bars) + 1))
+        for w in repeats:  # in a bare list "C x2 G": the bar before the xN
+            times = int(_REPEAT.match(w).group(1))
+            if not bars or times < 1:
+                raise MusicgenError(f"chords: '{w}' repeats no bar (write it after a chord)")
+            bars.extend([bars[-1]] * (times - 1))
+    if not bars:
+        raise MusicgenError(f"chords: empty progression (give {ACCEPTED})")
+    return Progression(tuple(bars), repeat=True, strict=True)
+
+
+def progression_from_chord_file(
+    path: str | Path, midi: str | Path | None = None, positions_per_beat: int = 4
+) -> Progression:
+    """A POP909 `chord_midi.txt` as the tokenizer places its chords: each line's start through
+    the MIDI's tempo map (`midi`, default: the one .mid beside the file), on the grid of
+    `positions_per_beat`, bar = 4 beats from the song's time 0."""
+    import symusic
+
+    path = Path(path)
+    spans = read_chord_file(path)
+    if midi is None:
+        mids = sorted(path.parent.glob("*.mid"))
+        if len(mids) != 1:
+            raise MusicgenError(
+                f"{path}: needs its MIDI file for the tempo map (found {len(mids)} .mid beside it)"
+            )
+        midi = mids[0]
+    try:
+        score = symusic.Score(str(midi))
+    except Exception as exc:  # symusic raises plain RuntimeError / ValueError on bad files
+        raise MusicgenError(f"{midi}: cannot read MIDI ({exc})") from None
+    per_bar = 4 * positions_per_beat
+    changes = chord_changes(score, spans, positions_per_beat)
+    n_bars = max((g // per_bar for g, _ in changes), default=-1) + 1
+    bars: list[list[Slot]] = [[] for _ in range(n_bars)]
+    for g, label in changes:
+        bars[g // per_bar].append(Slot((g % per_bar) / per_bar, parse_harte(label), label))
+    if not any(s.chord for bar in bars for s in bar):
+        raise MusicgenError(f"{path}: no chord in the annotation")
+    return Progression(tuple(tuple(b) for b in bars), repeat=False, strict=False)
+
+
+def progression_from_midi(path: str | Path, tokenizer: Tokenizer) -> Progression:
+    """The chords the tokenizer's own detection (miditok's) finds in a MIDI file, at their bars.
+    Detection sees only notes struck together in root position: most songs give few chords."""
+    _check_chords(tokenizer)
+    from miditok.constants import CHORD_MAPS
+
+    ids = tokenizer.encode(path)
+    events = chord_events(tokenizer, ids)
+    if not events:
+        raise MusicgenError(f"{path}: the tokenizer's chord detection finds no chord in it")
+    per_bar = tokenizer.time_tables().positions_per_bar
+    bars: list[list[Slot]] = [[] for _ in range(events[-1][0] + 1)]
+    for bar, pos, tok in events:
+        root, quality = tokenizer.tables.chord[tok]
+        chord = HarteChord(root, tuple(int(i) % 12 for i in CHORD_MAPS[quality]), root)
+        name = tokenizer.token_name(tok).removeprefix("Chord_")
+        bars[bar].append(Slot(pos / per_bar, chord, name))
+    return Progression(tuple(tuple(b) for b in bars), repeat=False, strict=False)
+
+
+def load_progression(spec, tokenizer: Tokenizer, where: str = "chords") -> Progression:
+    """What `chords=` / `--chords` accept: a Progression, a list of bars, a path to a .mid or a
+    chord_midi.txt, or a progression string."""
+    if isinstance(spec, Progression):
+        return spec
+    if isinstance(spec, Path) or (isinstance(spec, str) and _looks_like_file(spec)):
+        path = Path(spec)
+        if not path.is_file():
+            raise MusicgenError(f"{where}: {path}: file not found")
+        if path.suffix.lower() in (".mid", ".midi"):
+            return progression_from_midi(path, tokenizer)
+        per_beat = tokenizer.time_tables().positions_per_beat
+        return progression_from_chord_file(path, positions_per_beat=per_beat)
+    if isinstance(spec, str) or (
+        isinstance(spec, (list, tuple)) and all(isinstance(x, str) for x in spec)
+    ):
+        return parse_progression(spec)
+    raise MusicgenError(f"{where}: give a string, a list of chord symbols or a file path")
+
+
+def _looks_like_file(text: str) -> bool:
+    return text.lower().endswith((".mid", ".midi", ".txt")) or Path(text).name == CHORD_FILE
+
+
+def chord_events(tokenizer: Tokenizer, ids: Sequence[int]) -> list[tuple[int, int, int]]:
+    """(bar, position, chord id) of every Chord token in a REMI id sequence (bar 0 = first)."""
+    t = tokenizer.tables
+    out, bar, pos = [], -1, 0
+    for tok in ids:
+        fam = t.family[int(tok)]
+        if fam == RemiTables.BAR:
+            bar, pos = bar + 1, 0
+        elif fam == RemiTables.POSITION:
+            pos = int(t.position[int(tok)])
+        elif fam == RemiTables.CHORD:
+            out.append((bar, pos, int(tok)))
+    return out
+
+
+def _check_chords(tokenizer: Tokenizer) -> None:
+    tables = getattr(tokenizer, "tables", None)
+    if not isinstance(tables, RemiTables) or not tables.chord_to_id:
+        raise MusicgenError(NO_CHORD_TOKENS)
