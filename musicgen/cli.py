@@ -31,10 +31,16 @@ FLAGS = {
     "batch_size": "--batch-size",
     "checkpoint": "--checkpoint",
     "chords": "--chords",
+    "dataset": "--dataset",
+    "device": "--device",
     "grammar": "--no-grammar",
     "head": "--head",
     "heads": "--heads",
     "layer": "--layer",
+    "max_bars": "--max-bars",
+    "max_minutes": "--max-minutes",
+    "max_size_mb": "--max-size-mb",
+    "max_song_tokens": "--max-song-tokens",
     "max_tokens": "--max-tokens",
     "min_tokens": "--min-tokens",
     "new_bars": "--new-bars",
@@ -44,8 +50,11 @@ FLAGS = {
     "seed": "--seed",
     "seeds": "--seeds",
     "temperature": "--temperature",
+    "tokenizer": "--tokenizer",
+    "tokens": "--tokens",
     "top_k": "--top-k",
     "top_p": "--top-p",
+    "workers": "--workers",
 }
 _LEADING_NAMES = re.compile(r"^([a-z_]+(?: and [a-z_]+)*):")
 

@@ -17,23 +17,23 @@ def pick_device(name: str = "auto", index: int = 0) -> torch.device:
     try:
         device = torch.device(name)
     except RuntimeError:
-        raise MusicgenError(f"--device: unknown device '{name}'") from None
+        raise MusicgenError(f"device: unknown device '{name}'") from None
     if device.type == "cuda":
         if not torch.cuda.is_available():
-            raise MusicgenError("--device: CUDA was asked for but is not available")
+            raise MusicgenError("device: CUDA was asked for but is not available")
         if device.index is None:
             device = torch.device("cuda", index)
         elif device.index >= torch.cuda.device_count():
             raise MusicgenError(
-                f"--device: {name} does not exist (this machine has "
+                f"device: {name} does not exist (this machine has "
                 f"{torch.cuda.device_count()} CUDA device(s))"
             )
     elif device.type == "mps":
         mps = getattr(torch.backends, "mps", None)
         if mps is None or not mps.is_available():
-            raise MusicgenError("--device: MPS (Apple GPU) was asked for but is not available")
+            raise MusicgenError("device: MPS (Apple GPU) was asked for but is not available")
     elif device.type != "cpu":
         raise MusicgenError(
-            f"--device: unsupported device '{name}'; use auto, cpu, cuda, cuda:N or mps"
+            f"device: unsupported device '{name}'; use auto, cpu, cuda, cuda:N or mps"
         )
     return device

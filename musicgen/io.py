@@ -166,9 +166,9 @@ class FolderLock:
 
     NAME = ".lock"
 
-    def __init__(self, folder: str | Path, command: str, option: str) -> None:
+    def __init__(self, folder: str | Path, command: str) -> None:
         self.path = Path(folder) / self.NAME
-        self.command, self.option = command, option
+        self.command = command
         self.fd: int | None = None
 
     def acquire(self) -> FolderLock:
@@ -188,7 +188,7 @@ class FolderLock:
             pid = f" (pid {holder})" if holder.isdigit() else ""
             raise MusicgenError(
                 f"{self.path.parent}: another musicgen {self.command}{pid} is writing this "
-                f"folder; wait for it to finish or choose another {self.option}"
+                "folder; wait for it to finish or write to another folder"
             ) from None
         os.ftruncate(fd, 0)
         os.write(fd, f"{os.getpid()}\n".encode())

@@ -6,7 +6,7 @@ piece follows from its end tick, its ticks per beat and its time signatures (and
 the duration) in O(events), so every reader refuses such a file with a reason first.
 Defaults: 4096 bars, 90 minutes, 1,000,000 tokens (the longest file of the bundled POP909,
 ASAP/Maestro and GiantMIDI sets has 922 bars; the longest lasts 31 minutes).
-`musicgen prepare --max-bars/--max-minutes/--max-tokens` changes them.
+`musicgen prepare --max-bars/--max-minutes/--max-song-tokens` changes them.
 """
 
 from __future__ import annotations

@@ -55,7 +55,7 @@ def run_steps(run: Run, state: TrainState, stop: StopRequest) -> None:
                 )
                 tqdm.write(
                     f"stopping {why} at step {state.step}: saved {run.out / 'last.pt'}; "
-                    "--resume continues"
+                    "resume continues it (`musicgen train --resume`)"
                 )
             return
 

@@ -121,7 +121,7 @@ class RunLock(FolderLock):
     the same folder fails at once with one line instead of mixing its files with the first's."""
 
     def __init__(self, folder: Path) -> None:
-        super().__init__(folder, "train", "--out")
+        super().__init__(folder, "train")
 
 
 def loader_worker_init(worker_id: int) -> None:

@@ -516,7 +516,7 @@ def test_cli_plot_kernels_and_attention(run, tmp_path, capsys):
                 str(ckpts["sine_spe"]),
                 "--midi",
                 str(midi),
-                "--max-tokens",
+                "--tokens",
                 "48",
                 "--out",
                 str(out),

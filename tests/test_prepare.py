@@ -406,7 +406,7 @@ def test_a_second_prepare_into_the_same_folder_is_refused(tmp_path):
     inp, out = tmp_path / "in", tmp_path / "out"
     copy_songs(inp, SONGS[:1])
     out.mkdir()
-    with FolderLock(out, "prepare", "--output"):  # what a running prepare holds
+    with FolderLock(out, "prepare"):  # what a running prepare holds
         with pytest.raises(MusicgenError, match=r"out: another musicgen prepare \(pid \d+\) is"):
             prepare("folder", inp, out, tokenizer="remi", workers=1)
     assert prepare("folder", inp, out, tokenizer="remi", workers=1)["songs"] == 1

@@ -176,7 +176,7 @@ def test_prepare_token_and_bar_limits_are_options(corpus, tmp_path, capsys):
         "remi",
         "--workers",
         1,
-        "--max-tokens",
+        "--max-song-tokens",
         20,
     )
     assert rc == 1 and "none of the" in one_line_error(err)
@@ -623,7 +623,11 @@ MISUSE = [
     ("prepare --dataset folder --input IN --output OUT --max-size-mb nan", 1, "must be a finite"),
     ("prepare --dataset folder --input IN --output OUT --max-minutes inf", 1, "must be a finite"),
     ("prepare --dataset folder --input IN --output OUT --max-minutes -1", 1, "--max-minutes"),
-    ("prepare --dataset folder --input IN --output OUT --max-tokens 0", 1, "--max-tokens"),
+    (
+        "prepare --dataset folder --input IN --output OUT --max-song-tokens 0",
+        1,
+        "--max-song-tokens",
+    ),
     ("prepare --dataset folder --input IN --output OUT --tokenizer bpe", 1, "unknown tokenizer"),
     ("prepare --dataset folder --input OUT --output OUT", 1, "no MIDI files"),
     ("prepare --dataset folder --input IN --output OUT --workers two", 2, "invalid int value"),
@@ -662,9 +666,9 @@ MISUSE = [
     ("export {tokens.json} --checkpoint {groove} -o OUT/x.mid", 1, "not 'groove'"),
     ("plot kernels --checkpoint {garbage.pt} --out OUT", 1, "not a musicgen checkpoint"),
     (
-        "plot attention --checkpoint {remi} --midi {good_scale.mid} --max-tokens 1 --out OUT",
+        "plot attention --checkpoint {remi} --midi {good_scale.mid} --tokens 1 --out OUT",
         1,
-        "--max-tokens: must be >= 2",
+        "--tokens: must be >= 2",
     ),
     (
         "plot attention --checkpoint {remi} --midi {good_scale.mid} --seed -1 --out OUT",

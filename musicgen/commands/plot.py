@@ -36,7 +36,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     a.add_argument("--midi", required=True)
     a.add_argument("--layer", type=int, nargs="+", help="layers (default: first and last)")
     a.add_argument("--head", type=int, nargs="+", help="heads (default: 0 and 1)")
-    a.add_argument("--max-tokens", type=int, default=256)
+    a.add_argument(
+        "--tokens", type=int, default=256, help="the song's first N tokens (default 256)"
+    )
     a.add_argument("--seed", type=int, default=0, help="SPE noise seed")
     a.set_defaults(func=run_attention)
 
@@ -66,7 +68,7 @@ def run_attention(args: argparse.Namespace) -> int:
     from musicgen.evaluate import attention_figure
 
     png = attention_figure(
-        args.checkpoint, args.midi, args.out, args.layer, args.head, args.max_tokens, args.seed
+        args.checkpoint, args.midi, args.out, args.layer, args.head, args.tokens, args.seed
     )
     print(f"wrote {png}")
     return 0

@@ -52,7 +52,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         help=f"skip songs longer than this (default {MAX_MINUTES:g})",
     )
     p.add_argument(
-        "--max-tokens",
+        "--max-song-tokens",
         type=int,
         default=MAX_TOKENS,
         help=f"skip songs of more tokens than this (default {MAX_TOKENS})",
@@ -64,7 +64,7 @@ def run(args: argparse.Namespace) -> int:
     from musicgen.data.prepare import prepare
     from musicgen.limits import Limits
 
-    limits = Limits(args.max_bars, args.max_minutes, args.max_tokens)
+    limits = Limits(args.max_bars, args.max_minutes, args.max_song_tokens)
     s = prepare(
         args.dataset,
         args.input,

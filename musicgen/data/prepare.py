@@ -270,7 +270,7 @@ def prepare(
         )
         for p in files
     ]
-    with FolderLock(out, "prepare", "--output"), terminate_raises():
+    with FolderLock(out, "prepare"), terminate_raises():
         results = sorted(_run_jobs(jobs, tok, int(workers)), key=lambda r: r.rel)
         drop_duplicates(results)
         good = [r for r in results if not r.reason]
@@ -293,17 +293,17 @@ def prepare(
 
 def _check_options(dataset: str, workers: int, max_size_mb: float, limits: Limits) -> None:
     """Every option's range, before any file is read."""
-    for flag, value in (("--max-size-mb", max_size_mb), ("--max-minutes", limits.max_minutes)):
+    for name, value in (("max_size_mb", max_size_mb), ("max_minutes", limits.max_minutes)):
         if not math.isfinite(value):
-            raise MusicgenError(f"{flag}: must be a finite number, got {value}")
-    check_range("--workers", workers, 1, MAX_WORKERS)
-    check_range("--max-size-mb", max_size_mb, 0, low_open=True)
-    check_range("--max-bars", limits.max_bars, 1)
-    check_range("--max-minutes", limits.max_minutes, 0, low_open=True)
-    check_range("--max-tokens", limits.max_tokens, 3)
+            raise MusicgenError(f"{name}: must be a finite number, got {value}")
+    check_range("workers", workers, 1, MAX_WORKERS)
+    check_range("max_size_mb", max_size_mb, 0, low_open=True)
+    check_range("max_bars", limits.max_bars, 1)
+    check_range("max_minutes", limits.max_minutes, 0, low_open=True)
+    check_range("max_song_tokens", limits.max_tokens, 3)  # Limits.max_tokens: a song's length
     if dataset not in DATASETS:
         raise MusicgenError(
-            f"--dataset: unknown dataset '{dataset}'; choose one of: {', '.join(DATASETS)}"
+            f"dataset: unknown dataset '{dataset}'; choose one of: {', '.join(DATASETS)}"
         )
 
 
@@ -312,7 +312,7 @@ def _tokenizer(tokenizer: str | Path | None, dataset: str) -> Tokenizer:
     spec = str(tokenizer or default_tokenizer(dataset))
     if spec not in REGISTRY and Path(spec).suffix.lower() not in (".yaml", ".yml"):
         raise MusicgenError(
-            f"--tokenizer: unknown tokenizer '{spec}'; choose one of: "
+            f"tokenizer: unknown tokenizer '{spec}'; choose one of: "
             f"{', '.join(REGISTRY)} or a YAML file"
         )
     tok = build_tokenizer(spec)

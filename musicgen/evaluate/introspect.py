@@ -156,10 +156,10 @@ def attention_figure(
     out: str | Path,
     layers: list[int] | None = None,
     heads: list[int] | None = None,
-    max_tokens: int = 256,
+    tokens: int = 256,
     seed: int = 0,
 ) -> Path:
-    """`musicgen plot attention`: attention of chosen layers / heads on the first `max_tokens`
+    """`musicgen plot attention`: attention of chosen layers / heads on the first `tokens`
     ids of a MIDI file, as attention.png (default: first and last layer, heads 0 and 1)."""
     from musicgen.checkpoint import load_checkpoint
     from musicgen.errors import check_seed
@@ -169,10 +169,10 @@ def attention_figure(
     n_layers = loaded.config.model.n_layers
     layers = layers if layers is not None else sorted({0, n_layers - 1})
     heads = heads if heads is not None else list(range(min(2, loaded.config.model.n_heads)))
-    if max_tokens < 2:
-        raise MusicgenError(f"max_tokens: must be >= 2, got {max_tokens}")
+    if tokens < 2:
+        raise MusicgenError(f"tokens: must be >= 2, got {tokens}")
     check_seed("seed", seed)
-    ids = loaded.tokenizer.encode(midi)[:max_tokens]
+    ids = loaded.tokenizer.encode(midi)[:tokens]
     maps = attention_maps(loaded.model, ids, layers, heads, seed=seed)
     panels = {f"layer {lay} head {h}": a for (lay, h), a in maps.items()}
     return plot_attention(
