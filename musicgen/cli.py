@@ -20,7 +20,17 @@ from musicgen import __version__
 from musicgen.errors import MusicgenError
 
 # Order shown in `musicgen --help`.
-COMMANDS = ["prepare", "train", "generate", "export", "evaluate", "plot", "render", "demo"]
+COMMANDS = [
+    "prepare",
+    "train",
+    "generate",
+    "export",
+    "evaluate",
+    "plot",
+    "render",
+    "demo",
+    "studio",
+]
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -1,0 +1,264 @@
+"""The studio's page: a gr.Blocks wired to `jobs` (which does the work and the checks).
+
+The page's two actions are Gradio API endpoints, `generate` and `continue` (same inputs as the
+widgets, in the order below), so a `gradio_client` script can drive the studio; both share one
+concurrency group sized to the machine (`concurrency`). Every page has its own `jobs.Session`
+(gr.State: folder, pieces, stop flag); its files are deleted when the page closes.
+Bad input raises `gr.Error` with the library's one-line message; the server keeps running.
+"""
+
+from __future__ import annotations
+
+import functools
+import sys
+import time
+import traceback
+from collections.abc import Callable
+from pathlib import Path
+
+import gradio as gr
+
+from musicgen.errors import SEED_MAX, MusicgenError
+from musicgen.studio import jobs
+
+TITLE = "musicgen studio"
+INTRO = (
+    "Pick a model, then **generate** pieces from scratch or upload a MIDI file and "
+    "**continue** it. Each piece comes as a piano roll, audio and downloads (MIDI, WAV); "
+    "the pieces made on this page stay in the list below to compare."
+)
+
+
+# gradio finds a parameter whose default is a gr.Progress and passes a tracker in its place;
+# track_tqdm also follows the sampler's tqdm bar (an API without `progress=`).
+PROGRESS = gr.Progress(track_tqdm=True)
+
+
+def _guarded(fn: Callable) -> Callable:
+    """Run a page action: a MusicgenError becomes a gr.Error in the page (its one line); any
+    other exception a gr.Error that says it is a bug (traceback on the server's stderr)."""
+
+    @functools.wraps(fn)  # gradio reads the signature (gr.Progress) through __wrapped__
+    def wrapper(*args, **kwargs):
+        try:
+            return fn(*args, **kwargs)
+        except gr.Error:
+            raise
+        except MusicgenError as exc:
+            raise gr.Error(str(exc), print_exception=False) from None
+        except Exception as exc:
+            traceback.print_exc(file=sys.stderr)
+            raise gr.Error(
+                f"internal error ({type(exc).__name__}: {exc}); this is a bug in musicgen",
+                print_exception=False,
+            ) from None
+
+    return wrapper
+
+
+def _progress_hook(progress: gr.Progress) -> Callable[[int, int], None]:
+    def hook(done: int, total: int) -> None:
+        progress((int(done), int(total)), desc="sampling", unit="ids")
+
+    return hook
+
+
+def _show(session: jobs.Session, piece: jobs.Piece | None, message: str = ""):
+    """The outputs every action ends with: the shown piece, the page's list, a message."""
+    gallery = [(str(p.png), p.label) for p in session.pieces]
+    labels = [p.label for p in session.pieces]
+    if piece is None:
+        return session, None, None, None, gr.update(choices=labels), gallery, message
+    files = [str(f) for f in piece.files()]
+    audio = str(piece.audio) if piece.audio else None
+    pick = gr.update(choices=labels, value=piece.label)
+    return session, str(piece.png), audio, files, pick, gallery, message
+
+
+def _summary(pieces: list[jobs.Piece], seconds: float) -> str:
+    seeds = sorted({p.seed for p in pieces if p.seed is not None})
+    return f"{len(pieces)} piece(s) in {seconds:.1f} s (seed {', '.join(map(str, seeds))})"
+
+
+def build(models: jobs.ModelCache, root: Path, default: str | None = None) -> gr.Blocks:
+    """The page, for the models in `models` (the only ones it can reach); each page's files go
+    to a folder of its own under `root`."""
+    labels = list(models.choices)
+    default = default if default in labels else labels[0]
+
+    def on_model(label):
+        model = models.get(label)
+        chords = jobs.has_chord_tokens(model)
+        api_chords = jobs.accepts(model.generate_many, "chords")
+        note = "" if api_chords else "this musicgen has no chord control yet (coming with the API)"
+        d = jobs.sampling_defaults(model)
+        return (
+            models.card(label),
+            gr.update(visible=chords, interactive=api_chords, info=note or None),
+            d["temperature"],
+            d["top_k"],
+            d["top_p"],
+            f"**{label}** loaded ({model.tokenizer.name} tokens"
+            + (", chord tokens" if chords else "")
+            + ")",
+        )
+
+    def generate(label, bars, num, seed, temperature, top_k, top_p, chords, session,
+                 progress=PROGRESS):  # fmt: skip
+        start = time.perf_counter()
+        pieces = jobs.run_generate(
+            models.get(label), session, label, bars=bars, num=num, seed=seed, chords=chords,
+            temperature=temperature, top_k=top_k, top_p=top_p, progress=_progress_hook(progress),
+        )  # fmt: skip
+        return _show(session, pieces[0], _summary(pieces, time.perf_counter() - start))
+
+    def continue_(label, prompt, mode, prompt_bars, seconds, new_bars, num, seed,
+                  temperature, top_k, top_p, session,
+                  progress=PROGRESS):  # fmt: skip
+        start = time.perf_counter()
+        pieces = jobs.run_continue(
+            models.get(label), session, label, prompt, mode=mode, prompt_bars=prompt_bars,
+            seconds=seconds, new_bars=new_bars, num=num, seed=seed, temperature=temperature,
+            top_k=top_k, top_p=top_p, progress=_progress_hook(progress),
+        )  # fmt: skip
+        return _show(session, pieces[0], _summary(pieces, time.perf_counter() - start))
+
+    def preview(label, prompt, mode, prompt_bars, seconds, session):
+        if prompt is None:
+            return None
+        model = models.get(label)
+        return str(jobs.prompt_preview(model, session, prompt, mode, prompt_bars, seconds))
+
+    def pick(label, session):
+        return _show(session, session.find(label))
+
+    def select(session, evt: gr.SelectData):
+        index = evt.index if isinstance(evt.index, int) else 0
+        return _show(session, session.pieces[index] if index < len(session.pieces) else None)
+
+    def stop(session):
+        session.cancel.set()
+        gr.Info("stopped")
+
+    with gr.Blocks(title=TITLE, analytics_enabled=False, delete_cache=(3600, 86400)) as page:
+        session = gr.State(jobs.Session(root), delete_callback=jobs.Session.close)
+        gr.Markdown(f"# {TITLE}\n{INTRO}")
+        with gr.Row():
+            model = gr.Dropdown(labels, value=default, label="model", scale=1)
+            status = gr.Markdown()
+        with gr.Accordion("model card", open=False):
+            card = gr.Markdown(models.card(default))
+        with gr.Row():
+            num = gr.Slider(1, jobs.MAX_NUM, value=1, step=1, label="pieces")
+            seed = gr.Number(-1, label="seed (-1: random)", precision=0, minimum=-1,
+                             maximum=SEED_MAX, elem_id="seed")  # fmt: skip
+            temperature = gr.Slider(0.0, 2.0, value=1.2, step=0.05, label="temperature")
+            top_k = gr.Number(0, label="top-k (0: off)", precision=0, minimum=0)
+            top_p = gr.Slider(0.05, 1.0, value=0.9, step=0.01, label="top-p (1: off)")
+        with gr.Tabs():
+            with gr.Tab("Generate"):
+                bars = gr.Slider(1, jobs.MAX_BARS, value=8, step=1, label="bars", elem_id="bars")
+                chords = gr.Textbox(
+                    label="chord progression (one chord per bar, e.g. C:maj A:min F:maj G:7)",
+                    visible=False,
+                )
+                with gr.Row():
+                    gen_btn = gr.Button("Generate", variant="primary", elem_id="generate")
+                    gen_stop = gr.Button("Stop", variant="stop", elem_id="stop-generate")
+            with gr.Tab("Continue"):
+                with gr.Row():
+                    prompt = gr.File(
+                        label="prompt (MIDI)", file_types=[".mid", ".midi"], type="filepath",
+                        elem_id="prompt-file",
+                    )  # fmt: skip
+                    prompt_roll = gr.Image(label="the prompt as the model reads it",
+                                           type="filepath", interactive=False,
+                                           elem_id="prompt-roll")  # fmt: skip
+                with gr.Row():
+                    mode = gr.Radio(["bars", "seconds"], value="bars", label="prompt length in")
+                    prompt_bars = gr.Slider(1, jobs.MAX_PROMPT_BARS, value=2, step=1,
+                                            label="prompt bars")  # fmt: skip
+                    seconds = gr.Slider(0.5, jobs.MAX_SECONDS, value=8, step=0.5,
+                                        label="prompt seconds")  # fmt: skip
+                    new_bars = gr.Slider(1, jobs.MAX_NEW_BARS, value=4, step=1, label="new bars",
+                                         elem_id="new-bars")  # fmt: skip
+                with gr.Row():
+                    cont_btn = gr.Button("Continue", variant="primary", elem_id="continue")
+                    cont_stop = gr.Button("Stop", variant="stop", elem_id="stop-continue")
+        message = gr.Markdown(label="message", elem_id="message")
+        with gr.Row():
+            roll = gr.Image(label="piano roll", type="filepath", interactive=False, scale=2,
+                            elem_id="roll")  # fmt: skip
+            with gr.Column(scale=1):
+                pieces = gr.Dropdown([], label="piece", elem_id="piece")
+                audio = gr.Audio(
+                    label="listen",
+                    type="filepath",
+                    interactive=False,
+                    elem_id="audio",
+                    waveform_options=gr.WaveformOptions(show_recording_waveform=False),
+                )  # the browser's own player: no waveform to decode first
+                files = gr.File(label="download", file_count="multiple", interactive=False,
+                                elem_id="downloads")  # fmt: skip
+        history = gr.Gallery(label="pieces made on this page", columns=4, height=260,
+                             object_fit="contain", allow_preview=False,
+                             elem_id="history")  # fmt: skip
+
+        shown = [session, roll, audio, files, pieces, history, message]
+        model_out = [card, chords, temperature, top_k, top_p, status]
+        page.load(_guarded(on_model), [model], model_out, api_visibility="private")
+        model.change(_guarded(on_model), [model], model_out, api_visibility="private")
+        gen = gen_btn.click(
+            _guarded(generate),
+            [model, bars, num, seed, temperature, top_k, top_p, chords, session],
+            shown, api_name="generate", concurrency_id="sampling",
+        )  # fmt: skip
+        cont = cont_btn.click(
+            _guarded(continue_),
+            [model, prompt, mode, prompt_bars, seconds, new_bars, num, seed, temperature,
+             top_k, top_p, session],
+            shown, api_name="continue", concurrency_id="sampling",
+        )  # fmt: skip
+        for btn in (gen_stop, cont_stop):
+            btn.click(stop, [session], None, cancels=[gen, cont], queue=False,
+                      api_visibility="private")  # fmt: skip
+        for trigger in (prompt.upload, mode.change, prompt_bars.release, seconds.release):
+            trigger(
+                _guarded(preview), [model, prompt, mode, prompt_bars, seconds, session],
+                [prompt_roll], api_visibility="private",
+            )  # fmt: skip
+        pieces.input(pick, [pieces, session], shown, api_visibility="private")
+        history.select(select, [session], shown, api_visibility="private")
+    return page
+
+
+def launch(
+    models: jobs.ModelCache,
+    root: Path,
+    host: str = "127.0.0.1",
+    port: int = 7860,
+    concurrency: int = 1,
+    default: str | None = None,
+    max_upload_mb: float = jobs.MAX_UPLOAD_MB,
+) -> gr.Blocks:
+    """Start the server (returns at once; `page.block_thread()` waits). Only the run's folder
+    is served (`allowed_paths`), uploads are capped at `max_upload_mb`."""
+    page = build(models, root, default)
+    page.queue(default_concurrency_limit=concurrency, max_size=64)
+    page.launch(
+        server_name=host,
+        server_port=port,
+        prevent_thread_lock=True,
+        max_file_size=int(max_upload_mb * 1e6),
+        allowed_paths=[str(root)],
+        share=False,
+        ssr_mode=False,
+        quiet=True,
+        show_error=True,
+        inbrowser=False,
+    )
+    return page
+
+
+def local_url(page: gr.Blocks) -> str:
+    return str(page.local_url or "").rstrip("/") + "/"
