@@ -111,7 +111,7 @@ def test_page_values_in_range_pass():
 def test_each_page_gets_its_own_session(tmp_path):
     template = jobs.Session(tmp_path)
     a, b = copy.deepcopy(template), copy.deepcopy(template)  # what gr.State does per page
-    assert a is not b and a.cancel is not b.cancel and a.pieces is not b.pieces
+    assert a is not b and a.running is not b.running and a.pieces is not b.pieces
     assert a.dir() != b.dir() and a.dir().parent == tmp_path
     for k in range(jobs.MAX_SESSION_PIECES + 2):
         midi = a.dir() / f"{k}.mid"
@@ -166,8 +166,8 @@ def test_continue_keeps_the_prompt_and_refuses_bad_prompts(cache, tmp_path):
 class FakeModel:
     """A model whose API takes progress= and cancel= (the newer API), to test the plumbing."""
 
-    def __init__(self, stop_at: int | None = None):
-        self.stop_at = stop_at
+    def __init__(self, session=None, stop_at: int | None = None):
+        self.session, self.stop_at = session, stop_at
         self.calls: list[dict] = []
 
     def generate_many(self, num, bars=16, *, seed=None, progress=None, cancel=None, **sampling):
@@ -178,7 +178,7 @@ class FakeModel:
             if cancel is not None and cancel.is_set():
                 raise jobs.stopped()
             if step + 1 == self.stop_at:
-                cancel.set()  # what the Stop button does, from another request
+                self.session.stop()  # what the Stop button does, from another request
         return []
 
 
@@ -188,11 +188,12 @@ def test_progress_and_cancel_reach_an_api_that_takes_them(tmp_path):
     fake = FakeModel()
     jobs.run_generate(fake, session, "fake", bars=1, progress=lambda d, t: seen.append((d, t)))
     assert seen == [(1, 4), (2, 4), (3, 4), (4, 4)]
-    assert fake.calls[0]["cancel"] is session.cancel
-    session.cancel.set()  # a Stop pressed before this job: cleared when the job starts
+    assert fake.calls[0]["cancel"] is not None and not session.running  # the job's own flag
+    assert session.stop() == 0  # a Stop with nothing running stops no later job
     jobs.run_generate(fake, session, "fake", bars=1)
     with pytest.raises(MusicgenError, match="stopped"):
-        jobs.run_generate(FakeModel(stop_at=2), session, "fake", bars=1)
+        jobs.run_generate(FakeModel(session, stop_at=2), session, "fake", bars=1)
+    assert not session.running
 
 
 def test_hooks_are_passed_only_where_the_api_takes_them():
@@ -223,3 +224,17 @@ def test_the_command_checks_its_options(capsys):
     assert "--concurrency: must be >= 1" in capsys.readouterr().err
     assert main(["studio", "--checkpoint", "nope"]) == 1
     assert "nope: model not found" in capsys.readouterr().err
+
+
+def test_a_job_stopped_on_an_api_without_cancel_drops_its_pieces(tmp_path):
+    session = jobs.Session(tmp_path)
+
+    class OldModel:  # today's API: no progress=, no cancel=; Stop pressed while it samples
+        def generate_many(self, num, bars=16, seed=None, **sampling):
+            assert "cancel" not in sampling and "progress" not in sampling
+            assert session.stop() == 1
+            return ["a piece that must not be rendered"]
+
+    with pytest.raises(MusicgenError, match="stopped"):
+        jobs.run_generate(OldModel(), session, "old", bars=1, progress=print)
+    assert not session.pieces and not session.running

@@ -29,6 +29,11 @@ INTRO = (
 )
 
 
+# Piano rolls are 3:1; the list of pieces shows four a row at that shape.
+CSS = """
+#history .grid-container { grid-template-columns: repeat(4, minmax(0, 1fr)) !important; }
+#history .thumbnail-item { aspect-ratio: 3 / 1 !important; }
+"""
 # gradio finds a parameter whose default is a gr.Progress and passes a tracker in its place;
 # track_tqdm also follows the sampler's tqdm bar (an API without `progress=`).
 PROGRESS = gr.Progress(track_tqdm=True)
@@ -137,8 +142,8 @@ def build(models: jobs.ModelCache, root: Path, default: str | None = None) -> gr
         return _show(session, session.pieces[index] if index < len(session.pieces) else None)
 
     def stop(session):
-        session.cancel.set()
-        gr.Info("stopped")
+        if session.stop():
+            gr.Info("stopped")
 
     with gr.Blocks(title=TITLE, analytics_enabled=False, delete_cache=(3600, 86400)) as page:
         session = gr.State(jobs.Session(root), delete_callback=jobs.Session.close)
@@ -200,9 +205,8 @@ def build(models: jobs.ModelCache, root: Path, default: str | None = None) -> gr
                 )  # the browser's own player: no waveform to decode first
                 files = gr.File(label="download", file_count="multiple", interactive=False,
                                 elem_id="downloads")  # fmt: skip
-        history = gr.Gallery(label="pieces made on this page", columns=4, height=260,
-                             object_fit="contain", allow_preview=False,
-                             elem_id="history")  # fmt: skip
+        history = gr.Gallery(label="pieces made on this page", columns=4, object_fit="contain",
+                             height=240, allow_preview=False, elem_id="history")  # fmt: skip
 
         shown = [session, roll, audio, files, pieces, history, message]
         model_out = [card, chords, temperature, top_k, top_p, status]
@@ -211,13 +215,13 @@ def build(models: jobs.ModelCache, root: Path, default: str | None = None) -> gr
         gen = gen_btn.click(
             _guarded(generate),
             [model, bars, num, seed, temperature, top_k, top_p, chords, session],
-            shown, api_name="generate", concurrency_id="sampling",
+            shown, api_name="generate", concurrency_id="sampling", show_progress_on=[roll],
         )  # fmt: skip
         cont = cont_btn.click(
             _guarded(continue_),
             [model, prompt, mode, prompt_bars, seconds, new_bars, num, seed, temperature,
              top_k, top_p, session],
-            shown, api_name="continue", concurrency_id="sampling",
+            shown, api_name="continue", concurrency_id="sampling", show_progress_on=[roll],
         )  # fmt: skip
         for btn in (gen_stop, cont_stop):
             btn.click(stop, [session], None, cancels=[gen, cont], queue=False,
@@ -256,6 +260,7 @@ def launch(
         quiet=True,
         show_error=True,
         inbrowser=False,
+        css=CSS,
     )
     return page
 

@@ -233,7 +233,7 @@ class Session:
         self.root = Path(root) if root is not None else None
         self.folder: Path | None = None
         self.pieces: list[Piece] = []
-        self.cancel = threading.Event()
+        self.running: set[threading.Event] = set()  # one stop flag per running job
         self.made = 0
 
     def __deepcopy__(self, memo) -> Session:
@@ -245,6 +245,21 @@ class Session:
                 self.root.mkdir(parents=True, exist_ok=True)
             self.folder = Path(tempfile.mkdtemp(prefix="session-", dir=self.root))
         return self.folder
+
+    def start_job(self) -> threading.Event:
+        """A stop flag for a new job (a Stop pressed earlier does not stop this one)."""
+        flag = threading.Event()
+        self.running.add(flag)
+        return flag
+
+    def end_job(self, flag: threading.Event) -> None:
+        self.running.discard(flag)
+
+    def stop(self) -> int:
+        """Set the stop flag of every running job of this page; returns how many."""
+        for flag in list(self.running):
+            flag.set()
+        return len(self.running)
 
     def next_stem(self, kind: str) -> str:
         self.made += 1
@@ -311,16 +326,20 @@ def run_generate(
     bars = whole("bars", bars, 1, MAX_BARS)
     num = whole("num", num, 1, MAX_NUM) or 1
     seed = pick_seed(random_seed(seed))
-    kwargs = {**sampling(**sampling_given), **hooks(model.generate_many, progress, session.cancel)}
+    kwargs = sampling(**sampling_given)
     chords = (chords or "").strip()
     if chords:
         if not accepts(model.generate_many, "chords"):
             raise MusicgenError("chords: this version of musicgen has no chord control yet")
         kwargs["chords"] = chords
-    session.cancel.clear()
-    pieces = model.generate_many(num, bars=bars, seed=seed, **kwargs)
-    if session.cancel.is_set():
-        raise stopped()
+    flag = session.start_job()
+    try:
+        kwargs.update(hooks(model.generate_many, progress, flag))
+        pieces = model.generate_many(num, bars=bars, seed=seed, **kwargs)
+        if flag.is_set():  # an API without `cancel=` ran to the end: drop its pieces
+            raise stopped()
+    finally:
+        session.end_job(flag)
     info = {"model": model_label, "bars": bars, "seed": seed, **sampling(**sampling_given)}
     return [
         render(p, session, "gen", f"{model_label}, seed {seed}, piece {i + 1}, {bars} bars", info)
@@ -359,22 +378,17 @@ def run_continue(
     given = sampling(**sampling_given)
     many = getattr(model, "continue_many", None)
     fn = many or model.continue_midi
-    kwargs = {**length, **given, **hooks(fn, progress, session.cancel)}
+    kwargs = {**length, **given}
     if accepts(fn, "new_bars"):
         kwargs["new_bars"] = new_bars
     else:
         kwargs["max_tokens"] = TOKENS_PER_NEW_BAR * new_bars
-    session.cancel.clear()
-    if many is not None:
-        pieces = many(path, num, seed=seed, **kwargs)
-    else:  # one call per piece, seeds seed, seed + 1, ...
-        pieces = []
-        for i in range(num):
-            if session.cancel.is_set():
-                raise stopped()
-            pieces.append(model.continue_midi(path, seed=(seed + i) % (SEED_MAX + 1), **kwargs))
-    if session.cancel.is_set():
-        raise stopped()
+    flag = session.start_job()
+    try:
+        kwargs.update(hooks(fn, progress, flag))
+        pieces = _continue(model, many, path, num, seed, flag, kwargs)
+    finally:
+        session.end_job(flag)
     what = f"{length['bars']} bars" if "bars" in length else f"{length['seconds']:g} s"
     name = Path(path).name
     info = {"model": model_label, "prompt": name, **length, "new_bars": new_bars, "seed": seed}
@@ -383,6 +397,20 @@ def run_continue(
         render(p, session, "cont", f"{label}, piece {i + 1}", {**info, **given})
         for i, p in enumerate(pieces)
     ]
+
+
+def _continue(model: Model, many, path, num: int, seed: int, flag, kwargs: dict) -> list[Music]:
+    if many is not None:
+        pieces = many(path, num, seed=seed, **kwargs)
+    else:  # an API without continue_many: one call per piece, seeds seed, seed + 1, ...
+        pieces = []
+        for i in range(num):
+            if flag.is_set():
+                break
+            pieces.append(model.continue_midi(path, seed=(seed + i) % (SEED_MAX + 1), **kwargs))
+    if flag.is_set():  # an API without `cancel=` ran to the end: drop its pieces
+        raise stopped()
+    return pieces
 
 
 def prompt_preview(model: Model, session: Session, path, mode="bars", bars=2, seconds=None):
