@@ -13,6 +13,7 @@ from __future__ import annotations
 import argparse
 import importlib
 import os
+import re
 import signal
 import sys
 
@@ -31,6 +32,39 @@ COMMANDS = [
     "demo",
     "studio",
 ]
+
+# The library's messages name the Python API's parameters (`max_tokens: must be >= 1`); on the
+# command line they name the flag that set them. The one table of that translation (a command
+# whose flag differs sets `flags={parameter: flag}` on its parser).
+FLAGS = {
+    "bars": "--bars",
+    "batch_size": "--batch-size",
+    "grammar": "--no-grammar",
+    "max_tokens": "--max-tokens",
+    "min_tokens": "--min-tokens",
+    "new_bars": "--new-bars",
+    "num": "--num",
+    "prompt_bars": "--prompt-bars",
+    "seconds": "--seconds",
+    "seed": "--seed",
+    "temperature": "--temperature",
+    "top_k": "--top-k",
+    "top_p": "--top-p",
+}
+_LEADING_NAMES = re.compile(r"^([a-z_]+(?: and [a-z_]+)*):")
+
+
+def flag_message(message: str, flags: dict[str, str] | None = None) -> str:
+    """`max_tokens: ...` -> `--max-tokens: ...` (and `bars and seconds:` -> `--bars and
+    --seconds:`); a message that starts otherwise (a file name, a config key) is kept."""
+    table = {**FLAGS, **(flags or {})}
+    match = _LEADING_NAMES.match(message)
+    if not match:
+        return message
+    names = match.group(1).split(" and ")
+    if not all(n in table for n in names):
+        return message
+    return " and ".join(table[n] for n in names) + message[match.end(1) :]
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -58,7 +92,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         return int(args.func(args) or 0)
     except MusicgenError as exc:
-        print(f"error: {exc}", file=sys.stderr)
+        print(f"error: {flag_message(str(exc), getattr(args, 'flags', None))}", file=sys.stderr)
         return 1
     except OSError as exc:  # the machine, not musicgen: full or read-only disk, permissions
         where = f"{exc.filename}: " if exc.filename else ""

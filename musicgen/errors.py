@@ -4,6 +4,9 @@ Anything raised as `MusicgenError` is printed by the CLI as a single line (`erro
 non-zero exit code; every other exception is a bug and keeps its traceback.
 """
 
+import math
+import numbers
+
 
 class MusicgenError(Exception):
     """A problem with the user's input (file, option, config, checkpoint), not with musicgen."""
@@ -45,3 +48,30 @@ class Terminated(KeyboardInterrupt):
     def __init__(self, signum: int):
         super().__init__(f"signal {signum}")
         self.signum = signum
+
+
+class Cancelled(MusicgenError):
+    """Generation stopped because the caller's `cancel` flag was set (`Model.generate(cancel=)`):
+    nothing was returned or written for the pieces not finished."""
+
+
+def check_int(where: str, value, low=None, high=None):
+    """`value` as an int if it is a whole number (not a bool, float or string) within
+    low..high, else a one-line error naming `where`; None passes (an unset option)."""
+    if value is None:
+        return value
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
+        raise MusicgenError(f"{where}: must be a whole number, got {value!r}")
+    return check_range(where, int(value), low, high)
+
+
+def check_number(where: str, value, low=None, high=None, *, low_open: bool = False):
+    """`value` as a float if it is a finite real number (not a bool or string) within low..high,
+    else a one-line error naming `where`; None passes (an unset option)."""
+    if value is None:
+        return value
+    if isinstance(value, bool) or not isinstance(value, numbers.Real):
+        raise MusicgenError(f"{where}: must be a number, got {value!r}")
+    if not math.isfinite(value):
+        raise MusicgenError(f"{where}: must be a finite number, got {value}")
+    return check_range(where, float(value), low, high, low_open=low_open)

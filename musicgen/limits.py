@@ -87,3 +87,10 @@ def check_tokens(n_tokens: int, where: str, limits: Limits = Limits()) -> None:
         raise MusicgenError(
             f"{where}: too many tokens ({n_tokens:,} > the limit of {limits.max_tokens:,})"
         )
+
+
+# What one generation call may ask for, checked before anything is sampled: `generate(bars=10**9)`
+# would run for 900,000 hours. A piece is held to the bars a song may have, and its sampled ids
+# to the tokens a song may have.
+MAX_NEW_BARS = MAX_BARS
+MAX_NEW_TOKENS = MAX_TOKENS

@@ -12,7 +12,7 @@ import torch
 from paths import DATA
 
 from musicgen.cli import main
-from musicgen.generation.prompt import prompt_from_file
+from musicgen.generation.prompt import midi_pairing, only_notes, prompt_from_file
 from musicgen.tokenizers import build_tokenizer
 
 SONG = DATA / "pop909" / "001" / "001.mid"
@@ -359,3 +359,105 @@ def test_unavailable_device_is_an_error(ckpts, tmp_path, capsys):
         capsys, "generate", "--checkpoint", ckpts["remi"], "--out", tmp_path, "--device", "cuda"
     )
     assert rc == 1 and "--device" in err and err.count("\n") == 1, err
+
+
+# --- concurrent writers and placeholders (issue 26) -------------------------------------------
+
+
+def _pieces(n: int, seed: int = 1) -> list:
+    """`n` small pieces (a bundled song's first notes) as the API returns them."""
+    from musicgen.generation.api import Music
+
+    score = symusic.Score(str(SONG))
+    for track in score.tracks:
+        kept = list(track.notes)[:20]
+        track.notes.clear()
+        for note in kept:
+            track.notes.append(note)
+    return [Music(score.copy(), [1, 2], seed=seed) for _ in range(n)]
+
+
+def _write_many(folder: str, start) -> None:
+    from musicgen.generation.write import write_pieces
+
+    start.wait()
+    tok = build_tokenizer("remi")
+    write_pieces(_pieces(4), folder, "same", tok, save_tokens=True, report=lambda _: None)
+
+
+@pytest.mark.parametrize("how", ["threads", "processes"])
+def test_eight_writers_into_one_folder_lose_no_file(tmp_path, how):
+    """8 runs naming their pieces alike (`same_1_<i>`) at the same moment: every name is
+    claimed by exactly one of them, so 8 x 4 pieces are 32 readable MIDI files (and 32 token
+    files), none empty. (Checking that a name is free and then writing lost 10 of 32.)"""
+    import multiprocessing
+    import threading
+
+    if how == "threads":
+        start = threading.Barrier(8)
+        workers = [
+            threading.Thread(target=_write_many, args=(str(tmp_path), start)) for _ in range(8)
+        ]
+    else:
+        ctx = multiprocessing.get_context("fork")
+        start = ctx.Barrier(8)
+        workers = [ctx.Process(target=_write_many, args=(str(tmp_path), start)) for _ in range(8)]
+    for w in workers:
+        w.start()
+    for w in workers:
+        w.join(timeout=120)
+    if how == "processes":
+        assert [w.exitcode for w in workers] == [0] * 8
+    midis = sorted(tmp_path.glob("*.mid"))
+    assert len(midis) == 32 and len(list(tmp_path.glob("*.json"))) == 32
+    notes = _pieces(1)[0].score.note_num()
+    assert notes > 0 and all(symusic.Score(str(p)).note_num() == notes for p in midis)
+    assert sorted(p.name for p in tmp_path.iterdir() if p.stat().st_size == 0) == []
+
+
+def test_a_failed_write_leaves_no_placeholder(tmp_path, monkeypatch):
+    import errno
+
+    from musicgen.generation import write
+
+    def full(score, path):
+        raise OSError(errno.ENOSPC, "No space left on device", str(path))
+
+    monkeypatch.setattr(write, "write_score", full)
+    (tmp_path / "same_1_0.mid").write_bytes(SONG.read_bytes())  # taken: the next name is claimed
+    with pytest.raises(OSError):
+        write.write_pieces(_pieces(2), tmp_path, "same", build_tokenizer("remi"), save_tokens=True)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["same_1_0.mid"]
+    base = write.claim(tmp_path, "same_1_0", (".mid", ".json"))
+    assert base.name == "same_1_0-1" and (tmp_path / "same_1_0-1.json").stat().st_size == 0
+    write.release(base, (".mid", ".json"))
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["same_1_0.mid"]
+
+
+def _notes(score: symusic.Score, cut: int) -> list[tuple]:
+    return sorted(
+        (n.time, n.duration, n.pitch) for t in score.tracks for n in t.notes if n.time < cut
+    )
+
+
+def test_continue_bars_skips_leading_silence_on_the_command_line(ckpts, tmp_path, capsys):
+    """The issue's symptom: `continue --bars 2` on a song that starts with 2 silent bars and a
+    pickup wrote an unprompted piece; now the output starts with the pickup and 2 bars of it."""
+    score = symusic.Score(str(SONG))
+    bar = 4 * score.ticks_per_quarter
+    late = score.shift_time(3 * bar)  # 001 opens with a pickup: bars 0-2 silent, 3 the pickup
+    late.dump_midi(str(tmp_path / "late.mid"))
+    args = ["continue", "--checkpoint", ckpts["remi"], "--prompt", tmp_path / "late.mid"]
+    rc, stdout, err = run_cli(capsys, *args, "--bars", 2, "--out", tmp_path / "o", "--num", 1,
+                              "--max-tokens", 16, "--seed", 0)  # fmt: skip
+    assert rc == 0, err
+    assert "prompt: bars 3:6 of late.mid" in stdout  # the pickup's bar and 2 more
+    out = symusic.Score(str(next((tmp_path / "o").glob("*.mid"))))
+    tok = build_tokenizer("remi")
+    ref = tok.decode(tok.encode(SONG))  # 001 itself at the tokenizer's resolution
+    cut = 3 * 4 * ref.ticks_per_quarter
+    want = midi_pairing(only_notes(ref, lambda n: n.time < cut))
+    assert want.note_num() > 0 and out.ticks_per_quarter == ref.ticks_per_quarter
+    assert _notes(out, cut) == _notes(want, cut)
+    rc, _, err = run_cli(capsys, *args, "--prompt-bars", "0:2", "--out", tmp_path / "p")
+    assert rc == 1 and "bars 0:2 hold no notes" in err and err.count("\n") == 1, err

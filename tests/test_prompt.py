@@ -3,6 +3,8 @@ the overlap rules, the tempo on the tokenizer's grid, and one prompt for every c
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 import pytest
 import symusic
@@ -13,6 +15,7 @@ from musicgen.evaluate import make_prompt
 from musicgen.generation.prompt import (
     Prompt,
     encode_song,
+    load_prompt,
     merge,
     midi_pairing,
     only_notes,
@@ -36,19 +39,71 @@ def models(tiny_checkpoints) -> dict[str, musicgen.Model]:
 
 
 @pytest.mark.parametrize("kind,songs", [("remi", POP), ("groove", GROOVES)])
-def test_every_bundled_two_bar_prompt_comes_back_note_for_note(models, kind, songs, tmp_path):
+@pytest.mark.parametrize("length", [{"bars": 2}, {"prompt_bars": (0, 2)}])
+def test_every_bundled_two_bar_prompt_comes_back_note_for_note(
+    models, kind, songs, length, tmp_path
+):
+    """`bars=2`: the first 2 bars that hold music (and a pickup's bar); `prompt_bars=(0, 2)`:
+    bars 0-1 from time 0. Either way the output starts with exactly those notes, moved to 0."""
     model = models[kind]
     tok = model.tokenizer
     later = 0
     for song in songs:
-        written = model.continue_midi(song, bars=2, seed=0, max_tokens=48).save(tmp_path / "c.mid")
-        back = symusic.Score(str(written))
+        try:
+            prompt = model.prompt(song, **length)
+        except musicgen.MusicgenError as exc:  # only exact bars may be silent, and then say so
+            assert "prompt_bars" in length and "hold no notes" in str(exc), song.name
+            continue
+        music = model.continue_midi(song, **length, seed=0, max_tokens=48)
+        back = symusic.Score(str(music.save(tmp_path / "c.mid")))
         ref = tok.decode(tok.encode(song))  # the whole song at the tokenizer's resolution
-        cut = 2 * 4 * ref.ticks_per_quarter
-        expected = midi_pairing(only_notes(ref, lambda n, c=cut: n.time < c))
-        assert note_set(back, lambda n, c=cut: n.time < c) == note_set(expected), song.name
+        bar = 4 * ref.ticks_per_quarter
+        begin, cut = prompt.first_bar * bar, prompt.bars * bar
+        expected = midi_pairing(only_notes(ref, lambda n, b=begin, c=cut: b <= n.time < b + c))
+        assert note_set(back, lambda n, c=cut: n.time < c) == note_set(
+            expected.shift_time(-begin)
+        ), song.name
         later += sum(n.time >= cut for t in back.tracks for n in t.notes)
-    assert later > 0  # the continuations wrote notes, all from bar 3 on
+    assert later > 0  # the continuations wrote notes, all after the prompt's bars
+
+
+def _pickup_song(tmp_path, silent: int = 2) -> tuple[Path, symusic.Score]:
+    """A bundled song (it starts on its first beat) moved `silent` + 1 bars later, with a
+    pickup in the last beat of the bar before it: `silent` empty bars, a pickup, the music."""
+    score = symusic.Score(str(POP[4]))  # 005.mid: its first note starts in bar 0, beat 1
+    bar = 4 * score.ticks_per_quarter
+    moved = score.shift_time((silent + 1) * bar)
+    pickup = symusic.Track("pickup", 0, False)
+    for k, pitch in enumerate((67, 69)):
+        pickup.notes.append(
+            symusic.Note((silent + 1) * bar - bar // 4 + k * bar // 8, 100, pitch, 90)
+        )
+    moved.tracks.append(pickup)
+    path = tmp_path / "late.mid"
+    moved.dump_midi(str(path))
+    return path, score
+
+
+def test_bars_are_the_first_that_hold_music_with_their_pickup(models, tmp_path):
+    """Issue 26: `--bars 2` on a song with 2 silent bars and a pickup fed a prompt without a
+    note; now it is the pickup's bar and the first 2 bars of music, as `evaluate style` feeds."""
+    path, original = _pickup_song(tmp_path)
+    model = models["remi"]
+    tok = model.tokenizer
+    prompt = model.prompt(path, bars=2)
+    assert (prompt.first_bar, prompt.bars) == (2, 3)
+    bar = 4 * prompt.notes.ticks_per_quarter
+    onsets = sorted(n.time for t in prompt.notes.tracks for n in t.notes)
+    assert bar // 2 <= onsets[0] < bar <= onsets[2]  # the pickup, then the music from bar 1
+    ref = tok.decode(tok.encode(POP[4]))  # 005's own first 2 bars, a bar later in the prompt
+    head = only_notes(ref, lambda n: n.time < 2 * bar).shift_time(bar)
+    assert set(note_set(head)) <= set(note_set(prompt.notes))
+    assert len(note_set(prompt.notes)) == len(note_set(head)) + 2
+    assert make_prompt(tok, encode_song(tok, path), 2) == prompt.ids  # one rule
+    with pytest.raises(musicgen.MusicgenError, match="bars 0:2 hold no notes"):
+        model.prompt(path, prompt_bars=(0, 2))  # exact bars from time 0: silent, an error
+    assert model.prompt(path, prompt_bars=(2, 5)).ids == prompt.ids
+    assert original.note_num() + 2 == symusic.Score(str(path)).note_num()
 
 
 def test_remi_prompt_is_fed_up_to_the_next_bar(models):
@@ -95,7 +150,7 @@ def test_overlap_rules():
 def test_prompt_notes_are_what_a_written_file_reads_back(models, tmp_path):
     tok = models["remi"].tokenizer
     for song in POP:
-        notes = prompt_from_file(tok, song, 0, 4).notes
+        notes = load_prompt(tok, song, bars=4).notes
         notes.dump_midi(str(tmp_path / "p.mid"))
         assert note_set(symusic.Score(str(tmp_path / "p.mid"))) == note_set(notes), song.name
 
@@ -125,13 +180,9 @@ def test_tempo_is_read_on_the_tokenizers_four_four_grid(tmp_path):
 
 def test_continue_and_evaluate_style_feed_the_same_prompt(models):
     tok = models["remi"].tokenizer
-    for song in POP[:4]:
+    for song in POP:
         ids = encode_song(tok, song)  # as evaluate style reads a prompt song
-        notes = tok.decode(ids)
-        first = min(n.time for t in notes.tracks for n in t.notes)
-        if first >= 4 * notes.ticks_per_quarter:
-            continue  # evaluate style skips a leading empty bar; continue keeps bar 0
-        assert make_prompt(tok, ids, 2) == prompt_from_file(tok, song, 0, 2).ids
+        assert make_prompt(tok, ids, 2) == load_prompt(tok, song, bars=2).ids, song.name
 
 
 def test_a_pop909_prompt_reads_its_chord_annotation_like_prepare():

@@ -12,7 +12,7 @@ from conftest import tiny_model_config
 from paths import DATA
 
 from musicgen.config import ModelConfig, PerceiverConfig
-from musicgen.errors import MusicgenError
+from musicgen.errors import Cancelled, MusicgenError
 from musicgen.generation.sample import (
     SamplingOptions,
     apply_temperature,
@@ -122,11 +122,11 @@ def test_sampling_follows_the_filtered_distribution_and_is_seeded():
 @pytest.mark.parametrize(
     "options, message",
     [
-        (SamplingOptions(temperature=-0.1), "--temperature"),
-        (SamplingOptions(top_k=-1), "--top-k"),
-        (SamplingOptions(top_p=0.0), "--top-p"),
-        (SamplingOptions(top_p=1.5), "--top-p"),
-        (SamplingOptions(min_tokens=-1), "--min-tokens"),
+        (SamplingOptions(temperature=-0.1), "^temperature: "),
+        (SamplingOptions(top_k=-1), "^top_k: "),
+        (SamplingOptions(top_p=0.0), "^top_p: "),
+        (SamplingOptions(top_p=1.5), "^top_p: "),
+        (SamplingOptions(min_tokens=-1), "^min_tokens: "),
     ],
 )
 def test_options_out_of_range_are_errors(options, message):
@@ -138,6 +138,10 @@ def test_paper_defaults():
     remi, groove = default_options("remi"), default_options("groove")
     assert (remi.temperature, remi.top_p, remi.top_k) == (1.2, 0.9, 0)
     assert (groove.temperature, groove.top_p, groove.top_k) == (0.6, 1.0, 0)
+    given = default_options("remi", temperature=1, top_p=None, grammar=False)  # None: not given
+    assert (given.temperature, given.top_p, given.grammar) == (1.0, 0.9, False)
+    with pytest.raises(MusicgenError, match="^colour: unknown sampling option"):
+        default_options("remi", colour=2)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -381,3 +385,76 @@ def test_bar_counter_equals_bar_starts_at_every_prefix(name):
             counter.push(t)
             assert counter.starts == tok.bar_starts(np.asarray(seq[:n])).tolist(), (name, n)
     assert len(counter.starts) > 0
+
+
+class _LowPitches:
+    """A grammar_wrap: the wrapped grammar forbids every pitch above 72 (and records itself)."""
+
+    made: list = []
+
+    def __init__(self, grammar, ids, tok):
+        self.inner, self.ids, self.completed = grammar, list(ids), False
+        self.high = np.array([tok.token_name(i).startswith("Pitch_") and int(
+            tok.token_name(i).split("_")[1]) > 72 for i in range(tok.vocab_size)])  # fmt: skip
+        _LowPitches.made.append(self)
+
+    errors = property(lambda self: self.inner.errors)
+
+    def allowed(self):
+        return self.inner.allowed() & ~self.high
+
+    def advance(self, tok):
+        return self.inner.advance(tok)
+
+    def finished(self):
+        return self.inner.finished()
+
+    def completion(self):
+        self.completed = True
+        return self.inner.completion()
+
+
+def test_grammar_wrap_rules_the_mask_and_survives_a_bar_cut():
+    """`grammar_wrap` replaces each row's grammar; the grammar rebuilt after a bar cut is
+    wrapped again (so the chord control's rules hold to the last id)."""
+    tok = build_tokenizer("remi")
+    model = tiny_model(tok, seed=3)
+    _LowPitches.made = []
+    results = generate(
+        model,
+        tok,
+        [[tok.bos_id]] * 12,
+        SamplingOptions(1.0),
+        max_new_tokens=300,
+        bars=1,
+        generator=torch.Generator().manual_seed(0),
+        grammar_wrap=lambda g, ids: _LowPitches(g, ids, tok),
+    )
+    cut = [r for r in results if r.stop == "bars"]
+    assert cut and len(_LowPitches.made) == 12 + len(cut)
+    rebuilt = _LowPitches.made[12:]
+    assert sorted(len(w.ids) for w in rebuilt) == sorted(r.prompt_len + r.sampled for r in cut)
+    assert all(w.completed for w in rebuilt)  # the completion came from the wrapped grammar
+    pitches = [int(tok.token_name(t).split("_")[1]) for r in results for t in r.continuation
+               if tok.token_name(t).startswith("Pitch_")]  # fmt: skip
+    assert pitches and max(pitches) <= 72
+    free = generate(model, tok, [[tok.bos_id]] * 12, SamplingOptions(1.0), 300, bars=1,
+                    generator=torch.Generator().manual_seed(0))  # fmt: skip
+    assert any(int(tok.token_name(t).split("_")[1]) > 72 for r in free for t in r.continuation
+               if tok.token_name(t).startswith("Pitch_"))  # fmt: skip
+
+
+def test_progress_and_cancel_in_the_loop():
+    tok = build_tokenizer("groove")
+    model = tiny_model(tok)
+    seen = []
+    generate(model, tok, [[tok.bos_id]] * 2, SamplingOptions(1.0), 20,
+             progress=lambda d, t: seen.append((d, t)))  # fmt: skip
+    assert seen[-1] == (20, 20) and [d for d, _ in seen] == sorted(d for d, _ in seen)
+
+    class Now:
+        def is_set(self):
+            return True
+
+    with pytest.raises(Cancelled, match="^cancel: generation cancelled after 0 of 20 steps$"):
+        generate(model, tok, [[tok.bos_id]], SamplingOptions(1.0), 20, cancel=Now())

@@ -5,8 +5,10 @@ a bundled POP909 song, (when the groove model is there) a continuation of a 2-ba
 a style never seen in training and (when the Maestro model is there) a continuation of the first
 4 seconds of a held-out MAESTRO performance; each as MIDI, a piano-roll PNG and audio (WAV with
 FluidSynth when installed, else with the pip-installed synthesizer; see `generation.render`). Each
-step calls the same function as the `generate` / `continue` command a user would run, so the
-demo is also their smoke test. Works from a source checkout and from an installed wheel.
+step calls the Python API (`Model.pieces`, the path of `generate` / `continue`) and the same
+`generation.write.write_pieces` as those commands, and prints the command line that does the
+same, so the demo is also their smoke test. Works from a source checkout and from an installed
+wheel.
 """
 
 from __future__ import annotations
@@ -15,7 +17,10 @@ import argparse
 import time
 from pathlib import Path
 
+from musicgen.commands.generate import ProgressBar
 from musicgen.errors import MusicgenError
+from musicgen.generation.api import Model, check_arguments, checkpoint_stem, load
+from musicgen.generation.write import write_pieces
 from musicgen.resources import shipped_dir
 
 POP_MODEL = "pop909_sine_spe_gated"
@@ -58,92 +63,84 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(func=run)
 
 
-def _step(title: str, func, **options) -> list[Path]:
-    """One `generate` / `continue` run with the options a user would type."""
-    defaults = {
-        "num": 1,
-        "temperature": None,
-        "top_k": None,
-        "top_p": None,
-        "no_grammar": False,
-        "save_tokens": False,
-        "overwrite": True,
-        "batch_size": 8,
-        "render": True,
-        "max_tokens": None,
-        "min_tokens": 0,
-        "bars": None,
-    }
-    args = argparse.Namespace(**{**defaults, **options})
-    shown = " ".join(
-        f"--{k.replace('_', '-')} {v}"
-        for k, v in options.items()
-        if k not in ("out", "device", "render", "overwrite") and v is not None and v is not False
+def _show(title: str, command: str, args: argparse.Namespace) -> None:
+    """The step's title and the command line that does the same."""
+    limit = "" if command.startswith("generate") else f" --max-tokens {args.max_tokens}"
+    print(f"\n== {title}\n   musicgen {command}{limit} --seed {args.seed} --render")
+
+
+def _write(model: Model, pieces, stem: str, args: argparse.Namespace) -> list[Path]:
+    """The demo's outputs: MIDI, piano roll and audio of each piece, replaced on a rerun."""
+    return write_pieces(pieces, args.out, stem, model.tokenizer, overwrite=True, render=True)
+
+
+def _continue(
+    args: argparse.Namespace, checkpoint: str | Path, title: str, prompt: Path, **length
+) -> list[Path]:
+    """One continuation through the API, shown as the `continue` command a user would type;
+    `length`: bars=N or seconds=S, and the sampling options that differ from the defaults."""
+    flags = " ".join(f"--{k.replace('_', '-')} {v:g}" for k, v in length.items())
+    _show(title, f"continue --checkpoint {checkpoint} --prompt {prompt} {flags}", args)
+    model = load(checkpoint, args.device)
+    sampling = {k: length.pop(k) for k in ("temperature",) if k in length}
+    built = model.prompt(prompt, **length)
+    pieces = model.pieces(
+        1,
+        prompt=built,
+        seed=args.seed,
+        max_tokens=args.max_tokens,
+        progress=ProgressBar(),
+        **sampling,
     )
-    print(f"\n== {title}\n   musicgen {func.__name__.split('_')[0]} {shown}")
-    return func(args)
+    return _write(model, pieces, f"{checkpoint_stem(model.source)}_{prompt.stem}", args)
 
 
-def _optional_step(checkpoint: str, title: str, **options) -> list[Path]:
+def _optional(args: argparse.Namespace, checkpoint: str, title: str, **options) -> list[Path]:
     """A continuation with a model that may be absent ('' skips it; a missing folder is noted)."""
-    from musicgen.commands.generate import continue_files
-
     if not checkpoint:
         return []
     if not Path(checkpoint).exists():
         print(f"\nnote: {checkpoint} not found; skipped: {title}")
         return []
-    options = {"bars": None, "prompt_bars": None, "continuation_only": False, **options}
-    return _step(title, continue_files, checkpoint=checkpoint, **options)
+    return _continue(args, checkpoint, title, **options)
 
 
 def run(args: argparse.Namespace) -> int:
-    from musicgen.commands.generate import continue_files, generate_files
-
     pop = Path(args.pop)
     if not pop.exists():
         raise MusicgenError(f"{pop}: the bundled pop checkpoint is missing (see checkpoints/)")
+    check_arguments(1, args.bars, args.max_tokens, args.seed)
     demo = shipped_dir("demo")
-    common = {"out": args.out, "seed": args.seed, "device": args.device}
     t0 = time.time()
-    files = _step(
-        "two pop-piano pieces from scratch (T=1.2, top-p 0.9)",
-        generate_files,
-        checkpoint=str(pop),
-        num=2,
-        bars=args.bars,
-        **common,
-    )
-    files += _step(
+    command = f"generate --checkpoint {pop} --num 2 --bars {args.bars}"
+    _show("two pop-piano pieces from scratch (T=1.2, top-p 0.9)", command, args)
+    model = load(pop, args.device)
+    pieces = model.pieces(2, bars=args.bars, seed=args.seed, progress=ProgressBar())
+    files = _write(model, pieces, checkpoint_stem(model.source), args)
+    files += _continue(
+        args,
+        pop,
         f"continue the first 2 bars of {POP_PROMPT} (POP909, MIT)",
-        continue_files,
-        checkpoint=str(pop),
-        prompt=str(demo / POP_PROMPT),
+        demo / POP_PROMPT,
         bars=2,
-        prompt_bars=None,
-        continuation_only=False,
-        max_tokens=args.max_tokens,
-        **common,
     )
     # T = 1.0 rather than the paper's 0.6: this small model puts little mass on each
     # pitched note, and at 0.6 it continues the drums alone (see its model card).
-    files += _optional_step(
+    files += _optional(
+        args,
         args.groove,
         f"continue a 2-bar trio prompt of an unseen style ({GROOVE_PROMPT}, T=1.0)",
-        prompt=str(demo / GROOVE_PROMPT),
+        prompt=demo / GROOVE_PROMPT,
         bars=2,
-        max_tokens=args.max_tokens,
         temperature=1.0,
-        **common,
     )
-    files += _optional_step(
+    files += _optional(
+        args,
         args.maestro,
         f"continue the first {MAESTRO_SECONDS:g} s of a held-out MAESTRO performance "
         f"({MAESTRO_PROMPT}, CC BY-NC-SA 4.0)",
-        prompt=str(demo / MAESTRO_PROMPT),
+        prompt=demo / MAESTRO_PROMPT,
         seconds=MAESTRO_SECONDS,
-        max_tokens=args.max_tokens,
-        **common,
     )
     elapsed = time.time() - t0
     print(

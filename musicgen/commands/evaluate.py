@@ -58,7 +58,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     style.add_argument("--checkpoint", required=True)
     style.add_argument("--prompts", required=True, help="folder of MIDI songs")
     style.add_argument("--bars", type=int, default=2, help="prompt length in bars")
-    style.add_argument("--max-tokens", type=int, default=1024, help="total length incl. prompt")
+    style.add_argument("--max-tokens", type=int, default=1024, help="ids sampled after the prompt")
     style.add_argument("--samples", type=int, default=3, help="continuations per prompt")
     style.add_argument("--max-prompts", type=int, help="use only the first N prompt songs")
     style.add_argument("--temperature", type=float, help="default: the paper's, per tokenizer")

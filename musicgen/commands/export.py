@@ -40,8 +40,8 @@ def load_tokenizer_from(args: argparse.Namespace) -> Tokenizer:
 
 
 def run(args: argparse.Namespace) -> int:
-    from musicgen.generation.api import free_path, write_midi
     from musicgen.generation.tokenfile import read_tokens, to_ids
+    from musicgen.generation.write import claim, release, write_midi
 
     path = Path(args.tokens)
     tokens = read_tokens(path)  # before the tokenizer: a missing file is the first error
@@ -50,10 +50,16 @@ def run(args: argparse.Namespace) -> int:
     out = Path(args.out)
     if out.is_dir():
         raise MusicgenError(f"{out}: is a directory; give a .mid file name")
-    base = free_path(out.parent, out.stem, (out.suffix or ".mid",), args.overwrite)
-    target = base.with_name(base.name + (out.suffix or ".mid"))
+    suffix = (out.suffix or ".mid",)
+    base = claim(out.parent, out.stem, suffix, args.overwrite)  # exclusive: never another's
+    target = base.with_name(base.name + suffix[0])
     if target != out:
         print(f"note: {out} exists; writing {target.name} instead (--overwrite replaces it)")
-    write_midi(tokenizer.decode(ids), target)
+    try:
+        write_midi(tokenizer.decode(ids), target)
+    except BaseException:
+        if not args.overwrite:
+            release(base, suffix)
+        raise
     print(f"wrote {target} ({len(ids)} ids)")
     return 0

@@ -1,30 +1,38 @@
 """`musicgen generate` (pieces from scratch) and `musicgen continue` (a MIDI prompt continued).
 
-Both read everything from the checkpoint (model, tokenizer, config), sample with the paper's
-settings for that tokenizer unless told otherwise, and write `<name>.mid` files into `--out`
-without ever overwriting an existing file silently. The work is done by `generation.api` (and the
-prompt by `generation.prompt`); this module parses options, names files and prints.
+Both are thin callers of the Python API (`generation.api.Model.pieces`, the one generation
+path): they parse options, pass None for every option not given (the API applies the defaults,
+`generation.sample.default_options` for sampling), and write the pieces with
+`generation.write.write_pieces` into `--out`, never overwriting an existing file silently. The
+API's messages name its parameters (`max_tokens: ...`); `musicgen.cli` shows them as flags.
 """
 
 from __future__ import annotations
 
 import argparse
-from collections.abc import Iterator
 from pathlib import Path
 
-from musicgen.errors import MusicgenError, check_range, check_seed
+from tqdm import tqdm
+
+from musicgen.errors import MusicgenError
 from musicgen.generation.api import (
     BAR_TOKEN_CAP,
+    CONTINUE_MAX_TOKENS,
+    GENERATE_MAX_TOKENS,
     Model,
+    check_arguments,
     checkpoint_stem,
-    free_path,
     load,
     pick_seed,
 )
-from musicgen.generation.prompt import Prompt, check_seconds
-from musicgen.generation.sample import Generated, SamplingOptions, invalid_rate
-from musicgen.generation.tokenfile import write_token_file
-from musicgen.io import ensure_dir
+from musicgen.generation.prompt import Prompt
+from musicgen.generation.sample import invalid_rate
+from musicgen.generation.write import write_pieces
+
+PROMPT_RULE = (
+    "the first N bars that hold music (leading silent bars are skipped; a pickup, a first "
+    "bar whose notes start in its second half, joins the bar after it)"
+)
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -35,11 +43,13 @@ def register(sub: argparse._SubParsersAction) -> None:
         "defaults follow the paper: REMI T=1.2 with top-p 0.9, groove T=0.6.",
     )
     length = p.add_mutually_exclusive_group()
+    length.add_argument("--bars", type=int, default=None, help="stop each piece after N bars")
     length.add_argument(
-        "--max-tokens", type=int, default=None, help="ids to sample per piece (default 2048)"
-    )
-    length.add_argument(
-        "--bars", type=int, default=None, help="stop each piece after this many bars"
+        "--max-tokens",
+        type=int,
+        default=None,
+        help=f"the most ids sampled per piece (default {GENERATE_MAX_TOKENS}; with --bars, "
+        f"{BAR_TOKEN_CAP} per bar)",
     )
     _add_common(p)
     p.set_defaults(func=run_generate)
@@ -49,26 +59,33 @@ def register(sub: argparse._SubParsersAction) -> None:
         help="continue bars (or seconds) of a MIDI prompt",
         description="Encode a MIDI prompt with the checkpoint's tokenizer, keep some of its bars "
         "(or its first seconds) and sample a continuation; the output holds the prompt then the "
-        "continuation, at the prompt's tempo.",
+        f"continuation, at the prompt's tempo. --bars N keeps {PROMPT_RULE}; --prompt-bars "
+        "keeps exact bars counted from time 0.",
     )
     c.add_argument("--prompt", required=True, help="the MIDI file to continue")
-    c.add_argument(
-        "--bars", type=int, default=None, help="use the first N bars of the prompt (default 2)"
-    )
+    c.add_argument("--bars", type=int, default=None, help=f"the prompt: {PROMPT_RULE} (default 2)")
     c.add_argument(
         "--prompt-bars",
         default=None,
         metavar="START:END",
-        help="use bars START..END-1 (0-based, END excluded) instead of --bars",
+        help="the prompt: exactly bars START..END-1 counted from time 0 (0-based, END "
+        "excluded), silent or not, instead of --bars",
     )
     c.add_argument(
         "--seconds",
         type=float,
         default=None,
-        help="use the first S seconds of the prompt (read through its tempo map; cut at the "
-        "first grid position at or after S; REMI checkpoints) instead of --bars",
+        help="the prompt: its first S seconds (read through its tempo map; cut at the first "
+        "grid position at or after S; REMI checkpoints) instead of --bars",
     )
-    c.add_argument("--max-tokens", type=int, default=1024, help="ids to sample (default 1024)")
+    c.add_argument("--new-bars", type=int, default=None, help="stop after N bars past the prompt")
+    c.add_argument(
+        "--max-tokens",
+        type=int,
+        default=None,
+        help=f"the most ids sampled after the prompt, per piece (default {CONTINUE_MAX_TOKENS};"
+        f" with --new-bars, {BAR_TOKEN_CAP} per bar)",
+    )
     c.add_argument(
         "--continuation-only",
         action="store_true",
@@ -93,7 +110,7 @@ def _add_common(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--min-tokens",
         type=int,
-        default=0,
+        default=None,
         help="mask the end token until this many ids are sampled (long generations; 0 = off)",
     )
     p.add_argument(
@@ -105,7 +122,7 @@ def _add_common(p: argparse.ArgumentParser) -> None:
         help="also write <name>.json with the ids (see `musicgen export`)",
     )
     p.add_argument("--overwrite", action="store_true", help="replace existing files")
-    p.add_argument("--batch-size", type=int, default=8, help="samples decoded together")
+    p.add_argument("--batch-size", type=int, default=None, help="samples decoded together (8)")
     p.add_argument("--device", default="auto", help="auto | cpu | cuda | cuda:N | mps")
     p.add_argument("--render", action="store_true", help="also write a piano roll and audio")
 
@@ -114,89 +131,58 @@ def _add_common(p: argparse.ArgumentParser) -> None:
 # shared steps
 
 
-def check_common(args: argparse.Namespace) -> None:
-    """Range checks before anything is loaded; argparse only checks the types."""
-    for opt, value, low in (
-        ("--num", args.num, 1),
-        ("--batch-size", args.batch_size, 1),
-        ("--max-tokens", args.max_tokens, 1),
-        ("--bars", args.bars, 1),
-    ):
-        check_range(opt, value, low)
-    check_seed("--seed", args.seed)
+class ProgressBar:
+    """`progress(done, total)` for the API, drawn as a tqdm bar on stderr."""
+
+    def __init__(self, desc: str = "generate"):
+        self.desc, self.bar = desc, None
+
+    def __call__(self, done: int, total: int) -> None:
+        if self.bar is None:
+            self.bar = tqdm(total=total, desc=self.desc, unit="tok")
+        self.bar.update(done - self.bar.n)
+        if done >= total:
+            self.bar.close()
+
+
+def api_options(args: argparse.Namespace) -> dict:
+    """The API keywords the command line gave (None = not given: the API's default)."""
+    given = {
+        "temperature": args.temperature,
+        "top_k": args.top_k,
+        "top_p": args.top_p,
+        "min_tokens": args.min_tokens,
+        "grammar": False if args.no_grammar else None,
+        "max_tokens": args.max_tokens,
+        "batch_size": args.batch_size,
+    }
+    return {k: v for k, v in given.items() if v is not None}
+
+
+def prepare(args: argparse.Namespace, bars: int | None, bars_name: str = "bars") -> Model:
+    """Check every option (before anything is loaded), then load the model."""
+    check_arguments(args.num, bars, seed=args.seed, bars_name=bars_name, **api_options(args))
     if Path(args.out).exists() and not Path(args.out).is_dir():
         raise MusicgenError(f"{args.out}: is a file, not a folder (--out)")
-    SamplingOptions(
-        temperature=1.0 if args.temperature is None else args.temperature,
-        top_k=args.top_k or 0,
-        top_p=1.0 if args.top_p is None else args.top_p,
-        min_tokens=args.min_tokens,
-    ).validate()
-
-
-def sampling_options(args: argparse.Namespace, model: Model) -> SamplingOptions:
-    """The paper's defaults for this tokenizer, with every option given on the command line."""
-    opts = model.options(args.temperature, args.top_k, args.top_p, grammar=not args.no_grammar)
-    opts.min_tokens = args.min_tokens
-    return opts.validate()
-
-
-def save_all(
-    args,
-    model: Model,
-    batches: Iterator[tuple[int, list[Generated]]],
-    stem: str,
-    seed: int,
-    prompt: Prompt | None = None,
-) -> list[Path]:
-    """Write `<stem>_<seed>_<i>.mid` (+ `.json`) for every piece, batch by batch; returns every
-    file written (MIDI, tokens, renders)."""
-    out_dir = ensure_dir(args.out)
-    tok = model.tokenizer
-    only = bool(getattr(args, "continuation_only", False))
-    suffixes = (".mid", ".json") if args.save_tokens else (".mid",)
-    written, everything = [], []
-    for first, results in batches:
-        everything += results
-        for i, res in enumerate(results, start=first):
-            base = free_path(out_dir, f"{stem}_{seed}_{i}", suffixes, args.overwrite)
-            midi = model.music(res, seed, prompt, only).save(base.with_name(base.name + ".mid"))
-            written.append(midi)
-            if args.save_tokens:
-                lead = prompt.solo_lead if prompt is not None else []
-                ids = [tok.bos_id, *lead, *res.continuation] if only else res.ids
-                written.append(
-                    write_token_file(
-                        base.with_name(base.name + ".json"),
-                        tok,
-                        ids,
-                        prompt_len=1 + len(lead) if only else res.prompt_len,
-                        checkpoint=str(args.checkpoint),
-                        seed=seed,
-                        index=i,
-                        stop=res.stop,
-                        grammar_errors=res.errors,
-                    )
-                )
-            print(f"wrote {midi} ({res.sampled} ids sampled, stop: {res.stop})")
-            if args.render:
-                written += _render(midi, out_dir)
-    if args.no_grammar:
-        print(f"invalid token rate (grammar off): {invalid_rate(everything):.4f}")
-    return written
-
-
-def _render(midi: Path, out_dir: Path) -> list[Path]:
-    from musicgen.generation.render import render_midi
-
-    paths = render_midi(midi, out_dir, png=True, wav=True)
-    for path in paths:
-        print(f"wrote {path}")
-    return paths
-
-
-def _load(args: argparse.Namespace) -> Model:
     return load(args.checkpoint, args.device)
+
+
+def write_all(args, model: Model, pieces, stem: str) -> list[Path]:
+    """Write the pieces as they come (`write_pieces`); with --no-grammar, the invalid rate."""
+    seen = []
+    files = write_pieces(
+        (seen.append(m) or m for m in pieces),
+        args.out,
+        stem,
+        model.tokenizer,
+        save_tokens=args.save_tokens,
+        overwrite=args.overwrite,
+        render=args.render,
+        record={"checkpoint": str(args.checkpoint)},
+    )
+    if args.no_grammar:
+        print(f"invalid token rate (grammar off): {invalid_rate(seen):.4f}")
+    return files
 
 
 # ---------------------------------------------------------------------------------------------
@@ -204,26 +190,14 @@ def _load(args: argparse.Namespace) -> Model:
 
 
 def generate_files(args: argparse.Namespace) -> list[Path]:
-    """`musicgen generate` as a function: the files it wrote (the demo calls this)."""
-    check_common(args)
-    model = _load(args)
+    """`musicgen generate` as a function: the files it wrote."""
+    model = prepare(args, args.bars)
     seed = pick_seed(args.seed)
-    if args.bars is not None:
-        max_new = BAR_TOKEN_CAP * args.bars
-    else:
-        max_new = args.max_tokens if args.max_tokens is not None else 2048
     print(f"seed {seed}")
-    batches = model.sample(
-        [model.tokenizer.bos_id],
-        args.num,
-        max_new,
-        seed,
-        sampling_options(args, model),
-        args.bars,
-        args.batch_size,
-        progress=True,
+    pieces = model.pieces(
+        args.num, bars=args.bars, seed=seed, progress=ProgressBar(), **api_options(args)
     )
-    return save_all(args, model, batches, checkpoint_stem(model.source), seed)
+    return write_all(args, model, pieces, checkpoint_stem(model.source))
 
 
 def run_generate(args: argparse.Namespace) -> int:
@@ -231,59 +205,43 @@ def run_generate(args: argparse.Namespace) -> int:
     return 0
 
 
-def parse_bar_range(args: argparse.Namespace) -> tuple[int, int] | None:
-    """(START, END) of --bars / --prompt-bars (default 0:2); None with --seconds."""
-    if getattr(args, "seconds", None) is not None:  # (the demo's namespace has no --seconds)
-        for opt, value in (("--bars", args.bars), ("--prompt-bars", args.prompt_bars)):
-            if value is not None:
-                raise MusicgenError(f"{opt} and --seconds: give one of them, not both")
-        check_seconds("--seconds", args.seconds)
+def parse_prompt_bars(text: str | None) -> tuple[int, int] | None:
+    """--prompt-bars START:END as the API's (start, end)."""
+    if text is None:
         return None
-    if args.prompt_bars is None:
-        return 0, 2 if args.bars is None else args.bars
-    if args.bars is not None:
-        raise MusicgenError("--bars and --prompt-bars: give one of them, not both")
-    text = str(args.prompt_bars)
     try:
-        start_s, end_s = text.split(":")
-        start, end = int(start_s), int(end_s)
+        start, end = (int(v) for v in str(text).split(":"))
     except ValueError:
         raise MusicgenError(f"--prompt-bars: expected START:END (e.g. 0:2), got '{text}'") from None
-    if start < 0 or end <= start:
-        raise MusicgenError(f"--prompt-bars: need 0 <= START < END, got '{text}'")
     return start, end
 
 
+def describe(prompt: Prompt, seconds: float | None) -> str:
+    """What the prompt holds, for the first line the command prints."""
+    if seconds is not None:
+        return f"the first {seconds:g} s"
+    return f"bars {prompt.first_bar}:{prompt.first_bar + prompt.bars}"
+
+
 def continue_files(args: argparse.Namespace) -> list[Path]:
-    """`musicgen continue` as a function: the files it wrote (the demo calls this)."""
-    check_common(args)
-    bar_range = parse_bar_range(args)
-    prompt_path = Path(args.prompt)
-    if not prompt_path.exists():
-        raise MusicgenError(f"{prompt_path}: prompt file not found")
-    model = _load(args)
-    if bar_range is None:
-        prompt = model.prompt(prompt_path, seconds=args.seconds, option="--seconds")
-        what = f"the first {args.seconds:g} s"
-    else:
-        start, end = bar_range
-        prompt = model.prompt(prompt_path, end - start, start)
-        what = f"bars {start}:{end}"
+    """`musicgen continue` as a function: the files it wrote."""
+    prompt_bars = parse_prompt_bars(args.prompt_bars)
+    model = prepare(args, args.new_bars, "new_bars")
+    path = Path(args.prompt)
+    prompt = model.prompt(path, args.bars, prompt_bars=prompt_bars, seconds=args.seconds)
     seed = pick_seed(args.seed)
-    print(f"seed {seed}; prompt: {what} of {prompt_path.name} ({len(prompt.ids)} ids)")
-    batches = model.sample(
-        prompt.ids,
+    print(f"seed {seed}; prompt: {describe(prompt, args.seconds)} of {path.name} "
+          f"({len(prompt.ids)} ids)")  # fmt: skip
+    pieces = model.pieces(
         args.num,
-        args.max_tokens,
-        seed,
-        sampling_options(args, model),
-        None,
-        args.batch_size,
-        progress=True,
-        first_allowed=prompt.first_allowed,
+        prompt=prompt,
+        bars=args.new_bars,
+        seed=seed,
+        only_continuation=args.continuation_only,
+        progress=ProgressBar(),
+        **api_options(args),
     )
-    stem = f"{checkpoint_stem(model.source)}_{prompt_path.stem}"
-    return save_all(args, model, batches, stem, seed, prompt)
+    return write_all(args, model, pieces, f"{checkpoint_stem(model.source)}_{path.stem}")
 
 
 def run_continue(args: argparse.Namespace) -> int:

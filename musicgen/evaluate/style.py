@@ -9,20 +9,11 @@ from pathlib import Path
 
 import numpy as np
 import symusic
-import torch
 from tqdm import tqdm
 
-from musicgen.device import pick_device
 from musicgen.errors import MusicgenError
 from musicgen.evaluate.common import midi_files, write_json
-from musicgen.generation.prompt import (
-    Prompt,
-    encode_song,
-    merge,
-    midi_pairing,
-    music_prompt,
-    only_notes,
-)
+from musicgen.generation.prompt import Prompt, encode_song, midi_pairing, only_notes, select_bars
 from musicgen.io import write_score
 from musicgen.metrics import (
     BAR_BEATS,
@@ -46,21 +37,33 @@ def split_by_time(notes: Notes, start: float, n: int = N_STYLE_SEGMENTS) -> list
     return [cont.select(idx == k) for k in range(n)]
 
 
+def song_prompt(tokenizer, ids: list[int], bars: int, where: str = "prompt") -> Prompt:
+    """The prompt `evaluate style` continues: the first `bars` bars that hold music, by the one
+    rule of `generation.prompt.select_bars` (what `musicgen continue --bars` feeds), with at
+    least one bar of the song after it (the true continuation it is compared with)."""
+    prompt = select_bars(tokenizer, ids, bars, where=where)
+    if len(tokenizer.bar_starts(np.asarray(ids, dtype=np.int64))) <= prompt.first_bar + prompt.bars:
+        raise MusicgenError(f"{where}: fewer than {bars + 1} bars of music")
+    return prompt
+
+
 def make_prompt(tokenizer, ids: list[int], bars: int) -> list[int] | None:
-    """The ids `evaluate style` feeds: the first `bars` bars that hold music, built by
-    `musicgen.generation.prompt` like every prompt; None if the song is too short."""
-    prompt = music_prompt(tokenizer, ids, bars)
-    return prompt.ids if prompt is not None else None
+    """The ids of `song_prompt`; None if the song has no such prompt (too short, no notes)."""
+    try:
+        return song_prompt(tokenizer, ids, bars).ids
+    except MusicgenError:
+        return None
 
 
 def true_continuation(tokenizer, ids: list[int], prompt: list[int], max_tokens: int) -> list[int]:
-    """The prompt followed by what really followed it in the source, within the same budget:
-    the reference a sampled continuation is compared with."""
+    """The prompt followed by what really followed it in the source, at most `max_tokens` ids
+    (the budget of a sampled continuation): the reference a sampled continuation is compared
+    with."""
     body = list(prompt[1:])
     for s in tokenizer.bar_starts(np.asarray(ids, dtype=np.int64)):
         e = int(s) + len(body)
         if list(ids[s:e]) == body:
-            return list(prompt) + list(ids[e : e + max(max_tokens - len(prompt), 0)])
+            return list(prompt) + list(ids[e : e + max_tokens])
     return list(prompt)
 
 
@@ -83,17 +86,18 @@ def segment_similarities(
 
 
 def other_song_baseline(
-    sources: list[Notes], truths: list[Notes], bars: int, metrics: Sequence[str]
+    sources: list[Notes], truths: list[Notes], bars: int | list[int], metrics: Sequence[str]
 ) -> dict[str, list[list[float]]]:
     """Similarity of each prompt song to the real continuation of an unrelated song (the next
-    prompt song, cyclically): what a continuation scores without knowing its song. Empty with
-    fewer than two songs."""
+    prompt song, cyclically): what a continuation scores without knowing its song. `bars`: the
+    prompt length of every truth (or one for all). Empty with fewer than two songs."""
     base: dict[str, list[list[float]]] = {m: [[] for _ in range(N_STYLE_SEGMENTS)] for m in metrics}
     if len(sources) < 2:
         return base
+    lengths = bars if isinstance(bars, list) else [bars] * len(truths)
     for i, source in enumerate(sources):
-        other = truths[(i + 1) % len(sources)]
-        for s, sims in enumerate(segment_similarities(other, source, bars, metrics)):
+        k = (i + 1) % len(sources)
+        for s, sims in enumerate(segment_similarities(truths[k], source, lengths[k], metrics)):
             for m in metrics:
                 base[m][s].append(sims[m])
     return base
@@ -149,51 +153,31 @@ def _empty() -> dict[str, list[list[float]]]:
     return {m: [[] for _ in range(N_STYLE_SEGMENTS)] for m in METRICS}
 
 
-def _sampling(tokenizer, temperature: float | None, top_p: float | None):
-    """The paper's options for this tokenizer, with the temperature / top-p given."""
-    from musicgen.generation.sample import default_options
-
-    options = default_options(tokenizer.name)
-    if temperature is not None:
-        options.temperature = temperature
-    if top_p is not None:
-        options.top_p = top_p
-    return options
-
-
 def _continue_song(
-    loaded,
+    model,
     path: Path,
-    built,
+    built: Prompt,
     source: Notes,
     *,
     bars: int,
-    max_tokens: int,
-    samples: int,
-    options,
-    gen,
     out: Path,
     scores: dict,
+    **generation,
 ) -> dict:
-    """Sample `samples` continuations of one prompt, write them and score them against the
-    song; the song's entry of style.json."""
-    from musicgen.generation.sample import generate
-
-    tok = loaded.tokenizer
-    max_new = max(max_tokens - len(built.ids), 1)
-    results = generate(loaded.model, tok, [built.ids] * samples, options, max_new, generator=gen)
+    """Sample continuations of one prompt through the API (`Model.pieces`; `generation`: its
+    keywords), write them and score them against the song; the song's entry of style.json."""
+    tok = model.tokenizer
     entry = {"path": str(path), "prompt_tokens": len(built.ids), "samples": []}
-    for k, res in enumerate(results):
-        raw = tok.decode(res.ids)  # what the model wrote, prompt included
-        score = merge(built, raw)  # the prompt's notes kept as they are
+    for k, music in enumerate(model.pieces(prompt=built, **generation)):
+        raw = tok.decode(music.ids)  # what the model wrote, prompt included
         path_k = _sample_path(out, path, k)
-        write_score(score, path_k)
-        per_seg = segment_details(notes_from_score(score), source, bars, METRICS)
+        write_score(music.score, path_k)  # the prompt's notes kept as they are (prompt.merge)
+        per_seg = segment_details(notes_from_score(music.score), source, bars, METRICS)
         _collect(scores, [d["mean"] for d in per_seg])
         entry["samples"].append(
             {
-                "tokens": len(res.ids),
-                "stop": res.stop,
+                "tokens": len(music.ids),
+                "stop": music.stop,
                 "segments": per_seg,
                 "prompt_tokens_decoded": prompt_check(built, raw),  # the model's own output
                 "prompt_written": prompt_check(built, symusic.Score(str(path_k))),  # the file
@@ -223,61 +207,55 @@ def evaluate_style(
     # Over 60 lines on purpose: one pass over the prompt songs fills three score sets in step
     # (sampled, true continuation, other-song sources) with one RNG order; most lines are the
     # formatter's one-argument-per-line calls.
-    from musicgen.checkpoint import load_checkpoint
+    from musicgen.generation.api import check_arguments, load
     from musicgen.plots import plot_style_boxes
 
-    dev = pick_device(device)
-    loaded = load_checkpoint(checkpoint, device=dev)
-    tok = loaded.tokenizer
-    options = _sampling(tok, temperature, top_p)
+    sampling = {"temperature": temperature, "top_p": top_p}
+    check_arguments(samples, bars, max_tokens, seed, **sampling)
+    model = load(checkpoint, device)
+    tok = model.tokenizer
     files = midi_files(prompts)[:max_prompts]
-    gen = torch.Generator(device=dev).manual_seed(seed) if dev.type != "mps" else None
-    if gen is None:  # MPS has no device generator: noise and draws from the seeded global RNG
-        torch.manual_seed(seed)
+    generation = {
+        "num": samples,
+        "batch_size": samples,
+        "seed": seed,
+        "max_tokens": max_tokens,
+        "generator": model.generator(seed),  # one random stream over all the songs
+        **sampling,
+    }
     out = Path(out)
     scores, reference = _empty(), _empty()
     songs, skipped = [], []
     sources: list[Notes] = []
     truths: list[Notes] = []  # the real continuations, also the other-song baseline
+    lengths: list[int] = []  # bars of each prompt (one more with a pickup)
     for path in tqdm(files, desc="style"):
         try:
             ids = encode_song(tok, path)  # annotated POP909 chords, as in training
+            built = song_prompt(tok, ids, bars, where=str(path))
         except MusicgenError as exc:
             skipped.append({"path": str(path), "reason": str(exc)})
-            continue
-        built = music_prompt(tok, ids, bars)
-        if built is None:
-            skipped.append({"path": str(path), "reason": f"fewer than {bars + 1} bars"})
             continue
         source = notes_from_score(tok.decode(ids))
         truth = notes_from_score(tok.decode(true_continuation(tok, ids, built.ids, max_tokens)))
         sources.append(source)
         truths.append(truth)
-        _collect(reference, segment_similarities(truth, source, bars, METRICS))
+        lengths.append(built.bars)
+        _collect(reference, segment_similarities(truth, source, built.bars, METRICS))
         songs.append(
             _continue_song(
-                loaded,
-                path,
-                built,
-                source,
-                bars=bars,
-                max_tokens=max_tokens,
-                samples=samples,
-                options=options,
-                gen=gen,
-                out=out,
-                scores=scores,
+                model, path, built, source, bars=built.bars, out=out, scores=scores, **generation
             )
         )
     if not songs:
         raise MusicgenError(f"{prompts}: no usable prompt song ({len(skipped)} skipped)")
-    baseline = other_song_baseline(sources, truths, bars, METRICS)
+    baseline = other_song_baseline(sources, truths, lengths, METRICS)
     results = {
         "checkpoint": str(checkpoint),
         "bars": bars,
         "max_tokens": max_tokens,
         "samples": samples,
-        "sampling": vars(options),
+        "sampling": vars(model.options(**sampling)),
         "summary": {m: [summarize(seg) for seg in scores[m]] for m in METRICS},
         "reference_summary": {m: [summarize(seg) for seg in reference[m]] for m in METRICS},
         "baseline_summary": {m: [summarize(seg) for seg in baseline[m]] for m in METRICS},

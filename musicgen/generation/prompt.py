@@ -1,7 +1,11 @@
 """The one prompt builder: bars of a song as the model is fed them, and as they must come back.
 
-`musicgen continue`, the Python API (`Model.continue_midi`) and `evaluate style` all build their
-prompts here, so a 2-bar prompt means the same ids everywhere.
+`musicgen continue`, the demo, the Python API (`Model.prompt`) and `evaluate style` all build
+their prompts here (`load_prompt`, `select_bars`), so a 2-bar prompt means the same ids
+everywhere: `bars=N` is the first N bars that hold music (leading silent bars skipped, a pickup
+joins the first bar), `prompt_bars=(S, E)` exactly bars S..E-1 from time 0, and a prompt without
+a note is an error. (One module of ~430 lines on purpose: what is fed and what comes back are
+one contract, read in one place.)
 
 Contract (issue #12): a prompt of N bars is fed as BOS, the ids of those bars, and the ids that
 carry time to the bar line after them (REMI: the next `Bar` token; groove: nothing, its TimeShifts
@@ -37,7 +41,8 @@ from pathlib import Path
 import numpy as np
 import symusic
 
-from musicgen.errors import MusicgenError, check_range
+from musicgen.errors import MusicgenError, check_int, check_range
+from musicgen.limits import MAX_NEW_BARS
 from musicgen.tokenizers.base import Tokenizer
 
 
@@ -56,6 +61,7 @@ class Prompt:
     # bool[vocab]: the ids the first sampled id may be (a cut inside a bar); None = any
     first_allowed: np.ndarray | None = field(default=None, repr=False, compare=False)
     solo_lead: list[int] = field(default_factory=list)  # opens the continuation written alone
+    first_bar: int = 0  # the song's bar (from its first bar line) where the prompt begins
 
     @property
     def end_tick(self) -> int:
@@ -208,7 +214,7 @@ def span_seconds(score: symusic.Score) -> tuple[float, float]:
 
 
 def prompt_from_seconds(
-    tokenizer: Tokenizer, path: str | Path, seconds: float, option: str = "--seconds"
+    tokenizer: Tokenizer, path: str | Path, seconds: float, option: str = "seconds"
 ) -> Prompt:
     """The first `seconds` of a MIDI file (rule in the module docstring); `option` names the
     length in errors."""
@@ -250,38 +256,96 @@ def encode_song(tokenizer: Tokenizer, path: str | Path) -> list[int]:
     return tokenizer.encode(path)
 
 
-def prompt_from_file(
-    tokenizer: Tokenizer, path: str | Path, start: int = 0, end: int = 2
+def check_bar_range(prompt_bars) -> tuple[int, int]:
+    """`prompt_bars`: (start, end), whole numbers with 0 <= start < end (the song's length
+    bounds them: nothing is allocated per bar asked)."""
+    if isinstance(prompt_bars, (str, bytes)) or not hasattr(prompt_bars, "__len__"):
+        raise MusicgenError(f"prompt_bars: must be (start, end), got {prompt_bars!r}")
+    if len(prompt_bars) != 2:
+        raise MusicgenError(f"prompt_bars: must be (start, end), got {prompt_bars!r}")
+    start, end = (check_int("prompt_bars", v) for v in prompt_bars)
+    if start < 0 or end <= start:
+        raise MusicgenError(f"prompt_bars: need 0 <= START < END, got {start}:{end}")
+    return start, end
+
+
+def music_start(tokenizer: Tokenizer, ids: list[int], where: str) -> tuple[int, bool]:
+    """(the first bar that holds a note, whether it is a pickup): a first bar whose first note
+    starts in its second half (beat 3 or later of 4) leads into the bar after it."""
+    score = tokenizer.decode(ids)
+    onsets = [n.time for t in score.tracks for n in t.notes]
+    if not onsets:
+        raise MusicgenError(f"{where}: holds no notes that the {tokenizer.name} tokenizer reads")
+    length = bar_ticks(score.ticks_per_quarter, beats_per_bar(tokenizer))
+    first = int(min(onsets))
+    return first // length, first % length >= length // 2
+
+
+def select_bars(
+    tokenizer: Tokenizer,
+    ids: list[int],
+    bars: int | None = None,
+    prompt_bars: tuple[int, int] | None = None,
+    where: str = "prompt",
 ) -> Prompt:
-    """Bars start..end-1 of a MIDI file, with the tempo where bar `start` begins."""
+    """THE prompt rule for bars of a song's ids (`where` names it in errors).
+
+    `bars=N` (default 2): the first N bars that hold music: leading silent bars are skipped and
+    a pickup (`music_start`) joins the first bar, so the prompt is the pickup's bar and N more.
+    `prompt_bars=(start, end)`: exactly bars start..end-1 counted from the song's first bar line.
+    A prompt without a note is an error."""
+    ids = [int(t) for t in ids]
+    if prompt_bars is not None:
+        start, end = check_bar_range(prompt_bars)
+    else:
+        n = check_int("bars", 2 if bars is None else bars, 1, MAX_NEW_BARS)
+        first, pickup = music_start(tokenizer, ids, where)
+        start, end = first, first + n + int(pickup)
+        have = len(tokenizer.bar_starts(np.asarray(ids, dtype=np.int64))) - end + n
+        if have < n:
+            after = "after its pickup" if pickup else "from its first note on"
+            raise MusicgenError(f"{where}: has {have} bars, fewer than the {n} asked ({after})")
+    prompt = prompt_from_ids(tokenizer, ids, start, end, where)
+    if prompt.notes.note_num() == 0:
+        raise MusicgenError(f"{where}: bars {start}:{end} hold no notes; nothing to continue")
+    prompt.first_bar = start
+    return prompt
+
+
+def load_prompt(
+    tokenizer: Tokenizer,
+    path: str | Path,
+    bars: int | None = None,
+    prompt_bars: tuple[int, int] | None = None,
+    seconds: float | None = None,
+) -> Prompt:
+    """The prompt of a MIDI file: `bars` or `prompt_bars` (`select_bars`) or its first
+    `seconds` (`prompt_from_seconds`), one of them; with the tempo where the prompt begins.
+    Every caller (`continue`, the API, the demo, `evaluate style`) builds its prompt here."""
+    lengths = {"bars": bars, "prompt_bars": prompt_bars, "seconds": seconds}
+    given = [k for k, v in lengths.items() if v is not None]
+    if len(given) > 1:
+        raise MusicgenError(f"{given[0]} and {given[1]}: give one of them, not both")
+    if seconds is not None:
+        return prompt_from_seconds(tokenizer, path, seconds, "seconds")
+    if prompt_bars is not None:
+        check_bar_range(prompt_bars)
+    check_int("bars", bars, 1, MAX_NEW_BARS)
     path = Path(path)
     check_midi_path(path)
-    prompt = prompt_from_ids(tokenizer, encode_song(tokenizer, path), start, end, where=str(path))
+    ids = encode_song(tokenizer, path)
+    prompt = select_bars(tokenizer, ids, bars, prompt_bars, where=str(path))
     prompt.tempo = tempo_at_bar(
-        path, start, beats_per_bar(tokenizer), from_first_note=tokenizer.name == "groove"
+        path, prompt.first_bar, beats_per_bar(tokenizer), tokenizer.name == "groove"
     )
     return prompt
 
 
-def music_prompt(tokenizer: Tokenizer, ids: list[int], bars: int) -> Prompt | None:
-    """The first `bars` bars that hold music (leading empty bars skipped); None if too short.
-    What `evaluate style` continues."""
-    starts = tokenizer.bar_starts(np.asarray(ids, dtype=np.int64))
-    if len(starts) <= bars:
-        return None
-    first = 0
-    score = tokenizer.decode(ids)
-    onsets = [n.time for t in score.tracks for n in t.notes]
-    if onsets:
-        beats = beats_per_bar(tokenizer)
-        first = int(min(onsets) // bar_ticks(score.ticks_per_quarter, beats))
-    for begin in dict.fromkeys((first, 0)):
-        if begin + bars < len(starts):
-            try:
-                return prompt_from_ids(tokenizer, ids, begin, begin + bars)
-            except MusicgenError:
-                continue
-    return None
+def prompt_from_file(
+    tokenizer: Tokenizer, path: str | Path, start: int = 0, end: int = 2
+) -> Prompt:
+    """Exactly bars start..end-1 of a MIDI file: `load_prompt(prompt_bars=(start, end))`."""
+    return load_prompt(tokenizer, path, prompt_bars=(start, end))
 
 
 def tempo_at_bar(

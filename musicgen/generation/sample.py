@@ -9,13 +9,13 @@ same at position 10 and 4000, and several samples run as one batch.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import numpy as np
 import torch
-from tqdm import tqdm
 
-from musicgen.errors import MusicgenError
+from musicgen.errors import Cancelled, MusicgenError, check_int, check_number
 from musicgen.tokenizers.base import Grammar, Tokenizer
 
 NEG_INF = float("-inf")
@@ -40,20 +40,43 @@ class SamplingOptions:
     min_tokens: int = 0
 
     def validate(self) -> SamplingOptions:
-        if not self.temperature >= 0:  # also rejects NaN
-            raise MusicgenError(f"--temperature: must be >= 0, got {self.temperature}")
+        """Types and ranges, named as the API's parameters (a bool, a string, NaN or inf is an
+        error, not a silent 1 or an empty distribution)."""
+        self.temperature = check_number("temperature", self.temperature)
+        self.top_k = check_int("top_k", self.top_k)
+        self.top_p = check_number("top_p", self.top_p)
+        self.min_tokens = check_int("min_tokens", self.min_tokens)
+        if not self.temperature >= 0:
+            raise MusicgenError(f"temperature: must be >= 0, got {self.temperature}")
         if self.top_k < 0:
-            raise MusicgenError(f"--top-k: must be >= 0 (0 = off), got {self.top_k}")
+            raise MusicgenError(f"top_k: must be >= 0 (0 = off), got {self.top_k}")
         if not 0 < self.top_p <= 1:
-            raise MusicgenError(f"--top-p: must be in (0, 1] (1 = off), got {self.top_p}")
+            raise MusicgenError(f"top_p: must be in (0, 1] (1 = off), got {self.top_p}")
         if self.min_tokens < 0:
-            raise MusicgenError(f"--min-tokens: must be >= 0 (0 = off), got {self.min_tokens}")
+            raise MusicgenError(f"min_tokens: must be >= 0 (0 = off), got {self.min_tokens}")
+        if not isinstance(self.grammar, bool):
+            raise MusicgenError(f"grammar: must be True or False, got {self.grammar!r}")
         return self
 
+    def replace(self, **given) -> SamplingOptions:
+        """A copy with the options given (None: keep this one's); unknown names are an error."""
+        unknown = sorted(set(given) - set(SAMPLING_NAMES))
+        if unknown:
+            raise MusicgenError(
+                f"{unknown[0]}: unknown sampling option (known: {', '.join(SAMPLING_NAMES)})"
+            )
+        kept = {k: v for k, v in given.items() if v is not None}
+        return SamplingOptions(**{**vars(self), **kept}).validate()
 
-def default_options(tokenizer_name: str) -> SamplingOptions:
-    """The paper's settings for this tokenizer (plain sampling at T = 1 for an unknown one)."""
-    return SamplingOptions(**PAPER_DEFAULTS.get(tokenizer_name, {}))
+
+SAMPLING_NAMES = ("temperature", "top_k", "top_p", "grammar", "min_tokens")
+
+
+def default_options(tokenizer_name: str, **given) -> SamplingOptions:
+    """THE sampling defaults: the paper's settings for this tokenizer (plain sampling at T = 1
+    for an unknown one), with the options `given` replacing them (None: not given). The API
+    (`generation.api.Model.options`) is the one caller that applies them to a generation."""
+    return SamplingOptions(**PAPER_DEFAULTS.get(tokenizer_name, {})).replace(**given)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -149,6 +172,10 @@ class Generated:
         return self.ids[self.prompt_len :]
 
 
+GrammarWrap = Callable[[Grammar, list[int]], Grammar]  # (grammar after ids, ids) -> grammar
+Progress = Callable[[int, int], None]  # (steps done, steps in all)
+
+
 def _check_prompt(tokenizer: Tokenizer, prompt: list[int], what: str):
     """Advance a fresh grammar over the prompt; a rejected id or a closed prompt is an error."""
     grammar = tokenizer.grammar()
@@ -170,6 +197,16 @@ def _replay(tokenizer: Tokenizer, ids: list[int]):
     return grammar
 
 
+def _grammar_after(
+    tokenizer: Tokenizer, ids: list[int], checked: bool, wrap: GrammarWrap | None
+) -> Grammar:
+    """A grammar advanced over `ids` (`checked`: as a prompt, which must be a valid prefix),
+    passed through `wrap` (the caller's `grammar_wrap`) every time one is built, so that a
+    rebuilt grammar (after a bar cut) keeps the caller's rules."""
+    grammar = _check_prompt(tokenizer, ids, "prompt") if checked else _replay(tokenizer, ids)
+    return grammar if wrap is None else wrap(grammar, list(ids))
+
+
 @torch.inference_mode()
 def generate(
     model: torch.nn.Module,
@@ -179,8 +216,10 @@ def generate(
     max_new_tokens: int,
     bars: int | None = None,
     generator: torch.Generator | None = None,
-    progress: bool = False,
+    progress: Progress | None = None,
     first_allowed: np.ndarray | None = None,
+    cancel=None,
+    grammar_wrap: GrammarWrap | None = None,
 ) -> list[Generated]:
     """Continue every prompt (at least [BOS]) in one batch until each ends.
 
@@ -191,25 +230,29 @@ def generate(
     sequences keep stepping with padding but their output no longer changes. `first_allowed`
     (bool[vocab]) narrows the grammar for each sequence's first sampled id (a prompt cut inside
     a bar: `Prompt.first_allowed`); like the grammar, it applies only with masking on.
+    `progress(done, total)` is called after every decoding step (steps of the batch); `cancel`
+    (anything with `is_set()`, e.g. a `threading.Event`) is checked before every step and raises
+    `Cancelled` once set; `grammar_wrap(grammar, ids)` replaces each sequence's grammar (already
+    advanced over `ids`) by the object it returns, which the masking then follows.
     """
     if not prompts or any(len(p) == 0 for p in prompts):
         raise MusicgenError("generate: every prompt needs at least one id (BOS)")
-    if max_new_tokens < 1:
-        raise MusicgenError(f"--max-tokens: must be >= 1, got {max_new_tokens}")
+    check_int("max_tokens", max_new_tokens, 1)
     options.validate()
     model.eval()
     device = next(model.parameters()).device
-    batch = len(prompts)
-    rows = [_Row.start(tokenizer, list(p), options.grammar, bars is not None) for p in prompts]
+    rows = [
+        _Row.start(tokenizer, list(p), options, bars is not None, grammar_wrap) for p in prompts
+    ]
     for row in rows:
         row.first = first_allowed
-        row.no_end_before, row.eos_id = options.min_tokens, tokenizer.eos_id
     total_steps = max(len(p) for p in prompts) - 1 + max_new_tokens
-    state = model.init_state(batch, device, generator=generator)  # SPE noise: no global RNG
+    state = model.init_state(len(rows), device, generator=generator)  # SPE noise: no global RNG
     feed = torch.tensor([p[0] for p in prompts], dtype=torch.long, device=device)  # [B]
-    bar = tqdm(total=total_steps, desc="generate", unit="tok", disable=not progress)
     pos = 0  # position of the id being fed
     while any(r.active for r in rows):
+        if cancel is not None and cancel.is_set():
+            raise Cancelled(f"cancel: generation cancelled after {pos} of {total_steps} steps")
         logits, state = model.step(feed, state)  # [B, V]: the distribution of id pos + 1
         pos += 1
         sampling = [r.active and pos >= r.out.prompt_len for r in rows]
@@ -220,8 +263,8 @@ def generate(
                     row.accept(tokenizer, tok, bars, max_new_tokens)
         next_ids = [r.out.ids[pos] if r.active else tokenizer.pad_id for r in rows]
         feed = torch.tensor(next_ids, dtype=torch.long, device=device)
-        bar.update(1)
-    bar.close()
+        if progress is not None:
+            progress(pos if any(r.active for r in rows) else total_steps, total_steps)
     return [r.out for r in rows]
 
 
@@ -256,11 +299,12 @@ class _Row:
     first: np.ndarray | None = None  # bool[vocab]: what the first sampled id may be
     no_end_before: int = 0  # the end token is masked until this many ids are sampled
     eos_id: int = -1
+    wrap: GrammarWrap | None = None
 
     def allowed(self) -> np.ndarray:
         """The grammar's mask, narrowed by `first` while nothing is sampled yet and without the
         end token before `no_end_before` sampled ids."""
-        mask = self.grammar.allowed()
+        mask = np.array(self.grammar.allowed(), dtype=bool)  # a copy: the grammar's may be shared
         if self.first is not None and self.out.sampled == 0:
             mask &= self.first
         if self.out.sampled < self.no_end_before and self.eos_id >= 0:
@@ -272,19 +316,20 @@ class _Row:
         cls,
         tokenizer: Tokenizer,
         prompt: list[int],
-        masked: bool,
+        options: SamplingOptions,
         count_bars: bool,
+        wrap: GrammarWrap | None,
     ) -> _Row:
-        grammar = (
-            _check_prompt(tokenizer, prompt, "prompt") if masked else _replay(tokenizer, prompt)
-        )
+        grammar = _grammar_after(tokenizer, prompt, options.grammar, wrap)
         out = Generated(ids=[int(t) for t in prompt], prompt_len=len(prompt))
         if count_bars:  # bar starts are counted as ids arrive: constant work per token
             out.bars = tokenizer.bar_counter()
             for tok in out.ids:
                 out.bars.push(tok)
             out.bar_base = len(out.bars.starts)
-        return cls(out, grammar, grammar.errors)
+        row = cls(out, grammar, grammar.errors, wrap=wrap)
+        row.no_end_before, row.eos_id = options.min_tokens, tokenizer.eos_id
+        return row
 
     def accept(self, tokenizer: Tokenizer, tok: int, bars: int | None, max_new: int) -> None:
         """Append a sampled id; end the row on the end token, a bar past `bars` or `max_new`."""
@@ -298,7 +343,7 @@ class _Row:
         if self.grammar.finished() or tok == tokenizer.eos_id:
             self.finish("end")
         elif bars is not None and _cut_at_bar(out, bars):
-            self.grammar = _replay(tokenizer, out.ids)
+            self.grammar = _grammar_after(tokenizer, out.ids, False, self.wrap)
             out.errors = self.grammar.errors - self.prompt_errors
             self.finish("bars")
         elif out.sampled >= max_new:
