@@ -163,6 +163,24 @@ def test_continue_keeps_the_prompt_and_refuses_bad_prompts(cache, tmp_path):
         jobs.run_continue(model, session, "pop", drums)
 
 
+def test_stop_ends_sampling_within_a_step(cache, tmp_path):
+    model = cache.get("pop909_sine_spe_gated")
+    if not jobs.accepts(model.generate_many, "cancel"):
+        pytest.skip("this generation API has no cancel=")
+    session = jobs.Session(tmp_path)
+    seen = []
+
+    def progress(done, total):
+        seen.append(done)
+        if len(seen) == 5:
+            assert session.stop() == 1  # the Stop button, while the job samples
+
+    with pytest.raises(MusicgenError, match="cancel"):
+        jobs.run_generate(model, session, "pop", bars=64, seed=1, progress=progress)
+    assert len(seen) == 5 and seen == sorted(seen)  # no step sampled after the flag
+    assert not session.pieces and not session.running
+
+
 class FakeModel:
     """A model whose API takes progress= and cancel= (the newer API), to test the plumbing."""
 
@@ -222,6 +240,8 @@ def test_the_command_checks_its_options(capsys):
     assert "--port: must be >= 1 and <= 65535, got 70000" in capsys.readouterr().err
     assert main(["studio", "--concurrency", "0"]) == 1
     assert "--concurrency: must be >= 1" in capsys.readouterr().err
+    assert main(["studio", "--max-upload-mb", "0"]) == 1
+    assert "--max-upload-mb: must be > 0" in capsys.readouterr().err
     assert main(["studio", "--checkpoint", "nope"]) == 1
     assert "nope: model not found" in capsys.readouterr().err
 

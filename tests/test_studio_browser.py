@@ -3,8 +3,9 @@ Playwright, against the studio started as a user starts it (`musicgen studio`, a
 a free port) with the shipped pop909_sine_spe_gated model and 2-bar pieces.
 
 One page generates, plays, downloads, continues a bundled POP909 song, gets a text file named
-.mid refused and still generates after it; two gradio_client sessions generate at once and each
-gets its own result (the same bytes as that seed alone). Skipped, with the reason, where gradio,
+.mid refused, shows a long job's progress, stops it and still generates after it; two
+gradio_client sessions generate at once and each gets its own result (the same bytes as that
+seed alone). Skipped, with the reason, where gradio,
 Playwright or Chromium is missing (.ci/run installs Chromium, so CI runs them).
 """
 
@@ -174,8 +175,17 @@ def test_generate_play_download_continue_and_bad_upload(studio, browser, tmp_pat
     page.locator("#prompt-file input[type=file]").set_input_files(str(fake))
     page.get_by_text("notes.mid: not a MIDI file").first.wait_for(timeout=WAIT_MS)
     page.get_by_role("tab", name="Generate").click()
+
+    # a long job shows its progress and stops on Stop; the next job runs
+    set_number(page, "bars", 64)
     page.locator("#generate").click()
-    assert wait_for_piece(page, "gen_", label).startswith("gen_")
+    page.locator("#roll").get_by_text("sampling").first.wait_for(timeout=WAIT_MS)
+    page.locator("#stop-generate").click()
+    # the page takes a new click once the stopped job is over (gradio's trigger_mode "once")
+    page.locator("#roll").get_by_text("sampling").first.wait_for(state="hidden", timeout=WAIT_MS)
+    set_number(page, "bars", 2)
+    page.locator("#generate").click()
+    assert wait_for_piece(page, "gen_", label).endswith("2 bars")
     # the page's own list holds all three pieces
     assert page.locator("#history img").count() == 3
     page.close()

@@ -32,24 +32,17 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument(
         "--max-upload-mb", type=float, default=None, help="largest prompt upload (default 2)"
     )
-    p.set_defaults(func=run)
+    # the library's messages name serve()'s parameters; cli.flag_message shows these flags
+    flags = {"port": "--port", "concurrency": "--concurrency", "max_upload_mb": "--max-upload-mb"}
+    p.set_defaults(func=run, flags=flags)
 
 
 def run(args: argparse.Namespace) -> int:
-    from musicgen.errors import MusicgenError
     from musicgen.studio import serve
 
-    names = {"port": "--port", "concurrency": "--concurrency"}
-    try:
-        page = serve(
-            args.checkpoint, args.host, args.port, args.concurrency, args.device,
-            args.max_upload_mb,
-        )  # fmt: skip
-    except MusicgenError as exc:  # the library names its parameters; the command, its flags
-        text = str(exc)
-        for name, flag in names.items():
-            text = text.replace(f"{name}:", f"{flag}:", 1) if text.startswith(name) else text
-        raise MusicgenError(text) from None
+    page = serve(
+        args.checkpoint, args.host, args.port, args.concurrency, args.device, args.max_upload_mb
+    )
     print(f"musicgen studio: {page.local_url}", flush=True)
     page.block_thread()
     return 0

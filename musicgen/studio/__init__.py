@@ -30,6 +30,7 @@ def serve(
     Every file it writes or receives lies in one temporary folder, deleted at exit."""
     check_range("port", port, 1, 65535)
     check_range("concurrency", concurrency, 1, 64)
+    check_range("max_upload_mb", max_upload_mb, 0, 1000, low_open=True)
     try:
         import gradio  # noqa: F401
     except ImportError:

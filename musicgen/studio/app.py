@@ -61,9 +61,17 @@ def _guarded(fn: Callable) -> Callable:
     return wrapper
 
 
+PROGRESS_EVERY_S = 0.2  # the API reports every decoding step; the page needs a few a second
+
+
 def _progress_hook(progress: gr.Progress) -> Callable[[int, int], None]:
+    last = [0.0]
+
     def hook(done: int, total: int) -> None:
-        progress((int(done), int(total)), desc="sampling", unit="ids")
+        now = time.monotonic()
+        if now - last[0] >= PROGRESS_EVERY_S or done >= total:
+            last[0] = now
+            progress((int(done), int(total)), desc="sampling", unit="ids")
 
     return hook
 
