@@ -140,6 +140,9 @@ def test_generate_renders_midi_roll_and_audio_and_repeats_with_its_seed(cache, t
     if not jobs.accepts(model.generate_many, "chords"):
         with pytest.raises(MusicgenError, match="^chords: "):
             jobs.run_generate(model, session, "pop", bars=1, chords="C:maj")
+    else:  # no server file through the chord box
+        with pytest.raises(MusicgenError, match="^chords: give chord symbols"):
+            jobs.run_generate(model, session, "pop", bars=1, chords=str(SONG))
 
 
 def test_continue_keeps_the_prompt_and_refuses_bad_prompts(cache, tmp_path):

@@ -171,6 +171,19 @@ def sampling(temperature=None, top_k=None, top_p=None) -> dict:
     return {k: v for k, v in out.items() if v is not None}
 
 
+def check_chords(model: Model, text: str | None) -> str:
+    """The page's chord progression: chord symbols only. The API also takes a file path
+    (a .mid or chord_midi.txt), which must not reach the server's files from the page."""
+    text = (text or "").strip()
+    if not text:
+        return ""
+    if not accepts(model.generate_many, "chords"):
+        raise MusicgenError("chords: this version of musicgen has no chord control yet")
+    if text.lower().endswith((".mid", ".midi", ".txt")) or "chord_midi" in text.lower():
+        raise MusicgenError("chords: give chord symbols (C G Am F); files cannot be named here")
+    return text
+
+
 def check_upload(path: str | Path, tokenizer_name: str, max_mb: float = MAX_UPLOAD_MB):
     """The uploaded prompt as a symusic Score, or a one-line error naming the file: empty, over
     the upload size, not MIDI, over the song limits (`musicgen.limits`), no notes, or only drum
@@ -327,10 +340,8 @@ def run_generate(
     num = whole("num", num, 1, MAX_NUM) or 1
     seed = pick_seed(random_seed(seed))
     kwargs = sampling(**sampling_given)
-    chords = (chords or "").strip()
+    chords = check_chords(model, chords)
     if chords:
-        if not accepts(model.generate_many, "chords"):
-            raise MusicgenError("chords: this version of musicgen has no chord control yet")
         kwargs["chords"] = chords
     flag = session.start_job()
     try:
