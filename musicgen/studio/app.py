@@ -172,7 +172,7 @@ def build(models: jobs.ModelCache, root: Path, default: str | None = None) -> gr
             with gr.Tab("Generate"):
                 bars = gr.Slider(1, jobs.MAX_BARS, value=8, step=1, label="bars", elem_id="bars")
                 chords = gr.Textbox(
-                    label="chord progression (one chord per bar, e.g. C:maj A:min F:maj G:7)",
+                    label="chord progression (chord symbols, e.g. C G Am F; '|' between bars)",
                     visible=False,
                 )
                 with gr.Row():
