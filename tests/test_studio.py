@@ -13,7 +13,7 @@ import symusic
 
 from musicgen.cli import main
 from musicgen.errors import MusicgenError
-from musicgen.studio import jobs
+from musicgen.studio import inputs, jobs
 from tests import hostile
 from tests.paths import ROOT
 
@@ -62,39 +62,39 @@ def test_uploads_are_checked_before_tokenizing(tmp_path):
     text = tmp_path / "notes.mid"
     text.write_text("not MIDI at all")
     with pytest.raises(MusicgenError, match="^notes.mid: not a MIDI file"):
-        jobs.check_upload(text, "remi")
+        inputs.check_upload(text, "remi")
     empty = tmp_path / "empty.mid"
     empty.write_bytes(b"")
     with pytest.raises(MusicgenError, match="^empty.mid: empty file"):
-        jobs.check_upload(empty, "remi")
+        inputs.check_upload(empty, "remi")
     with pytest.raises(MusicgenError, match="over the upload limit of 0.001 MB"):
-        jobs.check_upload(SONG, "remi", max_mb=0.001)
+        inputs.check_upload(SONG, "remi", max_mb=0.001)
     huge = tmp_path / "huge.mid"
     huge.write_bytes(hostile.huge_delta(1))  # 45 bytes, 67 M bars
     with pytest.raises(MusicgenError, match="^huge.mid: too long"):
-        jobs.check_upload(huge, "remi")
+        inputs.check_upload(huge, "remi")
     drums = write_score(tmp_path / "drums.mid", drums=True)
     with pytest.raises(MusicgenError, match="^drums.mid: only drum notes"):
-        jobs.check_upload(drums, "remi")
-    assert jobs.check_upload(drums, "groove").tracks[0].is_drum  # the groove model reads drums
+        inputs.check_upload(drums, "remi")
+    assert inputs.check_upload(drums, "groove").tracks[0].is_drum  # the groove model reads drums
     silent = write_score(tmp_path / "silent.mid", drums=False, notes=0)
     with pytest.raises(MusicgenError, match="^silent.mid: no notes"):
-        jobs.check_upload(silent, "remi")
+        inputs.check_upload(silent, "remi")
     with pytest.raises(MusicgenError, match="upload a MIDI file first"):
-        jobs.check_upload(None, "remi")
-    assert len(jobs.check_upload(SONG, "remi").tracks) > 0
+        inputs.check_upload(None, "remi")
+    assert len(inputs.check_upload(SONG, "remi").tracks) > 0
 
 
 @pytest.mark.parametrize(
     ("call", "message"),
     [
-        (lambda: jobs.whole("bars", 0, 1, 64), "bars: must be >= 1 and <= 64, got 0"),
-        (lambda: jobs.whole("bars", 1.5, 1, 64), "bars: must be a whole number, got 1.5"),
-        (lambda: jobs.whole("num", "2", 1, 4), "num: must be a whole number, got '2'"),
-        (lambda: jobs.sampling(top_p=0), "top_p: must be > 0"),
-        (lambda: jobs.sampling(temperature=float("nan")), "temperature: must be a number"),
-        (lambda: jobs.random_seed(-2), "seed: must be >= -1"),
-        (lambda: jobs.prompt_length("seconds", seconds=0), "seconds: must be >= 0.1"),
+        (lambda: inputs.whole("bars", 0, 1, 64), "bars: must be >= 1 and <= 64, got 0"),
+        (lambda: inputs.whole("bars", 1.5, 1, 64), "bars: must be a whole number, got 1.5"),
+        (lambda: inputs.whole("num", "2", 1, 4), "num: must be a whole number, got '2'"),
+        (lambda: inputs.sampling(top_p=0), "top_p: must be > 0"),
+        (lambda: inputs.sampling(temperature=float("nan")), "temperature: must be a number"),
+        (lambda: inputs.random_seed(-2), "seed: must be >= -1"),
+        (lambda: inputs.prompt_length("seconds", seconds=0), "seconds: must be >= 0.1"),
     ],
 )
 def test_page_values_out_of_range_name_the_parameter(call, message):
@@ -103,9 +103,10 @@ def test_page_values_out_of_range_name_the_parameter(call, message):
 
 
 def test_page_values_in_range_pass():
-    assert jobs.whole("bars", 4.0, 1, 64) == 4 and jobs.whole("bars", None, 1, 64) is None
-    assert jobs.random_seed(-1) is None and jobs.random_seed(7) == 7
-    assert jobs.sampling(temperature=1.0, top_k=None, top_p=1) == {"temperature": 1.0, "top_p": 1.0}
+    assert inputs.whole("bars", 4.0, 1, 64) == 4 and inputs.whole("bars", None, 1, 64) is None
+    assert inputs.random_seed(-1) is None and inputs.random_seed(7) == 7
+    given = inputs.sampling(temperature=1.0, top_k=None, top_p=1)
+    assert given == {"temperature": 1.0, "top_p": 1.0}
 
 
 def test_each_page_gets_its_own_session(tmp_path):
@@ -137,7 +138,7 @@ def test_generate_renders_midi_roll_and_audio_and_repeats_with_its_seed(cache, t
     assert [p.label[:7] for p in session.pieces] == ["gen_001", "gen_002"]
     with pytest.raises(MusicgenError, match="bars: must be >= 1"):
         jobs.run_generate(model, session, "pop", bars=0)
-    if not jobs.accepts(model.generate_many, "chords"):
+    if not inputs.accepts(model.generate_many, "chords"):
         with pytest.raises(MusicgenError, match="^chords: "):
             jobs.run_generate(model, session, "pop", bars=1, chords="C:maj")
     else:  # no server file through the chord box
@@ -168,7 +169,7 @@ def test_continue_keeps_the_prompt_and_refuses_bad_prompts(cache, tmp_path):
 
 def test_stop_ends_sampling_within_a_step(cache, tmp_path):
     model = cache.get("pop909_sine_spe_gated")
-    if not jobs.accepts(model.generate_many, "cancel"):
+    if not inputs.accepts(model.generate_many, "cancel"):
         pytest.skip("this generation API has no cancel=")
     session = jobs.Session(tmp_path)
     seen = []

@@ -1,9 +1,10 @@
 """`musicgen studio`: a local web app (Gradio) to generate, continue, listen and download.
 
-`jobs.py` holds everything that can be tested without a browser (which models the page may
-reach, upload checks, per-session folders and results, calling the generation API with its
-progress and cancel hooks); `app.py` lays out the page and wires it to `jobs`. Gradio is an
-optional extra (`pip install "musicgen[studio]"`): nothing here imports it at package import.
+`inputs.py` checks what a page sends (values, uploads) and `jobs.py` does the work (which models
+the page may reach, per-page sessions and results, the generation API with its progress and
+cancel hooks), both testable without a browser; `app.py` lays out the page and wires it to
+them. Gradio is an optional extra (`pip install "musicgen[studio]"`): nothing here imports it at
+package import.
 """
 
 from __future__ import annotations
@@ -38,7 +39,7 @@ def serve(
             'studio: needs gradio; install it with: pip install "musicgen[studio]"'
         ) from None
     from musicgen.device import pick_device
-    from musicgen.studio import jobs
+    from musicgen.studio import inputs, jobs
 
     choices = jobs.model_choices(list(checkpoints))
     dev = pick_device(device)
@@ -54,5 +55,5 @@ def serve(
     models = jobs.ModelCache(choices, str(dev))
     default = next(iter(choices)) if checkpoints else jobs.DEFAULT_MODEL
     models.get(default if default in choices else next(iter(choices)))  # fail early, warm up
-    limit = jobs.MAX_UPLOAD_MB if max_upload_mb is None else max_upload_mb
+    limit = inputs.MAX_UPLOAD_MB if max_upload_mb is None else max_upload_mb
     return app.launch(models, root, host, port, concurrency, default, limit)

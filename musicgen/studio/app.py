@@ -19,7 +19,7 @@ from pathlib import Path
 import gradio as gr
 
 from musicgen.errors import SEED_MAX, MusicgenError
-from musicgen.studio import jobs
+from musicgen.studio import inputs, jobs
 
 TITLE = "musicgen studio"
 INTRO = (
@@ -102,7 +102,7 @@ def build(models: jobs.ModelCache, root: Path, default: str | None = None) -> gr
     def on_model(label):
         model = models.get(label)
         chords = jobs.has_chord_tokens(model)
-        api_chords = jobs.accepts(model.generate_many, "chords")
+        api_chords = inputs.accepts(model.generate_many, "chords")
         note = "" if api_chords else "this musicgen has no chord control yet (coming with the API)"
         d = jobs.sampling_defaults(model)
         return (
@@ -162,7 +162,7 @@ def build(models: jobs.ModelCache, root: Path, default: str | None = None) -> gr
         with gr.Accordion("model card", open=False):
             card = gr.Markdown(models.card(default))
         with gr.Row():
-            num = gr.Slider(1, jobs.MAX_NUM, value=1, step=1, label="pieces")
+            num = gr.Slider(1, inputs.MAX_NUM, value=1, step=1, label="pieces")
             seed = gr.Number(-1, label="seed (-1: random)", precision=0, minimum=-1,
                              maximum=SEED_MAX, elem_id="seed")  # fmt: skip
             temperature = gr.Slider(0.0, 2.0, value=1.2, step=0.05, label="temperature")
@@ -170,7 +170,7 @@ def build(models: jobs.ModelCache, root: Path, default: str | None = None) -> gr
             top_p = gr.Slider(0.05, 1.0, value=0.9, step=0.01, label="top-p (1: off)")
         with gr.Tabs():
             with gr.Tab("Generate"):
-                bars = gr.Slider(1, jobs.MAX_BARS, value=8, step=1, label="bars", elem_id="bars")
+                bars = gr.Slider(1, inputs.MAX_BARS, value=8, step=1, label="bars", elem_id="bars")
                 chords = gr.Textbox(
                     label="chord progression (chord symbols, e.g. C G Am F; '|' between bars)",
                     visible=False,
@@ -189,11 +189,11 @@ def build(models: jobs.ModelCache, root: Path, default: str | None = None) -> gr
                                            elem_id="prompt-roll")  # fmt: skip
                 with gr.Row():
                     mode = gr.Radio(["bars", "seconds"], value="bars", label="prompt length in")
-                    prompt_bars = gr.Slider(1, jobs.MAX_PROMPT_BARS, value=2, step=1,
+                    prompt_bars = gr.Slider(1, inputs.MAX_PROMPT_BARS, value=2, step=1,
                                             label="prompt bars")  # fmt: skip
-                    seconds = gr.Slider(0.5, jobs.MAX_SECONDS, value=8, step=0.5,
+                    seconds = gr.Slider(0.5, inputs.MAX_SECONDS, value=8, step=0.5,
                                         label="prompt seconds")  # fmt: skip
-                    new_bars = gr.Slider(1, jobs.MAX_NEW_BARS, value=4, step=1, label="new bars",
+                    new_bars = gr.Slider(1, inputs.MAX_NEW_BARS, value=4, step=1, label="new bars",
                                          elem_id="new-bars")  # fmt: skip
                 with gr.Row():
                     cont_btn = gr.Button("Continue", variant="primary", elem_id="continue")
@@ -251,7 +251,7 @@ def launch(
     port: int = 7860,
     concurrency: int = 1,
     default: str | None = None,
-    max_upload_mb: float = jobs.MAX_UPLOAD_MB,
+    max_upload_mb: float = inputs.MAX_UPLOAD_MB,
 ) -> gr.Blocks:
     """Start the server (returns at once; `page.block_thread()` waits). Only the run's folder
     is served (`allowed_paths`), uploads are capped at `max_upload_mb`."""
