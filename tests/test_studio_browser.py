@@ -18,6 +18,8 @@ import subprocess
 import sys
 import threading
 import time
+import urllib.error
+import urllib.request
 from pathlib import Path
 
 import pytest
@@ -229,3 +231,20 @@ def test_two_generations_at_once_get_their_own_results(studio, tmp_path):
             "pop909_sine_spe_gated", gradio_client.handle_file(str(fake)), "bars", 2, 8, 2, 1,
             5, 1.2, 0, 0.9, api_name="/continue",
         )  # fmt: skip
+
+
+def test_no_other_server_file_is_served(studio, tmp_path):
+    """Gradio's file route answers only for the studio's own folder: not a model's files, not
+    the system's; an upload over the cap is refused."""
+    for path in (MODEL / "README.md", Path("/etc/passwd"), ROOT / "pyproject.toml"):
+        url = f"{studio}gradio_api/file={path}"
+        with pytest.raises(urllib.error.HTTPError) as refused:
+            urllib.request.urlopen(url, timeout=30)
+        assert refused.value.code in (403, 404), url
+    big = tmp_path / "big.mid"
+    big.write_bytes(PROMPT.read_bytes() + b"\0" * 3_000_000)  # 3 MB, over the 2 MB cap
+    import httpx  # gradio's own HTTP client
+
+    with big.open("rb") as f:  # straight to the server (gradio_client checks the size first)
+        answer = httpx.post(f"{studio}gradio_api/upload", files={"files": f}, timeout=60)
+    assert answer.status_code == 413 and "maximum allowed size" in answer.text
