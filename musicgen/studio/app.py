@@ -15,6 +15,7 @@ import time
 import traceback
 from collections.abc import Callable
 from pathlib import Path
+from types import SimpleNamespace
 
 import gradio as gr
 
@@ -93,154 +94,169 @@ def _summary(pieces: list[jobs.Piece], seconds: float) -> str:
     return f"{len(pieces)} piece(s) in {seconds:.1f} s (seed {', '.join(map(str, seeds))})"
 
 
-def build(models: jobs.ModelCache, root: Path, default: str | None = None) -> gr.Blocks:
-    """The page, for the models in `models` (the only ones it can reach); each page's files go
-    to a folder of its own under `root`."""
-    labels = list(models.choices)
-    default = default if default in labels else labels[0]
+class Actions:
+    """The page's actions on this studio's models (each page's state comes in as `session`)."""
 
-    def on_model(label):
-        model = models.get(label)
+    def __init__(self, models: jobs.ModelCache):
+        self.models = models
+
+    def on_model(self, label):
+        """The card, the chord box and the sampling defaults of the chosen model."""
+        model = self.models.get(label)
         chords = jobs.has_chord_tokens(model)
         api_chords = inputs.accepts(model.generate_many, "chords")
-        note = "" if api_chords else "this musicgen has no chord control yet (coming with the API)"
+        note = (
+            None if api_chords else "this musicgen has no chord control yet (coming with the API)"
+        )
         d = jobs.sampling_defaults(model)
+        tokens = f"{model.tokenizer.name} tokens" + (", chord tokens" if chords else "")
         return (
-            models.card(label),
-            gr.update(visible=chords, interactive=api_chords, info=note or None),
+            self.models.card(label),
+            gr.update(visible=chords, interactive=api_chords, info=note),
             d["temperature"],
             d["top_k"],
             d["top_p"],
-            f"**{label}** loaded ({model.tokenizer.name} tokens"
-            + (", chord tokens" if chords else "")
-            + ")",
+            f"**{label}** loaded ({tokens})",
         )
 
-    def generate(label, bars, num, seed, temperature, top_k, top_p, chords, session,
+    def generate(self, label, bars, num, seed, temperature, top_k, top_p, chords, session,
                  progress=PROGRESS):  # fmt: skip
         start = time.perf_counter()
         pieces = jobs.run_generate(
-            models.get(label), session, label, bars=bars, num=num, seed=seed, chords=chords,
+            self.models.get(label), session, label, bars=bars, num=num, seed=seed, chords=chords,
             temperature=temperature, top_k=top_k, top_p=top_p, progress=_progress_hook(progress),
         )  # fmt: skip
         return _show(session, pieces[0], _summary(pieces, time.perf_counter() - start))
 
-    def continue_(label, prompt, mode, prompt_bars, seconds, new_bars, num, seed,
-                  temperature, top_k, top_p, session,
-                  progress=PROGRESS):  # fmt: skip
+    def continue_(self, label, prompt, mode, prompt_bars, seconds, new_bars, num, seed,
+                  temperature, top_k, top_p, session, progress=PROGRESS):  # fmt: skip
         start = time.perf_counter()
         pieces = jobs.run_continue(
-            models.get(label), session, label, prompt, mode=mode, prompt_bars=prompt_bars,
+            self.models.get(label), session, label, prompt, mode=mode, prompt_bars=prompt_bars,
             seconds=seconds, new_bars=new_bars, num=num, seed=seed, temperature=temperature,
             top_k=top_k, top_p=top_p, progress=_progress_hook(progress),
         )  # fmt: skip
         return _show(session, pieces[0], _summary(pieces, time.perf_counter() - start))
 
-    def preview(label, prompt, mode, prompt_bars, seconds, session):
+    def preview(self, label, prompt, mode, prompt_bars, seconds, session):
         if prompt is None:
             return None
-        model = models.get(label)
+        model = self.models.get(label)
         return str(jobs.prompt_preview(model, session, prompt, mode, prompt_bars, seconds))
 
-    def pick(label, session):
+    def pick(self, label, session):
         return _show(session, session.find(label))
 
-    def select(session, evt: gr.SelectData):
+    def select(self, session, evt: gr.SelectData):
         index = evt.index if isinstance(evt.index, int) else 0
         return _show(session, session.pieces[index] if index < len(session.pieces) else None)
 
-    def stop(session):
+    def stop(self, session):
         if session.stop():
             gr.Info("stopped")
 
+
+def _controls(models: jobs.ModelCache, default: str) -> SimpleNamespace:
+    """The model choice, the sampling fields and the two tabs (inside an open gr.Blocks)."""
+    ui = SimpleNamespace()
+    gr.Markdown(f"# {TITLE}\n{INTRO}")
+    with gr.Row():
+        ui.model = gr.Dropdown(list(models.choices), value=default, label="model", scale=1)
+        ui.status = gr.Markdown()
+    with gr.Accordion("model card", open=False):
+        ui.card = gr.Markdown(models.card(default))
+    with gr.Row():
+        ui.num = gr.Slider(1, inputs.MAX_NUM, value=1, step=1, label="pieces")
+        ui.seed = gr.Number(-1, label="seed (-1: random)", precision=0, minimum=-1,
+                            maximum=SEED_MAX, elem_id="seed")  # fmt: skip
+        ui.temperature = gr.Slider(0.0, 2.0, value=1.2, step=0.05, label="temperature")
+        ui.top_k = gr.Number(0, label="top-k (0: off)", precision=0, minimum=0)
+        ui.top_p = gr.Slider(0.05, 1.0, value=0.9, step=0.01, label="top-p (1: off)")
+    with gr.Tabs():
+        with gr.Tab("Generate"):
+            ui.bars = gr.Slider(1, inputs.MAX_BARS, value=8, step=1, label="bars", elem_id="bars")
+            ui.chords = gr.Textbox(
+                label="chord progression (chord symbols, e.g. C G Am F; '|' between bars)",
+                visible=False,
+            )
+            with gr.Row():
+                ui.gen_btn = gr.Button("Generate", variant="primary", elem_id="generate")
+                ui.gen_stop = gr.Button("Stop", variant="stop", elem_id="stop-generate")
+        with gr.Tab("Continue"):
+            with gr.Row():
+                ui.prompt = gr.File(label="prompt (MIDI)", file_types=[".mid", ".midi"],
+                                    type="filepath", elem_id="prompt-file")  # fmt: skip
+                ui.prompt_roll = gr.Image(label="the prompt as the model reads it",
+                                          type="filepath", interactive=False,
+                                          elem_id="prompt-roll")  # fmt: skip
+            with gr.Row():
+                ui.mode = gr.Radio(["bars", "seconds"], value="bars", label="prompt length in")
+                ui.prompt_bars = gr.Slider(1, inputs.MAX_PROMPT_BARS, value=2, step=1,
+                                           label="prompt bars")  # fmt: skip
+                ui.seconds = gr.Slider(0.5, inputs.MAX_SECONDS, value=8, step=0.5,
+                                       label="prompt seconds")  # fmt: skip
+                ui.new_bars = gr.Slider(1, inputs.MAX_NEW_BARS, value=4, step=1,
+                                        label="new bars", elem_id="new-bars")  # fmt: skip
+            with gr.Row():
+                ui.cont_btn = gr.Button("Continue", variant="primary", elem_id="continue")
+                ui.cont_stop = gr.Button("Stop", variant="stop", elem_id="stop-continue")
+    return ui
+
+
+def _results(ui: SimpleNamespace) -> None:
+    """The shown piece (roll, player, downloads), its choice and the page's list."""
+    ui.message = gr.Markdown(label="message", elem_id="message")
+    with gr.Row():
+        ui.roll = gr.Image(label="piano roll", type="filepath", interactive=False, scale=2,
+                           elem_id="roll")  # fmt: skip
+        with gr.Column(scale=1):
+            ui.pieces = gr.Dropdown([], label="piece", elem_id="piece")
+            # the browser's own player (no waveform to decode before it plays)
+            ui.audio = gr.Audio(
+                label="listen", type="filepath", interactive=False, elem_id="audio",
+                waveform_options=gr.WaveformOptions(show_recording_waveform=False),
+            )  # fmt: skip
+            ui.files = gr.File(label="download", file_count="multiple", interactive=False,
+                               elem_id="downloads")  # fmt: skip
+    ui.history = gr.Gallery(label="pieces made on this page", columns=4, object_fit="contain",
+                            height=240, allow_preview=False, elem_id="history")  # fmt: skip
+
+
+def _wire(page: gr.Blocks, ui: SimpleNamespace, act: Actions) -> None:
+    """Events: the two public endpoints in one concurrency group, the rest private."""
+    private = {"api_visibility": "private"}
+    shown = [ui.session, ui.roll, ui.audio, ui.files, ui.pieces, ui.history, ui.message]
+    model_out = [ui.card, ui.chords, ui.temperature, ui.top_k, ui.top_p, ui.status]
+    page.load(_guarded(act.on_model), [ui.model], model_out, **private)
+    ui.model.change(_guarded(act.on_model), [ui.model], model_out, **private)
+    sampling = [ui.num, ui.seed, ui.temperature, ui.top_k, ui.top_p]
+    gen = ui.gen_btn.click(
+        _guarded(act.generate), [ui.model, ui.bars, *sampling, ui.chords, ui.session], shown,
+        api_name="generate", concurrency_id="sampling", show_progress_on=[ui.roll],
+    )  # fmt: skip
+    prompt = [ui.prompt, ui.mode, ui.prompt_bars, ui.seconds]
+    cont = ui.cont_btn.click(
+        _guarded(act.continue_), [ui.model, *prompt, ui.new_bars, *sampling, ui.session], shown,
+        api_name="continue", concurrency_id="sampling", show_progress_on=[ui.roll],
+    )  # fmt: skip
+    for btn in (ui.gen_stop, ui.cont_stop):
+        btn.click(act.stop, [ui.session], None, cancels=[gen, cont], queue=False, **private)
+    for trigger in (ui.prompt.upload, ui.mode.change, ui.prompt_bars.release, ui.seconds.release):
+        trigger(_guarded(act.preview), [ui.model, *prompt, ui.session], [ui.prompt_roll], **private)
+    ui.pieces.input(act.pick, [ui.pieces, ui.session], shown, **private)
+    ui.history.select(act.select, [ui.session], shown, **private)
+
+
+def build(models: jobs.ModelCache, root: Path, default: str | None = None) -> gr.Blocks:
+    """The page, for the models in `models` (the only ones it can reach); each page's files go
+    to a folder of its own under `root`."""
+    default = default if default in models.choices else next(iter(models.choices))
     with gr.Blocks(title=TITLE, analytics_enabled=False, delete_cache=(3600, 86400)) as page:
         session = gr.State(jobs.Session(root), delete_callback=jobs.Session.close)
-        gr.Markdown(f"# {TITLE}\n{INTRO}")
-        with gr.Row():
-            model = gr.Dropdown(labels, value=default, label="model", scale=1)
-            status = gr.Markdown()
-        with gr.Accordion("model card", open=False):
-            card = gr.Markdown(models.card(default))
-        with gr.Row():
-            num = gr.Slider(1, inputs.MAX_NUM, value=1, step=1, label="pieces")
-            seed = gr.Number(-1, label="seed (-1: random)", precision=0, minimum=-1,
-                             maximum=SEED_MAX, elem_id="seed")  # fmt: skip
-            temperature = gr.Slider(0.0, 2.0, value=1.2, step=0.05, label="temperature")
-            top_k = gr.Number(0, label="top-k (0: off)", precision=0, minimum=0)
-            top_p = gr.Slider(0.05, 1.0, value=0.9, step=0.01, label="top-p (1: off)")
-        with gr.Tabs():
-            with gr.Tab("Generate"):
-                bars = gr.Slider(1, inputs.MAX_BARS, value=8, step=1, label="bars", elem_id="bars")
-                chords = gr.Textbox(
-                    label="chord progression (chord symbols, e.g. C G Am F; '|' between bars)",
-                    visible=False,
-                )
-                with gr.Row():
-                    gen_btn = gr.Button("Generate", variant="primary", elem_id="generate")
-                    gen_stop = gr.Button("Stop", variant="stop", elem_id="stop-generate")
-            with gr.Tab("Continue"):
-                with gr.Row():
-                    prompt = gr.File(
-                        label="prompt (MIDI)", file_types=[".mid", ".midi"], type="filepath",
-                        elem_id="prompt-file",
-                    )  # fmt: skip
-                    prompt_roll = gr.Image(label="the prompt as the model reads it",
-                                           type="filepath", interactive=False,
-                                           elem_id="prompt-roll")  # fmt: skip
-                with gr.Row():
-                    mode = gr.Radio(["bars", "seconds"], value="bars", label="prompt length in")
-                    prompt_bars = gr.Slider(1, inputs.MAX_PROMPT_BARS, value=2, step=1,
-                                            label="prompt bars")  # fmt: skip
-                    seconds = gr.Slider(0.5, inputs.MAX_SECONDS, value=8, step=0.5,
-                                        label="prompt seconds")  # fmt: skip
-                    new_bars = gr.Slider(1, inputs.MAX_NEW_BARS, value=4, step=1, label="new bars",
-                                         elem_id="new-bars")  # fmt: skip
-                with gr.Row():
-                    cont_btn = gr.Button("Continue", variant="primary", elem_id="continue")
-                    cont_stop = gr.Button("Stop", variant="stop", elem_id="stop-continue")
-        message = gr.Markdown(label="message", elem_id="message")
-        with gr.Row():
-            roll = gr.Image(label="piano roll", type="filepath", interactive=False, scale=2,
-                            elem_id="roll")  # fmt: skip
-            with gr.Column(scale=1):
-                pieces = gr.Dropdown([], label="piece", elem_id="piece")
-                audio = gr.Audio(
-                    label="listen",
-                    type="filepath",
-                    interactive=False,
-                    elem_id="audio",
-                    waveform_options=gr.WaveformOptions(show_recording_waveform=False),
-                )  # the browser's own player: no waveform to decode first
-                files = gr.File(label="download", file_count="multiple", interactive=False,
-                                elem_id="downloads")  # fmt: skip
-        history = gr.Gallery(label="pieces made on this page", columns=4, object_fit="contain",
-                             height=240, allow_preview=False, elem_id="history")  # fmt: skip
-
-        shown = [session, roll, audio, files, pieces, history, message]
-        model_out = [card, chords, temperature, top_k, top_p, status]
-        page.load(_guarded(on_model), [model], model_out, api_visibility="private")
-        model.change(_guarded(on_model), [model], model_out, api_visibility="private")
-        gen = gen_btn.click(
-            _guarded(generate),
-            [model, bars, num, seed, temperature, top_k, top_p, chords, session],
-            shown, api_name="generate", concurrency_id="sampling", show_progress_on=[roll],
-        )  # fmt: skip
-        cont = cont_btn.click(
-            _guarded(continue_),
-            [model, prompt, mode, prompt_bars, seconds, new_bars, num, seed, temperature,
-             top_k, top_p, session],
-            shown, api_name="continue", concurrency_id="sampling", show_progress_on=[roll],
-        )  # fmt: skip
-        for btn in (gen_stop, cont_stop):
-            btn.click(stop, [session], None, cancels=[gen, cont], queue=False,
-                      api_visibility="private")  # fmt: skip
-        for trigger in (prompt.upload, mode.change, prompt_bars.release, seconds.release):
-            trigger(
-                _guarded(preview), [model, prompt, mode, prompt_bars, seconds, session],
-                [prompt_roll], api_visibility="private",
-            )  # fmt: skip
-        pieces.input(pick, [pieces, session], shown, api_visibility="private")
-        history.select(select, [session], shown, api_visibility="private")
+        ui = _controls(models, default)
+        _results(ui)
+        ui.session = session
+        _wire(page, ui, Actions(models))
     return page
 
 
