@@ -94,3 +94,4 @@ def check_tokens(n_tokens: int, where: str, limits: Limits = Limits()) -> None:
 # to the tokens a song may have.
 MAX_NEW_BARS = MAX_BARS
 MAX_NEW_TOKENS = MAX_TOKENS
+MAX_BATCH = 1024  # sequences decoded together (each holds its own recurrent state)

@@ -96,8 +96,9 @@ def test_generate_misuse_is_a_one_line_error(model, kwargs, message):
         (lambda m: m.generate_many(0), "num: must be >= 1, got 0"),
         (lambda m: m.generate_many(-2), "num: must be >= 1"),
         (lambda m: m.generate_many(2.0), "num: must be a whole number"),
-        (lambda m: m.generate_many(2, batch_size=0), "batch_size: must be >= 1, got 0"),
+        (lambda m: m.generate_many(2, batch_size=0), "batch_size: must be >= 1 and <= 1024, got 0"),
         (lambda m: m.generate_many(2, batch_size=None), "batch_size: must be >= 1"),
+        (lambda m: m.generate_many(2, batch_size=10**9), "batch_size: must be >= 1 and <= 1024"),
         (lambda m: m.continue_many(SONG, 0), "num: must be >= 1"),
     ],
 )

@@ -279,6 +279,11 @@ def test_evaluate_style_end_to_end(run, tmp_path):
         assert len(ref) == 4 and all(0 <= v <= 1 for v in ref)
     sample = res["songs"][0]["samples"][0]
     assert len(sample["segments"]) == 4
+    prompt_len = res["songs"][0]["prompt_tokens"]
+    for s in res["songs"][0]["samples"]:  # max_tokens: the ids sampled after the prompt
+        assert s["tokens"] > prompt_len
+        if s["stop"] == "max_tokens":
+            assert s["tokens"] >= prompt_len + 160
     assert res["prompts_kept"] == {"samples": 2, "decoded": 2, "written": 2}
     assert sample["prompt_written"] == {"kept": True, "extra": 0, "missing": 0}
     assert len(list((tmp_path / "o" / "samples").glob("*.mid"))) == 2

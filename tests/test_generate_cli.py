@@ -461,3 +461,12 @@ def test_continue_bars_skips_leading_silence_on_the_command_line(ckpts, tmp_path
     assert _notes(out, cut) == _notes(want, cut)
     rc, _, err = run_cli(capsys, *args, "--prompt-bars", "0:2", "--out", tmp_path / "p")
     assert rc == 1 and "bars 0:2 hold no notes" in err and err.count("\n") == 1, err
+
+
+def test_help_states_the_prompt_rule(capsys):
+    with pytest.raises(SystemExit):
+        main(["continue", "--help"])
+    text = " ".join(capsys.readouterr().out.split())
+    assert "the first N bars that hold music (leading silent bars are skipped" in text
+    assert "exactly bars START..END-1 counted from time 0" in text
+    assert "the most ids sampled after the prompt, per piece" in text

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
@@ -149,6 +150,10 @@ def _prompts_kept(songs: list[dict]) -> dict:
     }
 
 
+def _summary(sets: dict[str, list[list[float]]]) -> dict[str, list[dict]]:
+    return {m: [summarize(seg) for seg in sets[m]] for m in METRICS}
+
+
 def _empty() -> dict[str, list[list[float]]]:
     return {m: [[] for _ in range(N_STYLE_SEGMENTS)] for m in METRICS}
 
@@ -186,6 +191,43 @@ def _continue_song(
     return entry
 
 
+@dataclass
+class _Tally:
+    """What the pass over the prompt songs collects: per-segment scores of the sampled and the
+    true continuations, each used song's notes, true continuation and prompt length (the
+    other-song baseline), the songs' entries of style.json and the songs skipped."""
+
+    scores: dict = field(default_factory=_empty)
+    reference: dict = field(default_factory=_empty)
+    sources: list = field(default_factory=list)
+    truths: list = field(default_factory=list)  # the real continuations
+    lengths: list = field(default_factory=list)  # bars of each prompt (one more with a pickup)
+    songs: list = field(default_factory=list)
+    skipped: list = field(default_factory=list)
+
+    def add(self, model, path: Path, bars: int, max_tokens: int, out: Path, **generation):
+        """Prompt, true continuation and sampled continuations of one song (or its skip)."""
+        tok = model.tokenizer
+        try:
+            ids = encode_song(tok, path)  # annotated POP909 chords, as in training
+            built = song_prompt(tok, ids, bars, where=str(path))
+        except MusicgenError as exc:
+            self.skipped.append({"path": str(path), "reason": str(exc)})
+            return
+        source = notes_from_score(tok.decode(ids))
+        truth = notes_from_score(tok.decode(true_continuation(tok, ids, built.ids, max_tokens)))
+        self.sources.append(source)
+        self.truths.append(truth)
+        self.lengths.append(built.bars)
+        _collect(self.reference, segment_similarities(truth, source, built.bars, METRICS))
+        self.songs.append(
+            _continue_song(
+                model, path, built, source, bars=built.bars, out=out, scores=self.scores,
+                max_tokens=max_tokens, **generation,
+            )
+        )  # fmt: skip
+
+
 def evaluate_style(
     checkpoint: str | Path,
     prompts: str | Path,
@@ -204,65 +246,37 @@ def evaluate_style(
     Similarities are computed per track role and averaged over the roles the source has. The
     continuations are written to out/samples/ as MIDI.
     """
-    # Over 60 lines on purpose: one pass over the prompt songs fills three score sets in step
-    # (sampled, true continuation, other-song sources) with one RNG order; most lines are the
-    # formatter's one-argument-per-line calls.
+    # One pass over the prompt songs (`_Tally.add`) fills three score sets in step (sampled,
+    # true continuation, other-song sources) with one random stream.
     from musicgen.generation.api import check_arguments, load
     from musicgen.plots import plot_style_boxes
 
     sampling = {"temperature": temperature, "top_p": top_p}
     check_arguments(samples, bars, max_tokens, seed, **sampling)
     model = load(checkpoint, device)
-    tok = model.tokenizer
     files = midi_files(prompts)[:max_prompts]
-    generation = {
-        "num": samples,
-        "batch_size": samples,
-        "seed": seed,
-        "max_tokens": max_tokens,
-        "generator": model.generator(seed),  # one random stream over all the songs
-        **sampling,
-    }
-    out = Path(out)
-    scores, reference = _empty(), _empty()
-    songs, skipped = [], []
-    sources: list[Notes] = []
-    truths: list[Notes] = []  # the real continuations, also the other-song baseline
-    lengths: list[int] = []  # bars of each prompt (one more with a pickup)
+    generation = {"num": samples, "batch_size": samples, "seed": seed}
+    generation["generator"] = model.generator(seed)  # one random stream over all the songs
+    tally = _Tally()
     for path in tqdm(files, desc="style"):
-        try:
-            ids = encode_song(tok, path)  # annotated POP909 chords, as in training
-            built = song_prompt(tok, ids, bars, where=str(path))
-        except MusicgenError as exc:
-            skipped.append({"path": str(path), "reason": str(exc)})
-            continue
-        source = notes_from_score(tok.decode(ids))
-        truth = notes_from_score(tok.decode(true_continuation(tok, ids, built.ids, max_tokens)))
-        sources.append(source)
-        truths.append(truth)
-        lengths.append(built.bars)
-        _collect(reference, segment_similarities(truth, source, built.bars, METRICS))
-        songs.append(
-            _continue_song(
-                model, path, built, source, bars=built.bars, out=out, scores=scores, **generation
-            )
-        )
+        tally.add(model, path, bars, max_tokens, Path(out), **generation, **sampling)
+    scores, reference, songs, skipped = tally.scores, tally.reference, tally.songs, tally.skipped
     if not songs:
         raise MusicgenError(f"{prompts}: no usable prompt song ({len(skipped)} skipped)")
-    baseline = other_song_baseline(sources, truths, lengths, METRICS)
+    baseline = other_song_baseline(tally.sources, tally.truths, tally.lengths, METRICS)
     results = {
         "checkpoint": str(checkpoint),
         "bars": bars,
         "max_tokens": max_tokens,
         "samples": samples,
         "sampling": vars(model.options(**sampling)),
-        "summary": {m: [summarize(seg) for seg in scores[m]] for m in METRICS},
-        "reference_summary": {m: [summarize(seg) for seg in reference[m]] for m in METRICS},
-        "baseline_summary": {m: [summarize(seg) for seg in baseline[m]] for m in METRICS},
+        "summary": _summary(scores),
+        "reference_summary": _summary(reference),
+        "baseline_summary": _summary(baseline),
         "prompts_kept": _prompts_kept(songs),
         "songs": songs,
         "skipped": skipped,
     }
-    write_json(out / "style.json", results)
-    plot_style_boxes(scores, out / "style.png", reference=reference)
+    write_json(Path(out) / "style.json", results)
+    plot_style_boxes(scores, Path(out) / "style.png", reference=reference)
     return results

@@ -37,7 +37,7 @@ from musicgen.generation.sample import (
     generate,
 )
 from musicgen.generation.write import checkpoint_stem, write_midi
-from musicgen.limits import MAX_NEW_BARS, MAX_NEW_TOKENS
+from musicgen.limits import MAX_BATCH, MAX_NEW_BARS, MAX_NEW_TOKENS
 
 __all__ = ["Model", "Music", "checkpoint_stem", "load", "pick_seed", "write_midi"]
 
@@ -141,8 +141,8 @@ def check_arguments(
     """The checks of `Model.pieces` that need no model, so that a command can make them before
     it loads one: counts, lengths against the limits, the seed, the sampling options' types.
     `bars_name`: what the caller calls `bars` (`new_bars` for a continuation)."""
-    for name, value in (("num", num), ("batch_size", batch_size)):
-        if check_int(name, value, 1) is None:
+    for name, value, high in (("num", num, None), ("batch_size", batch_size, MAX_BATCH)):
+        if check_int(name, value, 1, high) is None:
             raise MusicgenError(f"{name}: must be >= 1, got None")
     max_new_ids(bars, max_tokens, GENERATE_MAX_TOKENS, bars_name)
     pick_seed(0 if seed is None else seed)
@@ -199,6 +199,8 @@ class Model:
         per piece. Every argument is checked now, before the first piece is asked for.
         `generator`: draw from this random stream instead of a fresh one from `seed` (one stream
         over many calls, as `evaluate style` does; `seed` is then only recorded)."""
+        if prompt is not None and not isinstance(prompt, Prompt):
+            raise MusicgenError(f"prompt: must be a Prompt (Model.prompt(path)), got {prompt!r}")
         name = "bars" if prompt is None else "new_bars"
         check_arguments(num, bars, max_tokens, seed, batch_size, bars_name=name, **sampling)
         _check_hooks(progress, cancel, grammar_wrap)
