@@ -7,7 +7,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 FAST_TRANSFORMERS := pytorch-fast-transformers==0.4.0
 
-.PHONY: install install-fast demo test test-slow lint format wheel-check bench clean
+.PHONY: install install-fast demo studio test test-slow lint format wheel-check bench clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -40,6 +40,10 @@ install-fast: $(STAMP)
 
 demo: $(STAMP)
 	$(BIN)/musicgen demo
+
+# The web app on http://127.0.0.1:7860/ (docs/studio.md); e.g. make studio ARGS="--port 8000"
+studio: $(STAMP)
+	$(BIN)/musicgen studio $(ARGS)
 
 test: $(STAMP)
 	$(BIN)/python -m pytest -q

@@ -21,7 +21,17 @@ from musicgen import __version__
 from musicgen.errors import MusicgenError
 
 # Order shown in `musicgen --help`.
-COMMANDS = ["prepare", "train", "generate", "export", "evaluate", "plot", "render", "demo"]
+COMMANDS = [
+    "prepare",
+    "train",
+    "generate",
+    "export",
+    "evaluate",
+    "plot",
+    "render",
+    "demo",
+    "studio",
+]
 
 # The library's messages name the Python API's parameters (`max_tokens: must be >= 1`); on the
 # command line they name the flag that set them. The one table of that translation (a command

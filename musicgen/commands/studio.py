@@ -1,0 +1,48 @@
+"""`musicgen studio`: the local web app (musicgen/studio/); parses, starts, prints the URL."""
+
+from __future__ import annotations
+
+import argparse
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser(
+        "studio",
+        help="a local web app: generate, continue, listen and download",
+        description='Start the studio (needs the extra: pip install "musicgen[studio]"). The '
+        "page serves the shipped models and the --checkpoint models, nothing else on this machine. "
+        "It listens on 127.0.0.1 only unless --host says otherwise.",
+    )
+    p.add_argument(
+        "--checkpoint",
+        action="append",
+        default=[],
+        metavar="FOLDER",
+        help="a model folder (or .pt, run folder, shipped name) to offer first; repeatable",
+    )
+    p.add_argument("--host", default="127.0.0.1", help="address to bind (0.0.0.0: all)")
+    p.add_argument("--port", type=int, default=7860, help="port (default 7860)")
+    p.add_argument(
+        "--concurrency",
+        type=int,
+        default=None,
+        help="generations run at once; more wait in the queue (default: 1 on a CPU, 2 on a GPU)",
+    )
+    p.add_argument("--device", default="auto", help="auto | cpu | cuda | cuda:N | mps")
+    p.add_argument(
+        "--max-upload-mb", type=float, default=None, help="largest prompt upload (default 2)"
+    )
+    # the library's messages name serve()'s parameters; cli.flag_message shows these flags
+    flags = {"port": "--port", "concurrency": "--concurrency", "max_upload_mb": "--max-upload-mb"}
+    p.set_defaults(func=run, flags=flags)
+
+
+def run(args: argparse.Namespace) -> int:
+    from musicgen.studio import serve
+
+    page = serve(
+        args.checkpoint, args.host, args.port, args.concurrency, args.device, args.max_upload_mb
+    )
+    print(f"musicgen studio: {page.local_url}", flush=True)
+    page.block_thread()
+    return 0

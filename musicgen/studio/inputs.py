@@ -1,0 +1,124 @@
+"""The studio's checks of what a page sends, before any model work.
+
+Widgets send floats and None, a file upload is whatever a browser sent: every value is checked
+here with a one-line `MusicgenError` naming the API's parameter (`bars`, `top_p`) or the file,
+and the page shows that line. The limits are the page's own (tighter than the API's, so one
+request cannot hold a shared machine for long); uploads are also held to `musicgen.limits`.
+"""
+
+from __future__ import annotations
+
+import inspect
+import math
+from collections.abc import Callable
+from pathlib import Path
+
+import symusic
+
+from musicgen import errors
+from musicgen.errors import SEED_MAX, MusicgenError
+from musicgen.limits import check_score
+
+MAX_UPLOAD_MB = 2.0  # a POP909 song is 20-60 kB; the bundled MAESTRO excerpt 4 kB
+MAX_BARS = 64  # per piece from scratch
+MAX_NUM = 4  # pieces per request
+MAX_PROMPT_BARS = 16
+MAX_SECONDS = 60.0
+MAX_NEW_BARS = 32
+
+
+def accepts(fn: Callable, name: str) -> bool:
+    """Whether `fn` takes the keyword `name` (the generation API grows keywords over time)."""
+    return name in inspect.signature(fn).parameters
+
+
+def random_seed(value) -> int | None:
+    """The page's seed: -1 (or empty) means draw one."""
+    seed = whole("seed", value, -1, SEED_MAX)
+    return None if seed == -1 else seed
+
+
+def whole(where: str, value, low: int, high: int) -> int | None:
+    """`value` as an int within low..high (None passes), else a one-line error naming `where`."""
+    if value is None or value == "":
+        return None
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise MusicgenError(f"{where}: must be a whole number, got {value!r}")
+    if isinstance(value, float) and not (math.isfinite(value) and value.is_integer()):
+        raise MusicgenError(f"{where}: must be a whole number, got {value}")
+    return errors.check_range(where, int(value), low, high)
+
+
+def number(where: str, value, low: float, high: float) -> float | None:
+    if value is None or value == "":
+        return None
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+        raise MusicgenError(f"{where}: must be a number, got {value!r}")
+    return errors.check_range(where, float(value), low, high)
+
+
+def sampling(temperature=None, top_k=None, top_p=None) -> dict:
+    """The sampling keywords for the API (None: the model's default)."""
+    out = {
+        "temperature": number("temperature", temperature, 0.0, 10.0),
+        "top_k": whole("top_k", top_k, 0, 100_000),
+        "top_p": number("top_p", top_p, 0.0, 1.0),
+    }
+    if out["top_p"] == 0.0:
+        raise MusicgenError("top_p: must be > 0 (1 = off), got 0")
+    return {k: v for k, v in out.items() if v is not None}
+
+
+def check_chords(model, text: str | None) -> str:
+    """The page's chord progression: chord symbols only. The API also takes a file path
+    (a .mid or chord_midi.txt), which must not reach the server's files from the page."""
+    text = (text or "").strip()
+    if not text:
+        return ""
+    if not accepts(model.generate_many, "chords"):
+        raise MusicgenError("chords: this version of musicgen has no chord control yet")
+    if text.lower().endswith((".mid", ".midi", ".txt")) or "chord_midi" in text.lower():
+        raise MusicgenError("chords: give chord symbols (C G Am F); files cannot be named here")
+    return text
+
+
+def check_upload(path: str | Path, tokenizer_name: str, max_mb: float = MAX_UPLOAD_MB):
+    """The uploaded prompt as a symusic Score, or a one-line error naming the file: empty, over
+    the upload size, not MIDI, over the song limits (`musicgen.limits`), no notes, or only drum
+    notes for a model that reads no drums (REMI)."""
+    if path is None or str(path) == "":
+        raise MusicgenError("prompt: upload a MIDI file first")
+    path = Path(path)
+    name = path.name
+    if not path.is_file():
+        raise MusicgenError(f"{name}: the uploaded file is gone; upload it again")
+    size = path.stat().st_size
+    if size == 0:
+        raise MusicgenError(f"{name}: empty file (not a MIDI file)")
+    if size > max_mb * 1e6:
+        raise MusicgenError(f"{name}: {size / 1e6:.1f} MB, over the upload limit of {max_mb:g} MB")
+    with path.open("rb") as f:
+        head = f.read(4)
+    if head not in (b"MThd", b"RIFF"):
+        raise MusicgenError(f"{name}: not a MIDI file (no MIDI header)")
+    try:
+        score = symusic.Score(str(path))
+    except Exception as exc:  # symusic raises RuntimeError/ValueError on corrupt input
+        raise MusicgenError(f"{name}: not a readable MIDI file ({exc})") from None
+    check_score(score, name)
+    tracks = [t for t in score.tracks if len(t.notes)]
+    if not tracks:
+        raise MusicgenError(f"{name}: no notes to continue")
+    if tokenizer_name != "groove" and all(t.is_drum for t in tracks):
+        raise MusicgenError(
+            f"{name}: only drum notes, which this model's {tokenizer_name} tokens do not hold; "
+            "give a file with pitched notes (or choose the groove model)"
+        )
+    return score
+
+
+def prompt_length(mode: str, bars=None, seconds=None) -> dict:
+    """`bars=` or `seconds=` of a prompt, checked."""
+    if mode == "seconds":
+        return {"seconds": number("seconds", seconds, 0.1, MAX_SECONDS)}
+    return {"bars": whole("bars", bars, 1, MAX_PROMPT_BARS) or 2}

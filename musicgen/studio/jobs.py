@@ -1,0 +1,334 @@
+"""What the studio does, without the page: models, upload checks, sessions, jobs.
+
+The page (`app.py`) only turns widgets into these calls and their results into widgets, so this
+module is what the tests drive without a browser. Every job calls the public generation API
+(`musicgen.load`, `Model.generate_many`, `Model.continue_midi` / `continue_many`,
+`Model.prompt`), exactly as the CLI does; keywords that a newer API adds (`progress=`, `cancel=`,
+`chords=`, `new_bars=`) are passed only where the loaded API accepts them (`accepts`), so the
+studio runs on both sides of that change.
+
+Safety: the page names a model by its label only; `ModelCache` maps labels to the folders the
+studio was started with (the shipped models and `--checkpoint` folders), so no other server path
+can be reached. Every value and upload is checked first (`inputs.py`: size, MIDI header, parse,
+`musicgen.limits`, notes).
+"""
+
+from __future__ import annotations
+
+import shutil
+import tempfile
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from musicgen import errors
+from musicgen.errors import SEED_MAX, MusicgenError
+from musicgen.generation.api import Model, Music, checkpoint_stem, load, pick_seed
+from musicgen.generation.render import piano_roll
+from musicgen.metrics import load_notes, notes_from_score
+from musicgen.resources import resolve_checkpoint, shipped_dir
+from musicgen.studio.inputs import (
+    MAX_BARS,
+    MAX_NEW_BARS,
+    MAX_NUM,
+    accepts,
+    check_chords,
+    check_upload,
+    prompt_length,
+    random_seed,
+    sampling,
+    whole,
+)
+
+MAX_SESSION_PIECES = 40  # older pieces of a page are forgotten (and their files deleted)
+# With an API whose continue_midi has no `new_bars`, the continuation's length in ids instead.
+TOKENS_PER_NEW_BAR = 64
+DEFAULT_MODEL = "pop909_sine_spe_gated"
+
+
+def shipped_models() -> dict[str, Path]:
+    """The model folders shipped with musicgen, by name."""
+    root = shipped_dir("checkpoints")
+    if not root.is_dir():
+        return {}
+    return {p.name: p for p in sorted(root.iterdir()) if (p / "config.json").is_file()}
+
+
+def model_choices(extra: list[str | Path] = ()) -> dict[str, Path]:
+    """Label -> model path: the `--checkpoint` models first (in order), then the shipped ones."""
+    shipped = shipped_models()
+    choices: dict[str, Path] = {}
+    for spec in extra:
+        path = resolve_checkpoint(spec)
+        if not path.exists():
+            raise MusicgenError(f"{spec}: model not found, nor a shipped model's name")
+        label = checkpoint_stem(path)
+        if label in choices or (label in shipped and shipped[label].resolve() != path.resolve()):
+            label = f"{label} ({path})"
+        choices[label] = path
+    for label, path in shipped.items():
+        if not any(p.resolve() == path.resolve() for p in choices.values()):
+            choices[label] = path
+    if not choices:
+        raise MusicgenError("studio: no model to serve (give --checkpoint FOLDER)")
+    return choices
+
+
+class ModelCache:
+    """The models this studio may serve, each loaded once on first use (thread-safe)."""
+
+    def __init__(self, choices: dict[str, Path], device: str = "cpu"):
+        self.choices = dict(choices)
+        self.device = device
+        self._models: dict[str, Model] = {}
+        self._lock = threading.Lock()
+
+    def path(self, label: str) -> Path:
+        if label not in self.choices:
+            raise MusicgenError(
+                f"model: {label!r} is not one of this studio's models ({', '.join(self.choices)})"
+            )
+        return self.choices[label]
+
+    def get(self, label: str) -> Model:
+        path = self.path(label)
+        with self._lock:
+            if label not in self._models:
+                try:
+                    self._models[label] = load(path, device=self.device)
+                except MusicgenError as exc:
+                    raise MusicgenError(f"model {label}: cannot be loaded ({exc})") from None
+                except Exception as exc:  # a broken folder must not take the page down
+                    raise MusicgenError(
+                        f"model {label}: cannot be loaded ({type(exc).__name__}: {exc})"
+                    ) from None
+            return self._models[label]
+
+    def card(self, label: str) -> str:
+        """The model card (README.md of the folder), or a line saying there is none."""
+        path = self.path(label)
+        readme = (path if path.is_dir() else path.parent) / "README.md"
+        if readme.is_file():
+            return readme.read_text(encoding="utf-8", errors="replace")
+        return f"*{label}: this model folder has no model card (README.md).*"
+
+
+def has_chord_tokens(model: Model) -> bool:
+    """Whether the model's vocabulary has Chord tokens (what a chord progression controls)."""
+    tok = model.tokenizer
+    return any(tok.token_name(i).startswith("Chord") for i in range(tok.vocab_size))
+
+
+def sampling_defaults(model: Model) -> dict:
+    """temperature, top_k, top_p that the API uses for this model when none are given."""
+    opts = model.options()
+    return {"temperature": opts.temperature, "top_k": opts.top_k, "top_p": opts.top_p}
+
+
+# ---------------------------------------------------------------------------------------------
+# one page's results
+
+
+@dataclass
+class Piece:
+    """One result as the page shows it: files in the session folder and what made it."""
+
+    label: str
+    midi: Path
+    png: Path
+    audio: Path | None
+    seed: int | None
+    info: dict = field(default_factory=dict)
+
+    def files(self) -> list[Path]:
+        return [p for p in (self.midi, self.audio) if p is not None]
+
+
+class Session:
+    """One open page: its own folder, its pieces and its stop flag. `gr.State` deep-copies its
+    initial value for every page, so a copy is a fresh, empty session under the same root."""
+
+    def __init__(self, root: str | Path | None = None):
+        self.root = Path(root) if root is not None else None
+        self.folder: Path | None = None
+        self.pieces: list[Piece] = []
+        self.running: set[threading.Event] = set()  # one stop flag per running job
+        self.made = 0
+
+    def __deepcopy__(self, memo) -> Session:
+        return Session(self.root)
+
+    def dir(self) -> Path:
+        if self.folder is None:
+            if self.root is not None:
+                self.root.mkdir(parents=True, exist_ok=True)
+            self.folder = Path(tempfile.mkdtemp(prefix="session-", dir=self.root))
+        return self.folder
+
+    def start_job(self) -> threading.Event:
+        """A stop flag for a new job (a Stop pressed earlier does not stop this one)."""
+        flag = threading.Event()
+        self.running.add(flag)
+        return flag
+
+    def end_job(self, flag: threading.Event) -> None:
+        self.running.discard(flag)
+
+    def stop(self) -> int:
+        """Set the stop flag of every running job of this page; returns how many."""
+        for flag in list(self.running):
+            flag.set()
+        return len(self.running)
+
+    def next_stem(self, kind: str) -> str:
+        self.made += 1
+        return f"{kind}_{self.made:03d}"
+
+    def add(self, piece: Piece) -> Piece:
+        self.pieces.append(piece)
+        while len(self.pieces) > MAX_SESSION_PIECES:
+            old = self.pieces.pop(0)
+            for p in (old.midi, old.png, old.audio):
+                if p is not None:
+                    p.unlink(missing_ok=True)
+        return piece
+
+    def find(self, label: str | None) -> Piece | None:
+        return next((p for p in self.pieces if p.label == label), None)
+
+    def close(self) -> None:
+        """Delete the session's files (the page was closed)."""
+        if self.folder is not None:
+            shutil.rmtree(self.folder, ignore_errors=True)
+        self.pieces.clear()
+
+
+def stopped() -> MusicgenError:
+    cls = getattr(errors, "Cancelled", MusicgenError)
+    return cls("stopped: the job was cancelled")
+
+
+def hooks(fn: Callable, progress, cancel: threading.Event | None) -> dict:
+    """`progress=` and `cancel=` for the API call, where the API takes them."""
+    out = {}
+    if progress is not None and accepts(fn, "progress"):
+        out["progress"] = progress
+    if cancel is not None and accepts(fn, "cancel"):
+        out["cancel"] = cancel
+    return out
+
+
+def render(music: Music, session: Session, kind: str, label: str, info: dict) -> Piece:
+    """Write a piece's MIDI, piano roll and audio into the session folder."""
+    folder = session.dir()
+    stem = session.next_stem(kind)
+    midi = music.save(folder / f"{stem}.mid")
+    title = f"{label} ({midi.name})"
+    png = piano_roll(load_notes(midi), folder / f"{stem}.png", title=title)
+    audio = music.save_audio(folder / f"{stem}.wav")
+    return session.add(Piece(f"{stem}: {label}", midi, png, audio, music.seed, info))
+
+
+def run_generate(
+    model: Model,
+    session: Session,
+    model_label: str,
+    *,
+    bars=4,
+    num=1,
+    seed=None,
+    chords: str = "",
+    progress=None,
+    **sampling_given,
+) -> list[Piece]:
+    """`num` pieces of `bars` bars from scratch, rendered into the session."""
+    bars = whole("bars", bars, 1, MAX_BARS)
+    num = whole("num", num, 1, MAX_NUM) or 1
+    seed = pick_seed(random_seed(seed))
+    kwargs = sampling(**sampling_given)
+    chords = check_chords(model, chords)
+    if chords:
+        kwargs["chords"] = chords
+    flag = session.start_job()
+    try:
+        kwargs.update(hooks(model.generate_many, progress, flag))
+        pieces = model.generate_many(num, bars=bars, seed=seed, **kwargs)
+        if flag.is_set():  # an API without `cancel=` ran to the end: drop its pieces
+            raise stopped()
+    finally:
+        session.end_job(flag)
+    info = {"model": model_label, "bars": bars, "seed": seed, **sampling(**sampling_given)}
+    return [
+        render(p, session, "gen", f"{model_label}, seed {seed}, piece {i + 1}, {bars} bars", info)
+        for i, p in enumerate(pieces)
+    ]
+
+
+def run_continue(
+    model: Model,
+    session: Session,
+    model_label: str,
+    path,
+    *,
+    mode: str = "bars",
+    prompt_bars=2,
+    seconds=None,
+    new_bars=4,
+    num=1,
+    seed=None,
+    progress=None,
+    **sampling_given,
+) -> list[Piece]:
+    """`num` continuations of the uploaded prompt, rendered into the session."""
+    check_upload(path, model.tokenizer.name)
+    length = prompt_length(mode, prompt_bars, seconds)
+    new_bars = whole("new_bars", new_bars, 1, MAX_NEW_BARS) or 4
+    num = whole("num", num, 1, MAX_NUM) or 1
+    seed = pick_seed(random_seed(seed))
+    given = sampling(**sampling_given)
+    many = getattr(model, "continue_many", None)
+    fn = many or model.continue_midi
+    kwargs = {**length, **given}
+    if accepts(fn, "new_bars"):
+        kwargs["new_bars"] = new_bars
+    else:
+        kwargs["max_tokens"] = TOKENS_PER_NEW_BAR * new_bars
+    flag = session.start_job()
+    try:
+        kwargs.update(hooks(fn, progress, flag))
+        pieces = _continue(model, many, path, num, seed, flag, kwargs)
+    finally:
+        session.end_job(flag)
+    what = f"{length['bars']} bars" if "bars" in length else f"{length['seconds']:g} s"
+    name = Path(path).name
+    info = {"model": model_label, "prompt": name, **length, "new_bars": new_bars, "seed": seed}
+    label = f"{model_label} continues {what} of {name}, seed {seed}"
+    return [
+        render(p, session, "cont", f"{label}, piece {i + 1}", {**info, **given})
+        for i, p in enumerate(pieces)
+    ]
+
+
+def _continue(model: Model, many, path, num: int, seed: int, flag, kwargs: dict) -> list[Music]:
+    if many is not None:
+        pieces = many(path, num, seed=seed, **kwargs)
+    else:  # an API without continue_many: one call per piece, seeds seed, seed + 1, ...
+        pieces = []
+        for i in range(num):
+            if flag.is_set():
+                break
+            pieces.append(model.continue_midi(path, seed=(seed + i) % (SEED_MAX + 1), **kwargs))
+    if flag.is_set():  # an API without `cancel=` ran to the end: drop its pieces
+        raise stopped()
+    return pieces
+
+
+def prompt_preview(model: Model, session: Session, path, mode="bars", bars=2, seconds=None):
+    """The piano roll (PNG path) of the prompt exactly as the model will be fed it."""
+    check_upload(path, model.tokenizer.name)
+    prompt = model.prompt(path, **prompt_length(mode, bars, seconds))
+    folder = session.dir()
+    stem = session.next_stem("prompt")
+    title = f"prompt: {Path(path).name}, {prompt.bars} bars as the model reads them"
+    return piano_roll(notes_from_score(prompt.notes), folder / f"{stem}.png", title=title)

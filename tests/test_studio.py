@@ -1,0 +1,264 @@
+"""The studio without a browser: which models a page can reach, upload checks, sessions, jobs
+through the generation API (progress, cancel, chords only where the API takes them), the
+endpoints' names and the command's errors. The page in a browser: test_studio_browser.py."""
+
+from __future__ import annotations
+
+import copy
+import threading
+from pathlib import Path
+
+import pytest
+import symusic
+
+from musicgen.cli import main
+from musicgen.errors import MusicgenError
+from musicgen.studio import inputs, jobs
+from tests import hostile
+from tests.paths import ROOT
+
+MODEL = ROOT / "checkpoints" / "pop909_sine_spe_gated"
+SONG = ROOT / "data" / "demo" / "pop909_005.mid"
+
+
+@pytest.fixture(scope="module")
+def cache():
+    return jobs.ModelCache(jobs.model_choices([MODEL]), "cpu")
+
+
+def write_score(path: Path, drums: bool, notes: int = 4) -> Path:
+    score = symusic.Score(480)
+    track = symusic.Track(name="t", program=0, is_drum=drums)
+    for k in range(notes):
+        track.notes.append(symusic.Note(k * 480, 480, 36 if drums else 60 + k, 90))
+    score.tracks.append(track)
+    score.dump_midi(str(path))
+    return path
+
+
+def test_only_the_given_and_shipped_models_are_reachable(cache, tmp_path):
+    choices = jobs.model_choices([MODEL])
+    assert list(choices)[0] == "pop909_sine_spe_gated"  # a --checkpoint comes first, once
+    assert set(jobs.shipped_models()) <= set(choices)
+    assert len(choices) == len(jobs.shipped_models())
+    with pytest.raises(MusicgenError, match="not one of this studio's models"):
+        cache.get(str(MODEL))  # a server path typed in the page is not a label
+    with pytest.raises(MusicgenError, match="nope: model not found"):
+        jobs.model_choices(["nope"])
+    assert "pop909" in cache.card("pop909_sine_spe_gated")
+
+
+def test_a_model_that_fails_to_load_is_one_line(tmp_path):
+    broken = tmp_path / "broken"
+    broken.mkdir()
+    (broken / "config.json").write_text("{ not json")
+    cache = jobs.ModelCache(jobs.model_choices([broken]), "cpu")
+    with pytest.raises(MusicgenError, match="^model broken: cannot be loaded"):
+        cache.get("broken")
+    assert "no model card" in cache.card("broken")
+
+
+def test_uploads_are_checked_before_tokenizing(tmp_path):
+    text = tmp_path / "notes.mid"
+    text.write_text("not MIDI at all")
+    with pytest.raises(MusicgenError, match="^notes.mid: not a MIDI file"):
+        inputs.check_upload(text, "remi")
+    empty = tmp_path / "empty.mid"
+    empty.write_bytes(b"")
+    with pytest.raises(MusicgenError, match="^empty.mid: empty file"):
+        inputs.check_upload(empty, "remi")
+    with pytest.raises(MusicgenError, match="over the upload limit of 0.001 MB"):
+        inputs.check_upload(SONG, "remi", max_mb=0.001)
+    huge = tmp_path / "huge.mid"
+    huge.write_bytes(hostile.huge_delta(1))  # 45 bytes, 67 M bars
+    with pytest.raises(MusicgenError, match="^huge.mid: too long"):
+        inputs.check_upload(huge, "remi")
+    drums = write_score(tmp_path / "drums.mid", drums=True)
+    with pytest.raises(MusicgenError, match="^drums.mid: only drum notes"):
+        inputs.check_upload(drums, "remi")
+    assert inputs.check_upload(drums, "groove").tracks[0].is_drum  # the groove model reads drums
+    silent = write_score(tmp_path / "silent.mid", drums=False, notes=0)
+    with pytest.raises(MusicgenError, match="^silent.mid: no notes"):
+        inputs.check_upload(silent, "remi")
+    with pytest.raises(MusicgenError, match="upload a MIDI file first"):
+        inputs.check_upload(None, "remi")
+    assert len(inputs.check_upload(SONG, "remi").tracks) > 0
+
+
+@pytest.mark.parametrize(
+    ("call", "message"),
+    [
+        (lambda: inputs.whole("bars", 0, 1, 64), "bars: must be >= 1 and <= 64, got 0"),
+        (lambda: inputs.whole("bars", 1.5, 1, 64), "bars: must be a whole number, got 1.5"),
+        (lambda: inputs.whole("num", "2", 1, 4), "num: must be a whole number, got '2'"),
+        (lambda: inputs.sampling(top_p=0), "top_p: must be > 0"),
+        (lambda: inputs.sampling(temperature=float("nan")), "temperature: must be a number"),
+        (lambda: inputs.random_seed(-2), "seed: must be >= -1"),
+        (lambda: inputs.prompt_length("seconds", seconds=0), "seconds: must be >= 0.1"),
+    ],
+)
+def test_page_values_out_of_range_name_the_parameter(call, message):
+    with pytest.raises(MusicgenError, match=message.replace("(", r"\(")):
+        call()
+
+
+def test_page_values_in_range_pass():
+    assert inputs.whole("bars", 4.0, 1, 64) == 4 and inputs.whole("bars", None, 1, 64) is None
+    assert inputs.random_seed(-1) is None and inputs.random_seed(7) == 7
+    given = inputs.sampling(temperature=1.0, top_k=None, top_p=1)
+    assert given == {"temperature": 1.0, "top_p": 1.0}
+
+
+def test_each_page_gets_its_own_session(tmp_path):
+    template = jobs.Session(tmp_path)
+    a, b = copy.deepcopy(template), copy.deepcopy(template)  # what gr.State does per page
+    assert a is not b and a.running is not b.running and a.pieces is not b.pieces
+    assert a.dir() != b.dir() and a.dir().parent == tmp_path
+    for k in range(jobs.MAX_SESSION_PIECES + 2):
+        midi = a.dir() / f"{k}.mid"
+        midi.write_bytes(b"x")
+        a.add(jobs.Piece(f"p{k}", midi, midi.with_suffix(".png"), None, k))
+    assert len(a.pieces) == jobs.MAX_SESSION_PIECES and a.pieces[0].label == "p2"
+    assert not (a.dir() / "0.mid").exists() and (a.dir() / "2.mid").exists()
+    assert a.find("p5").seed == 5 and a.find("nope") is None
+    folder = a.dir()
+    a.close()
+    assert not folder.exists() and b.dir().exists() and not a.pieces
+
+
+def test_generate_renders_midi_roll_and_audio_and_repeats_with_its_seed(cache, tmp_path):
+    model = cache.get("pop909_sine_spe_gated")
+    session = jobs.Session(tmp_path)
+    [piece] = jobs.run_generate(model, session, "pop", bars=1, num=1, seed=5, temperature=1.0)
+    assert piece.seed == 5 and piece.label.startswith("gen_001: pop, seed 5")
+    assert piece.midi.parent == session.dir() and piece.png.read_bytes()[:4] == b"\x89PNG"
+    assert piece.audio is not None and piece.audio.stat().st_size > 44
+    again = jobs.run_generate(model, session, "pop", bars=1, seed=5, temperature=1.0)
+    assert again[0].midi.read_bytes() == piece.midi.read_bytes()
+    assert [p.label[:7] for p in session.pieces] == ["gen_001", "gen_002"]
+    with pytest.raises(MusicgenError, match="bars: must be >= 1"):
+        jobs.run_generate(model, session, "pop", bars=0)
+    if not inputs.accepts(model.generate_many, "chords"):
+        with pytest.raises(MusicgenError, match="^chords: "):
+            jobs.run_generate(model, session, "pop", bars=1, chords="C:maj")
+    else:  # no server file through the chord box
+        with pytest.raises(MusicgenError, match="^chords: give chord symbols"):
+            jobs.run_generate(model, session, "pop", bars=1, chords=str(SONG))
+
+
+def test_continue_keeps_the_prompt_and_refuses_bad_prompts(cache, tmp_path):
+    model = cache.get("pop909_sine_spe_gated")
+    session = jobs.Session(tmp_path)
+    [piece] = jobs.run_continue(model, session, "pop", SONG, prompt_bars=2, new_bars=1, seed=2)
+    assert "continues 2 bars of pop909_005.mid" in piece.label
+    prompt = model.prompt(SONG, bars=2).notes.to("quarter")
+    kept = symusic.Score(str(piece.midi)).to("quarter")
+
+    def first_bars(score):
+        return sorted(
+            (round(n.time, 3), n.pitch) for t in score.tracks for n in t.notes if n.time < 8
+        )
+
+    assert first_bars(kept) == first_bars(prompt)
+    roll = jobs.prompt_preview(model, session, SONG, "bars", 2)
+    assert roll.read_bytes()[:4] == b"\x89PNG"
+    drums = write_score(tmp_path / "drums.mid", drums=True)
+    with pytest.raises(MusicgenError, match="only drum notes"):
+        jobs.run_continue(model, session, "pop", drums)
+
+
+def test_stop_ends_sampling_within_a_step(cache, tmp_path):
+    model = cache.get("pop909_sine_spe_gated")
+    if not inputs.accepts(model.generate_many, "cancel"):
+        pytest.skip("this generation API has no cancel=")
+    session = jobs.Session(tmp_path)
+    seen = []
+
+    def progress(done, total):
+        seen.append(done)
+        if len(seen) == 5:
+            assert session.stop() == 1  # the Stop button, while the job samples
+
+    with pytest.raises(MusicgenError, match="cancel"):
+        jobs.run_generate(model, session, "pop", bars=64, seed=1, progress=progress)
+    assert len(seen) == 5 and seen == sorted(seen)  # no step sampled after the flag
+    assert not session.pieces and not session.running
+
+
+class FakeModel:
+    """A model whose API takes progress= and cancel= (the newer API), to test the plumbing."""
+
+    def __init__(self, session=None, stop_at: int | None = None):
+        self.session, self.stop_at = session, stop_at
+        self.calls: list[dict] = []
+
+    def generate_many(self, num, bars=16, *, seed=None, progress=None, cancel=None, **sampling):
+        self.calls.append({"progress": progress, "cancel": cancel, **sampling})
+        for step in range(4):
+            if progress is not None:
+                progress(step + 1, 4)
+            if cancel is not None and cancel.is_set():
+                raise jobs.stopped()
+            if step + 1 == self.stop_at:
+                self.session.stop()  # what the Stop button does, from another request
+        return []
+
+
+def test_progress_and_cancel_reach_an_api_that_takes_them(tmp_path):
+    session = jobs.Session(tmp_path)
+    seen = []
+    fake = FakeModel()
+    jobs.run_generate(fake, session, "fake", bars=1, progress=lambda d, t: seen.append((d, t)))
+    assert seen == [(1, 4), (2, 4), (3, 4), (4, 4)]
+    assert fake.calls[0]["cancel"] is not None and not session.running  # the job's own flag
+    assert session.stop() == 0  # a Stop with nothing running stops no later job
+    jobs.run_generate(fake, session, "fake", bars=1)
+    with pytest.raises(MusicgenError, match="stopped"):
+        jobs.run_generate(FakeModel(session, stop_at=2), session, "fake", bars=1)
+    assert not session.running
+
+
+def test_hooks_are_passed_only_where_the_api_takes_them():
+    event = threading.Event()
+
+    def old(num, bars=16, seed=None): ...
+
+    def new(num, bars=16, *, seed=None, progress=None, cancel=None): ...
+
+    assert jobs.hooks(old, print, event) == {}
+    assert jobs.hooks(new, print, event) == {"progress": print, "cancel": event}
+    assert jobs.hooks(new, None, None) == {}
+
+
+def test_the_page_exposes_generate_and_continue(cache, tmp_path):
+    pytest.importorskip("gradio")
+    from musicgen.studio import app
+
+    config = app.build(cache, tmp_path).get_config_file()
+    public = {d["api_name"] for d in config["dependencies"] if d["api_visibility"] == "public"}
+    assert public == {"generate", "continue"}
+
+
+def test_the_command_checks_its_options(capsys):
+    assert main(["studio", "--port", "70000"]) == 1
+    assert "--port: must be >= 1 and <= 65535, got 70000" in capsys.readouterr().err
+    assert main(["studio", "--concurrency", "0"]) == 1
+    assert "--concurrency: must be >= 1" in capsys.readouterr().err
+    assert main(["studio", "--max-upload-mb", "0"]) == 1
+    assert "--max-upload-mb: must be > 0" in capsys.readouterr().err
+    assert main(["studio", "--checkpoint", "nope"]) == 1
+    assert "nope: model not found" in capsys.readouterr().err
+
+
+def test_a_job_stopped_on_an_api_without_cancel_drops_its_pieces(tmp_path):
+    session = jobs.Session(tmp_path)
+
+    class OldModel:  # today's API: no progress=, no cancel=; Stop pressed while it samples
+        def generate_many(self, num, bars=16, seed=None, **sampling):
+            assert "cancel" not in sampling and "progress" not in sampling
+            assert session.stop() == 1
+            return ["a piece that must not be rendered"]
+
+    with pytest.raises(MusicgenError, match="stopped"):
+        jobs.run_generate(OldModel(), session, "old", bars=1, progress=print)
+    assert not session.pieces and not session.running
