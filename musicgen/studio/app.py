@@ -104,15 +104,11 @@ class Actions:
         """The card, the chord box and the sampling defaults of the chosen model."""
         model = self.models.get(label)
         chords = jobs.has_chord_tokens(model)
-        api_chords = inputs.accepts(model.generate_many, "chords")
-        note = (
-            None if api_chords else "this musicgen has no chord control yet (coming with the API)"
-        )
         d = jobs.sampling_defaults(model)
         tokens = f"{model.tokenizer.name} tokens" + (", chord tokens" if chords else "")
         return (
             self.models.card(label),
-            gr.update(visible=chords, interactive=api_chords, info=note),
+            gr.update(visible=chords, interactive=True),
             d["temperature"],
             d["top_k"],
             d["top_p"],

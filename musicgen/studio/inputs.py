@@ -8,9 +8,7 @@ request cannot hold a shared machine for long); uploads are also held to `musicg
 
 from __future__ import annotations
 
-import inspect
 import math
-from collections.abc import Callable
 from pathlib import Path
 
 import symusic
@@ -25,11 +23,6 @@ MAX_NUM = 4  # pieces per request
 MAX_PROMPT_BARS = 16
 MAX_SECONDS = 60.0
 MAX_NEW_BARS = 32
-
-
-def accepts(fn: Callable, name: str) -> bool:
-    """Whether `fn` takes the keyword `name` (the generation API grows keywords over time)."""
-    return name in inspect.signature(fn).parameters
 
 
 def random_seed(value) -> int | None:
@@ -75,8 +68,6 @@ def check_chords(model, text: str | None) -> str:
     text = (text or "").strip()
     if not text:
         return ""
-    if not accepts(model.generate_many, "chords"):
-        raise MusicgenError("chords: this version of musicgen has no chord control yet")
     if text.lower().endswith((".mid", ".midi", ".txt")) or "chord_midi" in text.lower():
         raise MusicgenError("chords: give chord symbols (C G Am F); files cannot be named here")
     return text

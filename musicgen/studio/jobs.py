@@ -2,10 +2,8 @@
 
 The page (`app.py`) only turns widgets into these calls and their results into widgets, so this
 module is what the tests drive without a browser. Every job calls the public generation API
-(`musicgen.load`, `Model.generate_many`, `Model.continue_midi` / `continue_many`,
-`Model.prompt`), exactly as the CLI does; keywords that a newer API adds (`progress=`, `cancel=`,
-`chords=`, `new_bars=`) are passed only where the loaded API accepts them (`accepts`), so the
-studio runs on both sides of that change.
+(`musicgen.load`, `Model.generate_many`, `Model.continue_many`, `Model.prompt`) with its
+`progress=` and `cancel=` hooks, exactly as the CLI does.
 
 Safety: the page names a model by its label only; `ModelCache` maps labels to the folders the
 studio was started with (the shipped models and `--checkpoint` folders), so no other server path
@@ -18,12 +16,11 @@ from __future__ import annotations
 import shutil
 import tempfile
 import threading
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from musicgen import errors
-from musicgen.errors import SEED_MAX, MusicgenError
+from musicgen.errors import MusicgenError
 from musicgen.generation.api import Model, Music, checkpoint_stem, load, pick_seed
 from musicgen.generation.render import piano_roll
 from musicgen.metrics import load_notes, notes_from_score
@@ -32,7 +29,6 @@ from musicgen.studio.inputs import (
     MAX_BARS,
     MAX_NEW_BARS,
     MAX_NUM,
-    accepts,
     check_chords,
     check_upload,
     prompt_length,
@@ -43,7 +39,6 @@ from musicgen.studio.inputs import (
 
 MAX_SESSION_PIECES = 40  # older pieces of a page are forgotten (and their files deleted)
 # With an API whose continue_midi has no `new_bars`, the continuation's length in ids instead.
-TOKENS_PER_NEW_BAR = 64
 DEFAULT_MODEL = "pop909_sine_spe_gated"
 
 
@@ -205,18 +200,7 @@ class Session:
 
 
 def stopped() -> MusicgenError:
-    cls = getattr(errors, "Cancelled", MusicgenError)
-    return cls("stopped: the job was cancelled")
-
-
-def hooks(fn: Callable, progress, cancel: threading.Event | None) -> dict:
-    """`progress=` and `cancel=` for the API call, where the API takes them."""
-    out = {}
-    if progress is not None and accepts(fn, "progress"):
-        out["progress"] = progress
-    if cancel is not None and accepts(fn, "cancel"):
-        out["cancel"] = cancel
-    return out
+    return errors.Cancelled("stopped: the job was cancelled")
 
 
 def render(music: Music, session: Session, kind: str, label: str, info: dict) -> Piece:
@@ -252,10 +236,9 @@ def run_generate(
         kwargs["chords"] = chords
     flag = session.start_job()
     try:
-        kwargs.update(hooks(model.generate_many, progress, flag))
-        pieces = model.generate_many(num, bars=bars, seed=seed, **kwargs)
-        if flag.is_set():  # an API without `cancel=` ran to the end: drop its pieces
-            raise stopped()
+        pieces = model.generate_many(
+            num, bars=bars, seed=seed, progress=progress, cancel=flag, **kwargs
+        )
     finally:
         session.end_job(flag)
     info = {"model": model_label, "bars": bars, "seed": seed, **sampling(**sampling_given)}
@@ -287,17 +270,12 @@ def run_continue(
     num = whole("num", num, 1, MAX_NUM) or 1
     seed = pick_seed(random_seed(seed))
     given = sampling(**sampling_given)
-    many = getattr(model, "continue_many", None)
-    fn = many or model.continue_midi
-    kwargs = {**length, **given}
-    if accepts(fn, "new_bars"):
-        kwargs["new_bars"] = new_bars
-    else:
-        kwargs["max_tokens"] = TOKENS_PER_NEW_BAR * new_bars
     flag = session.start_job()
     try:
-        kwargs.update(hooks(fn, progress, flag))
-        pieces = _continue(model, many, path, num, seed, flag, kwargs)
+        pieces = model.continue_many(
+            path, num, **length, new_bars=new_bars, seed=seed, progress=progress, cancel=flag,
+            **given,
+        )  # fmt: skip
     finally:
         session.end_job(flag)
     what = f"{length['bars']} bars" if "bars" in length else f"{length['seconds']:g} s"
@@ -308,20 +286,6 @@ def run_continue(
         render(p, session, "cont", f"{label}, piece {i + 1}", {**info, **given})
         for i, p in enumerate(pieces)
     ]
-
-
-def _continue(model: Model, many, path, num: int, seed: int, flag, kwargs: dict) -> list[Music]:
-    if many is not None:
-        pieces = many(path, num, seed=seed, **kwargs)
-    else:  # an API without continue_many: one call per piece, seeds seed, seed + 1, ...
-        pieces = []
-        for i in range(num):
-            if flag.is_set():
-                break
-            pieces.append(model.continue_midi(path, seed=(seed + i) % (SEED_MAX + 1), **kwargs))
-    if flag.is_set():  # an API without `cancel=` ran to the end: drop its pieces
-        raise stopped()
-    return pieces
 
 
 def prompt_preview(model: Model, session: Session, path, mode="bars", bars=2, seconds=None):
