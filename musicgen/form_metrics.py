@@ -10,7 +10,8 @@ the grid without a cycle. The benchmark that uses them is `musicgen.evaluate.for
 
 Measures that a maintained library also computes (pitch-class entropy and scale consistency in
 MusPy, groove and chroma similarity in smg-metrics) are checked against it in
-`scripts/check_form_library.py`; docs/evaluation.md says why the library is not a dependency.
+`scripts/experiments/check_form_library.py`; docs/evaluation.md says why the library is not a
+dependency.
 """
 
 from __future__ import annotations

@@ -158,10 +158,11 @@ SONG = DATA / "pop909" / "001" / "001.mid"
 def test_library_agreement_on_a_bundled_song(tmp_path):
     """MusPy's pitch-class entropy and scale consistency and smg-metrics' groove / chroma
     similarity agree with ours on a real song written in 4/4 (where the libraries are
-    installed; scripts/check_form_library.py reports the same over the validation songs)."""
+    installed; scripts/experiments/check_form_library.py reports the same over the validation
+    songs)."""
     pytest.importorskip("muspy")
     pytest.importorskip("smg_metrics.similarity")
-    sys.path.insert(0, str(ROOT / "scripts"))
+    sys.path.insert(0, str(ROOT / "scripts" / "experiments"))
     from check_form_library import compare_song
 
     # 005: on the grid (001's notes sit on the 1/12-beat bin edges, where the library's seconds

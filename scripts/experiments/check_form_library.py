@@ -23,7 +23,7 @@ from pathlib import Path
 import numpy as np
 import symusic
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 PAIRS = (("pce", "muspy_pce"), ("sc", "muspy_sc"), ("sim_grv", "smg_sim_grv"))
 PAIRS += (("sim_chr", "smg_sim_chr"),)
 

@@ -1,8 +1,8 @@
 """Markdown tables from a `musicgen evaluate form` result (docs/evaluation.md is written from them).
 
-    python scripts/form_table.py out/form_baseline/form.json            # spread and model - real
-    python scripts/form_table.py out/form_baseline/form.json --pairs    # run - run, paired
-    python scripts/form_table.py out/form_sweep/form.json --sweep       # one row per run
+    python scripts/reproduce/form_table.py out/form_baseline/form.json          # model - real
+    python scripts/reproduce/form_table.py out/form_baseline/form.json --pairs  # run - run
+    python scripts/reproduce/form_table.py out/form_sweep/form.json --sweep     # a row per run
 
 `--sweep` ranks the runs by their mean |model - real| in units of the real songs' sd over the
 form measures (`FORM`), beside the texture measures (`TEXTURE`), which must not get worse.
@@ -95,6 +95,9 @@ def sweep_table(res: dict) -> str:
 
 
 def main(argv: list[str]) -> int:
+    if not argv or argv[0] in ("-h", "--help"):
+        print(__doc__)
+        return 0 if argv else 2
     res = json.loads(Path(argv[0]).read_text())
     if "--pairs" in argv:
         print(pairs_table(res))
