@@ -95,7 +95,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         description="Continue each held-out song's first 4 bars that hold music by 12 bars and "
         "score the continuation and the song's real bars 5-16 on repeats, self-similarity by "
         "lag, the top voice, key, groove and texture: spread over songs, model - real per song "
-        "with bootstrap 95 %% CIs, and each pair of runs (checkpoints x --temperature x --top-p).",
+        "with bootstrap 95 % CIs, and each pair of runs (checkpoints x --temperature x --top-p).",
     )
     form.add_argument("--checkpoint", nargs="+", required=True, help="model(s) to continue with")
     form.add_argument("--data", required=True, help="folder of songs (POP909: NNN/NNN.mid)")
