@@ -451,6 +451,15 @@ def test_progress_and_cancel_in_the_loop():
     generate(model, tok, [[tok.bos_id]] * 2, SamplingOptions(1.0), 20,
              progress=lambda d, t: seen.append((d, t)))  # fmt: skip
     assert seen[-1] == (20, 20) and [d for d, _ in seen] == sorted(d for d, _ in seen)
+    # with a bar stop, progress follows the bars written (not the far step cap)
+    by_bars = []
+    out = generate(model, tok, [[tok.bos_id]] * 2, SamplingOptions(1.0, min_tokens=4000), 4000,
+                   bars=4, progress=lambda d, t: by_bars.append((d, t)),
+                   generator=torch.Generator().manual_seed(1))  # fmt: skip
+    steps, total = [d for d, _ in by_bars], by_bars[-1][1]
+    assert [r.stop for r in out] == ["bars", "bars"] and steps == sorted(steps)
+    assert steps[-1] == total and len(steps) < total  # ended by the bar stop, far before the cap
+    assert steps[-2] >= total * 3 // 4  # the last bar began: 3 of 4 written, not a few per cent
 
     class Now:
         def is_set(self):

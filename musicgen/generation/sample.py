@@ -231,7 +231,8 @@ def generate(
     (bool[vocab], or a list of one per prompt) narrows the grammar for each sequence's first
     sampled id (a prompt cut inside a bar: `Prompt.first_allowed`); like the grammar, it
     applies only with masking on.
-    `progress(done, total)` is called after every decoding step (steps of the batch); `cancel`
+    `progress(done, total)` is called after every decoding step (steps of the batch; with `bars`,
+    the share of bars written, in steps); `cancel`
     (anything with `is_set()`, e.g. a `threading.Event`) is checked before every step and raises
     `Cancelled` once set; `grammar_wrap(grammar, ids)` replaces each sequence's grammar (already
     advanced over `ids`) by the object it returns, which the masking then follows.
@@ -265,8 +266,22 @@ def generate(
         next_ids = [r.out.ids[pos] if r.active else tokenizer.pad_id for r in rows]
         feed = torch.tensor(next_ids, dtype=torch.long, device=device)
         if progress is not None:
-            progress(pos if any(r.active for r in rows) else total_steps, total_steps)
+            progress(_steps_done(rows, pos, total_steps, bars), total_steps)
     return [r.out for r in rows]
+
+
+def _steps_done(rows: list[_Row], pos: int, total: int, bars: int | None) -> int:
+    """Progress in steps: the steps made, or with `bars` the share of bars the slowest row has
+    written (a bar stop usually ends far before the step cap, which would freeze a bar at a few
+    per cent, then jump)."""
+    if not any(r.active for r in rows):
+        return total
+    if bars is None:
+        return pos
+    written = min(
+        1.0 if not r.active else (len(r.out.bars.starts) - r.out.bar_base) / bars for r in rows
+    )
+    return min(max(int(written * total), 0), total - 1)
 
 
 def _per_row(first_allowed, n: int) -> list:
