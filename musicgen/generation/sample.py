@@ -1,10 +1,7 @@
-"""Sampling: pure filters over logits and the batched, grammar-masked decoding loop.
-
-The filters are small functions over a batch of logits (`[B, V]`) so that each can be tested on a
-hand-made distribution. Their order matters: temperature, then the grammar mask (disallowed ids to
--inf), then top-k and top-p, so that the kept set is never empty as long as the grammar allows
-something. Decoding goes through the model's step API (`init_state` / `step`): one token costs the
-same at position 10 and 4000, and several samples run as one batch.
+"""Sampling: the options, and the batched, grammar-masked decoding loop over the pure filters of
+`generation.filters` (re-exported here). Decoding goes through the model's step API
+(`init_state` / `step`): one token costs the same at position 10 and 4000, and several samples
+run as one batch.
 """
 
 from __future__ import annotations
@@ -16,9 +13,17 @@ import numpy as np
 import torch
 
 from musicgen.errors import Cancelled, MusicgenError, check_int, check_number
+from musicgen.generation.filters import (  # noqa: F401 (re-exported: the sampler's one import)
+    NEG_INF,
+    apply_temperature,
+    filter_logits,
+    greedy_filter,
+    mask_disallowed,
+    sample_from_logits,
+    top_k_filter,
+    top_p_filter,
+)
 from musicgen.tokenizers.base import Grammar, Tokenizer
-
-NEG_INF = float("-inf")
 
 # Sampling settings of the SPE paper's music experiments (design notes §3).
 PAPER_DEFAULTS: dict[str, dict[str, float]] = {
@@ -77,77 +82,6 @@ def default_options(tokenizer_name: str, **given) -> SamplingOptions:
     for an unknown one), with the options `given` replacing them (None: not given). The API
     (`generation.api.Model.options`) is the one caller that applies them to a generation."""
     return SamplingOptions(**PAPER_DEFAULTS.get(tokenizer_name, {})).replace(**given)
-
-
-# ---------------------------------------------------------------------------------------------
-# pure filters over logits [B, V]
-
-
-def apply_temperature(logits: torch.Tensor, temperature: float) -> torch.Tensor:
-    """Divide by T > 0 (T = 0, greedy, is handled in `filter_logits` after the grammar mask)."""
-    if temperature <= 0:
-        raise ValueError("apply_temperature needs T > 0")
-    return logits / temperature
-
-
-def mask_disallowed(logits: torch.Tensor, allowed: torch.Tensor) -> torch.Tensor:
-    """Set disallowed ids to -inf; a row where nothing is allowed is left as it is."""
-    allowed = allowed.to(device=logits.device, dtype=torch.bool)
-    allowed = allowed | ~allowed.any(dim=-1, keepdim=True)
-    return logits.masked_fill(~allowed, NEG_INF)
-
-
-def greedy_filter(logits: torch.Tensor) -> torch.Tensor:
-    """Keep only the maximum of each row (ties all kept)."""
-    best = logits.max(dim=-1, keepdim=True).values
-    return logits.masked_fill(logits < best, NEG_INF)
-
-
-def top_k_filter(logits: torch.Tensor, k: int) -> torch.Tensor:
-    """Keep the k largest logits of each row (k = 0 or k >= V: no-op; ties at the k-th kept)."""
-    if k <= 0 or k >= logits.shape[-1]:
-        return logits
-    kth = torch.topk(logits, k, dim=-1).values[..., -1:]  # [B, 1]
-    return logits.masked_fill(logits < kth, NEG_INF)
-
-
-def top_p_filter(logits: torch.Tensor, p: float) -> torch.Tensor:
-    """Nucleus: keep the smallest set of most likely ids whose probability reaches p.
-
-    An id is dropped when the mass of the ids ranked before it is already >= p, so the most
-    likely id is always kept.
-    """
-    if p >= 1:
-        return logits
-    sorted_logits, order = torch.sort(logits, dim=-1, descending=True)  # [B, V]
-    probs = torch.softmax(sorted_logits.float(), dim=-1)
-    mass_before = torch.cumsum(probs, dim=-1) - probs
-    drop_sorted = mass_before >= p
-    drop = torch.zeros_like(drop_sorted).scatter(-1, order, drop_sorted)
-    return logits.masked_fill(drop, NEG_INF)
-
-
-def filter_logits(
-    logits: torch.Tensor, options: SamplingOptions, allowed: torch.Tensor | None = None
-) -> torch.Tensor:
-    """Temperature, grammar mask, then top-k and top-p: the logits to sample from, [B, V]."""
-    logits = logits.float()
-    if options.temperature > 0:
-        logits = apply_temperature(logits, options.temperature)
-    if allowed is not None:
-        logits = mask_disallowed(logits, allowed)
-    if options.temperature == 0:
-        return greedy_filter(logits)
-    logits = top_k_filter(logits, options.top_k)
-    return top_p_filter(logits, options.top_p)
-
-
-def sample_from_logits(
-    logits: torch.Tensor, generator: torch.Generator | None = None
-) -> torch.Tensor:
-    """Draw one id per row from softmax(logits): [B, V] -> [B]."""
-    probs = torch.softmax(logits.float(), dim=-1)
-    return torch.multinomial(probs, 1, generator=generator).squeeze(-1)
 
 
 # ---------------------------------------------------------------------------------------------
