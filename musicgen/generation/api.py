@@ -194,13 +194,10 @@ class Model:
         **sampling,
     ) -> Music:
         """One piece from scratch: `bars` bars (None: until the end token or `max_tokens`)."""
-        hooks = {
-            "progress": progress,
-            "cancel": cancel,
-            "grammar_wrap": grammar_wrap,
-            "chords": chords,
-        }
-        return self.generate_many(1, bars, seed=seed, max_tokens=max_tokens, **hooks, **sampling)[0]
+        return self.generate_many(
+            1, bars, seed=seed, max_tokens=max_tokens, progress=progress, cancel=cancel,
+            grammar_wrap=grammar_wrap, chords=chords, **sampling,
+        )[0]  # fmt: skip
 
     def generate_many(
         self,
@@ -217,16 +214,11 @@ class Model:
         **sampling,
     ) -> list[Music]:
         """`num` pieces from scratch from one seed, `batch_size` decoded together."""
-        hooks = {
-            "progress": progress,
-            "cancel": cancel,
-            "grammar_wrap": grammar_wrap,
-            "chords": chords,
-        }
         return list(
             self.pieces(
                 num, bars=bars, seed=seed, max_tokens=max_tokens, batch_size=batch_size,
-                **hooks, **sampling,
+                progress=progress, cancel=cancel, grammar_wrap=grammar_wrap, chords=chords,
+                **sampling,
             )
         )  # fmt: skip
 
@@ -294,16 +286,11 @@ class Model:
         )
         _check_hooks(progress, cancel, grammar_wrap)
         prompt = self.prompt(path, bars, prompt_bars=prompt_bars, seconds=seconds)
-        hooks = {
-            "progress": progress,
-            "cancel": cancel,
-            "grammar_wrap": grammar_wrap,
-            "chords": chords,
-        }
         return list(
             self.pieces(
                 num, prompt=prompt, bars=new_bars, seed=seed, max_tokens=max_tokens,
-                batch_size=batch_size, only_continuation=only_continuation, **hooks, **sampling,
+                batch_size=batch_size, only_continuation=only_continuation, progress=progress,
+                cancel=cancel, grammar_wrap=grammar_wrap, chords=chords, **sampling,
             )
         )  # fmt: skip
 
