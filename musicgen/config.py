@@ -1,10 +1,12 @@
 """Typed configuration: dataclasses <-> YAML, strict about unknown keys, with dotted overrides.
 
-A run is described by one `Config` (data, model, optim, train, log). Presets in `configs/` are YAML
-files that set some of its fields; `--model.pe=sine_spe` style overrides change any field from the
-command line. Unknown keys and wrong types are one-line errors that list what is valid.
+A run is described by one `Config` (data, model, optim, train, log; sample: the model's own
+sampling defaults). Presets in `configs/` are YAML files that set some of its fields;
+`--model.pe=sine_spe` style overrides change any field from the command line. Unknown keys and
+wrong types are one-line errors that list what is valid.
 """
 
+# Over 400 lines on purpose: one typed config, its defaults and its ranges, read in one place.
 from __future__ import annotations
 
 import dataclasses
@@ -126,6 +128,17 @@ class LogConfig:
 
 
 @dataclass
+class SampleConfig:
+    """The model's own sampling defaults, chosen by measurement and kept with its weights
+    (docs/evaluation.md, "Sampling defaults"); None: the tokenizer's paper setting
+    (`generation.sample.default_options`). Training does not read them."""
+
+    temperature: float | None = None
+    top_k: int | None = None
+    top_p: float | None = None
+
+
+@dataclass
 class Config:
     name: str = "run"
     tokenizer: str = "remi"  # name of the tokenizer the data was prepared with (checked at start)
@@ -134,6 +147,7 @@ class Config:
     optim: OptimConfig = field(default_factory=OptimConfig)
     train: TrainConfig = field(default_factory=TrainConfig)
     log: LogConfig = field(default_factory=LogConfig)
+    sample: SampleConfig = field(default_factory=SampleConfig)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -349,6 +363,9 @@ def validate(cfg: Config) -> Config:
     check_range("config: optim.lr", o.lr, 0, low_open=True)
     check_range("config: optim.grad_clip", o.grad_clip, 0, low_open=True)
     check_range("config: data.drop_instrument_p", d.drop_instrument_p, 0, 1)
+    check_range("config: sample.temperature", cfg.sample.temperature, 0)
+    check_range("config: sample.top_k", cfg.sample.top_k, 0)
+    check_range("config: sample.top_p", cfg.sample.top_p, 0, 1, low_open=True)
     check_seed("config: train.seed", t.seed)
     check_choice("config: train.precision", t.precision, PRECISIONS)
     check_choice("config: optim.schedule", o.schedule, SCHEDULES)

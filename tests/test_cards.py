@@ -10,8 +10,10 @@ import shutil
 from paths import ROOT
 
 from musicgen.cards import export_summary, render_card, write_cards
+from musicgen.cards.render import training_text
 from musicgen.cards.summary import run_summary
-from musicgen.checkpoint import load_checkpoint
+from musicgen.checkpoint import load_checkpoint, save_checkpoint
+from musicgen.config import config_from_dict
 from musicgen.runlog import records_text
 
 GROOVE = ROOT / "checkpoints" / "groove_sine_spe_gated"
@@ -94,10 +96,13 @@ def test_run_summary_adds_up_resumed_sessions(tmp_path):
 
 
 def test_export_summary_follows_init_from(tmp_path):
+    """A fine-tune of a run: the run's log is summarised, and its config kept with it."""
     cfg = load_checkpoint(GROOVE).config
     assert not cfg.train.init_from
-    base = tmp_path / "base"  # a model folder with its log stands for the base run
-    shutil.copytree(GROOVE, base)
+    base = tmp_path / "base"  # a run folder: its checkpoint and its log
+    base.mkdir()
+    loaded = load_checkpoint(GROOVE)
+    save_checkpoint(base / "best.pt", loaded.model, loaded.config, loaded.tokenizer)
     (base / "log.jsonl").write_text(
         records_text([{"kind": "train", "step": 5, "time": 6.0, "loss": 2}])
     )
@@ -106,9 +111,37 @@ def test_export_summary_follows_init_from(tmp_path):
     (run / "log.jsonl").write_text(
         records_text([{"kind": "train", "step": 7, "time": 6.0, "loss": 1}])
     )
-    cfg.train.init_from = str(base)
+    cfg.train.init_from = str(base / "best.pt")
     info = export_summary(run, cfg, step=7)
     crop = cfg.train.batch_size * cfg.train.grad_accum * cfg.data.crop_len
     assert info["tokens_trained"] == 7 * crop and info["step"] == 7
-    assert info["init_from"]["path"] == str(base) and "init_from" not in info["init_from"]
-    assert info["init_from"]["tokens_trained"] == 5 * crop and info["init_from"]["step"] == 0
+    base_info = info["init_from"]
+    assert base_info["path"] == str(base / "best.pt") and "init_from" not in base_info
+    assert base_info["tokens_trained"] == 5 * crop and base_info["step"] == 0
+    assert config_from_dict(base_info["config"]) == loaded.config
+
+
+def test_a_fine_tune_of_a_shipped_folder_keeps_its_shipped_summary_and_config(tmp_path):
+    """Continuing from a committed model folder (a new session, no run folder): the folder's own
+    summary is the phase before, with its config, so the card needs neither the run nor the
+    folder, which the new model replaces."""
+    loaded = load_checkpoint(GROOVE)
+    stored = json.loads(loaded.train_state["summary"])
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / "log.jsonl").write_text(
+        records_text([{"kind": "train", "step": 3, "time": 6.0, "loss": 1}])
+    )
+    cfg = load_checkpoint(GROOVE).config
+    cfg.train.init_from = str(GROOVE)
+    info = export_summary(run, cfg, step=3)
+    base_info = info["init_from"]
+    assert base_info["steps_trained"] == stored["steps_trained"] == 1500
+    assert base_info["train_minutes"] == stored["train_minutes"] and base_info["step"] == 0
+    assert config_from_dict(base_info["config"]) == loaded.config
+    # the card describes both phases from the summary alone (the folder's path is not read)
+    text = card_text()
+    cfg.data.path = "data/prepared/trio"
+    paragraph = training_text(cfg, info, text, tmp_path / "elsewhere")
+    assert paragraph.startswith("2 phases. Phase 1, `groove_small` (configs/groove/small.yaml")
+    assert "1500 steps of batch 4 x 512 tokens" in paragraph and "3 steps of" in paragraph

@@ -70,6 +70,23 @@ def test_dotted_overrides_parse_yaml_scalars():
     assert cfg.optim.lr == pytest.approx(2e-4)
 
 
+def test_sample_section_is_typed_and_ranged():
+    """The model's own sampling defaults: None unless set, numbers in their ranges, strict keys."""
+    assert vars(Config().sample) == {"temperature": None, "top_k": None, "top_p": None}
+    cfg = load_config(None, ["sample.temperature=1.0", "sample.top_p=0.95"])
+    assert (cfg.sample.temperature, cfg.sample.top_p, cfg.sample.top_k) == (1.0, 0.95, None)
+    assert config_from_dict(to_dict(cfg)) == cfg
+    for override, message in (
+        ("sample.temperature=-1", "config: sample.temperature: must be >= 0"),
+        ("sample.top_p=0", "config: sample.top_p"),
+        ("sample.top_p=1.5", "config: sample.top_p"),
+        ("sample.top_k=-2", "config: sample.top_k"),
+        ("sample.temp=1", "unknown key 'sample.temp'"),
+    ):
+        with pytest.raises(MusicgenError, match=message):
+            load_config(None, [override])
+
+
 def test_override_needs_equals_sign():
     with pytest.raises(MusicgenError, match="--section.key=value"):
         apply_overrides({}, ["--model.pe"])

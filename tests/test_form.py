@@ -240,6 +240,20 @@ def test_evaluate_form_end_to_end(tmp_path, capsys):
     assert "top_voice_line" in capsys.readouterr().out
 
 
+def test_models_sharing_a_name_are_told_apart_by_their_folder(tmp_path):
+    """A shipped model beside the copy it replaced gets two run labels, not one overwritten."""
+    from musicgen.errors import MusicgenError
+    from musicgen.evaluate.form import model_names
+
+    for folder in ("checkpoints/pop909_ape", "previous/pop909_ape", "checkpoints/groove"):
+        (tmp_path / folder).mkdir(parents=True)
+    given = [tmp_path / "checkpoints/pop909_ape", tmp_path / "previous/pop909_ape"]
+    names = model_names([*given, tmp_path / "checkpoints/groove"])
+    assert names == ["checkpoints/pop909_ape", "previous/pop909_ape", "groove"]
+    with pytest.raises(MusicgenError, match="the same model is given twice"):
+        model_names([given[0], given[0]])
+
+
 def test_evaluate_form_errors(tmp_path):
     from musicgen.errors import MusicgenError
     from musicgen.evaluate.form import benchmark_songs

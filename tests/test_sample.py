@@ -144,6 +144,16 @@ def test_paper_defaults():
         default_options("remi", colour=2)
 
 
+def test_a_models_own_defaults_sit_between_the_papers_and_the_callers():
+    """config `sample` replaces the paper's setting where it says something (None keeps it);
+    what a caller gives replaces both."""
+    own = {"temperature": 1.0, "top_k": None, "top_p": None}
+    opts = default_options("remi", own)
+    assert (opts.temperature, opts.top_p, opts.top_k) == (1.0, 0.9, 0)
+    opts = default_options("remi", own, temperature=1.3, top_k=8)
+    assert (opts.temperature, opts.top_p, opts.top_k) == (1.3, 0.9, 8)
+
+
 # ---------------------------------------------------------------------------------------------
 # the decoding loop on untrained tiny models (random logits: the worst case for the grammar)
 

@@ -1,6 +1,7 @@
-"""Issue #12's acceptance table on a POP909 card: the model against the targets, its twin and the
-model it replaced (measured again by evaluate_shipped.sh with PREVIOUS_FULL=1, else quoted from
-the documents, `CardText.previous_documented`)."""
+"""The acceptance table on a POP909 card (issues #12 and #25): the model against the targets, its
+twin and the model it replaced. The replaced model is measured in the same runs where
+evaluate_shipped.sh had a copy of it (`PREVIOUS`: NLL, the form benchmark; texture with
+PREVIOUS_FULL=1), else quoted from the documents (`CardText.previous_documented`)."""
 
 from __future__ import annotations
 
@@ -12,9 +13,26 @@ if TYPE_CHECKING:
     from musicgen.cards.render import CardText
 
 
-def _entry(nll: dict, name: str) -> dict:
-    """The nll.json entry of the checkpoint folder called `name`."""
-    return next(r for r in nll["models"].values() if Path(r["checkpoint"]).name == name)
+def _entry(nll: dict, name: str, shipped: bool | None = None) -> dict:
+    """The nll.json entry of the checkpoint folder called `name`; with `shipped`, only the one
+    in checkpoints/ (True) or only a copy elsewhere (False, the model it replaced)."""
+    for r in nll["models"].values():
+        path = Path(r["checkpoint"])
+        if path.name == name and shipped in (None, path.parent.name == "checkpoints"):
+            return r
+    raise KeyError(f"{name} is not in the nll.json of {nll['data']}")
+
+
+def _form_run(form: dict, name: str, shipped: bool) -> dict | None:
+    """The per-measure spread of `name`'s run at its defaults in a form.json (the shipped folder,
+    or with shipped=False the copy of the model it replaced), None when it was not run."""
+    for label, run in form["runs"].items():
+        model, _, setting = label.partition(" ")
+        here = model == name or model == f"checkpoints/{name}"
+        there = model.endswith(f"/{name}") and not model.startswith("checkpoints/")
+        if setting == "default" and (here if shipped else there):
+            return run["spread"]
+    return None
 
 
 def _quarters(style: dict) -> tuple[int, list[dict], list[dict]]:
@@ -60,22 +78,30 @@ def _previous(ev: Path, name: str, documented: dict[str, dict]) -> dict:
     return out
 
 
-def _nll_rows(nll: dict, me: dict, twin: dict, prev: dict | None, crop: int) -> list[tuple]:
-    """The rows of per-position NLL: forbidden mass, NLL per note, NLL beyond the crop."""
-    per_note = f"{me['nll_per_note']:.2f}"
+def _nll_rows(
+    nll: dict, me: dict, twin: dict, prev: dict | None, crop: int, side: dict | None
+) -> list[tuple]:
+    """The rows of per-position NLL: forbidden mass, NLL per note, NLL beyond the crop. `side`:
+    the nll.json that scored this model beside the model it replaced (same songs, same length),
+    where evaluate_shipped.sh had a copy of it; the forbidden mass and NLL per note are then
+    read there for both."""
+    mine = _entry(side, me_name(me), shipped=True) if side else me
+    per_note = f"{mine['nll_per_note']:.2f}"
     if prev:
-        per_note += f" ({100 * (1 - me['nll_per_note'] / prev['nll_per_note']):.1f} % below)"
+        per_note += f" ({100 * (1 - mine['nll_per_note'] / prev['nll_per_note']):.1f} % below)"
+    measured = "same songs and tokens" if side else "its own, detected chords"
     forbidden = (
         "probability on forbidden tokens after a note (today's grammar; by kind of token)",
         "≤ 5 %",
-        _forbidden(me["forbidden_mass"]),
+        _forbidden(mine["forbidden_mass"]),
         _forbidden(prev["forbidden_mass"]) if prev else "n/a",
     )
+    songs = (side or nll)["songs"]
     note = (
-        f"NLL per note, {nll['songs']} held-out songs, first {me['max_len']} tokens",
+        f"NLL per note, {songs} held-out songs, first {mine['max_len']} tokens",
         "≥ 10 % below the previous model",
         per_note,
-        f"{prev['nll_per_note']:.2f} (its own, detected chords)" if prev else "n/a",
+        f"{prev['nll_per_note']:.2f} ({measured})" if prev else "n/a",
     )
     beyond = (
         f"NLL beyond the training length ({crop}-{me['max_len']}), this model vs its twin",
@@ -84,6 +110,65 @@ def _nll_rows(nll: dict, me: dict, twin: dict, prev: dict | None, crop: int) -> 
         f"{prev['mean_beyond']:.3f} (beyond its {prev['crop_len']})" if prev else "n/a",
     )
     return [forbidden, note, beyond]
+
+
+def me_name(entry: dict) -> str:
+    return Path(entry["checkpoint"]).name
+
+
+def _met(ok: bool) -> str:
+    return " (met)" if ok else " (not met)"
+
+
+def _form_rows(form: dict, name: str) -> list[tuple]:
+    """Issue #25's rows: form measures of the benchmark's continuations at the model's defaults
+    against the songs' real continuations (mean over songs)."""
+    me, prev = _form_run(form, name, True), _form_run(form, name, False)
+    if me is None:
+        return []
+    real = {m: v["mean"] for m, v in form["real"]["spread"].items()}
+
+    def row(measure: str, label: str, target: str, ok) -> tuple:
+        value = f"{me[measure]['mean']:.3f}" + ("" if ok is None else _met(ok(me[measure]["mean"])))
+        return (label, target, value, f"{prev[measure]['mean']:.3f}" if prev else "n/a")
+
+    def within(m: str):
+        return lambda x: abs(x - real[m]) <= 0.25 * real[m]
+
+    rr, bs, rb = real["rhythm_repeat_rate"], real["bar_self_similarity"], real["repeated_bar_rate"]
+    return [
+        row(
+            "rhythm_repeat_rate",
+            "continued bars that bring back an earlier bar's rhythm",
+            f"within 25 % of the real {rr:.3f}",
+            within("rhythm_repeat_rate"),
+        ),
+        row(
+            "bar_self_similarity",
+            "bar self-similarity (all pairs of bars)",
+            f"within 25 % of the real {bs:.3f}",
+            within("bar_self_similarity"),
+        ),
+        row(
+            "repeated_bar_rate",
+            "continued bars that exactly repeat an earlier bar",
+            f"> 0 and ≤ 2 x the real {rb:.3f}",
+            lambda x: 0 < x <= 2 * rb,
+        ),
+        row("scale_consistency", "scale consistency", "≥ 0.98", lambda x: x >= 0.98),
+        row(
+            "self_similarity_lag8",
+            "similarity to the bar 8 bars back",
+            f"the real {real['self_similarity_lag8']:.3f}",
+            None,
+        ),
+        row(
+            "top_voice_line",
+            "beats on an unbroken top-voice run of a bar or more",
+            f"the real {real['top_voice_line']:.3f}",
+            None,
+        ),
+    ]
 
 
 def _sample_rows(music: dict, style: dict, old: dict) -> list[tuple]:
@@ -120,23 +205,36 @@ def _sample_rows(music: dict, style: dict, old: dict) -> list[tuple]:
 
 
 def acceptance(name: str, ev: Path, crop: int, text: CardText) -> list[str]:
-    """Issue #12's acceptance table: this model against the target and the model it replaced."""
+    """The acceptance table: this model against the targets and the model it replaced."""
     nll = json.loads((ev / "pop909_nll" / "nll.json").read_text())
     me, twin = _entry(nll, name), _entry(nll, text.twin[name])
-    prev_path = ev / "pop909_nll_previous" / "nll.json"
-    prev = _entry(json.loads(prev_path.read_text()), name) if prev_path.exists() else None
+    side_path = ev / "pop909_nll_previous" / "nll.json"
+    side = json.loads(side_path.read_text()) if side_path.exists() else None
+    prev = _entry(side, name, shipped=False) if side else None
     music = json.loads((ev / f"music_{name}" / "music.json").read_text())
     style = json.loads((ev / f"style_{name}" / "style.json").read_text())
-    forbidden, note, beyond = _nll_rows(nll, me, twin, prev, crop)
+    forbidden, note, beyond = _nll_rows(nll, me, twin, prev, crop, side)
     stacked, duplicates, kept, quarters = _sample_rows(
         music, style, _previous(ev, name, text.previous_documented)
     )
     rows = [forbidden, stacked, duplicates, note, kept, quarters, beyond]
+    form_path = ev / "pop909_form" / "form.json"
+    form = json.loads(form_path.read_text()) if form_path.exists() else None
+    if form:
+        rows += _form_rows(form, name)
     out = [
-        "## Acceptance (issue #12), measured on the held-out songs",
+        "## Acceptance (issues #12 and #25), measured on the held-out songs",
         "",
-        "| measure | target | this model | the model it replaced |",
-        "|---|---|---|---|",
     ]
+    if form:
+        out += [
+            f"Form rows: `musicgen evaluate form` on the {len(form['songs'])} validation songs "
+            f"(their first {form['prompt_bars']} bars that hold music as the prompt, "
+            f"{form['new_bars']} bars continued at the model's default sampling, seed "
+            f"{form['seed']}), mean over songs; `form.json` has the spread and the paired "
+            "confidence intervals.",
+            "",
+        ]
+    out += ["| measure | target | this model | the model it replaced |", "|---|---|---|---|"]
     out += [f"| {a} | {b} | {c} | {d} |" for a, b, c, d in rows]
     return out + [""]

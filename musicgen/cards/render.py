@@ -13,7 +13,7 @@ from pathlib import Path
 
 from musicgen.cards.acceptance import acceptance
 from musicgen.checkpoint import load_checkpoint, read_payload
-from musicgen.config import Config
+from musicgen.config import Config, config_from_dict
 from musicgen.io import atomic_write_text
 
 
@@ -99,6 +99,29 @@ def phase_text(cfg: Config, info: dict, how: str, text: CardText, ratio: bool = 
     )
 
 
+def phase_config(phase: dict, root: Path) -> Config | None:
+    """A phase's config: kept in its summary (exports since issue #25), else read from its
+    checkpoint (a path relative to `root`) when that is still at hand; None when neither is."""
+    if "config" in phase:
+        return config_from_dict(phase["config"])
+    path = root / phase["path"]
+    return load_checkpoint(path).config if path.exists() else None
+
+
+def any_phase_text(
+    cfg: Config | None, info: dict, how: str, text: CardText, ratio: bool = True
+) -> str:
+    """`phase_text`, or for a phase whose config is gone (an earlier session's run folder) the
+    figures its summary kept."""
+    if cfg is not None:
+        return phase_text(cfg, info, how, text, ratio)
+    return (
+        f"{info['steps_trained']} steps{tokens_note(info)}; {how}. {info['train_minutes']} "
+        f"minutes of wall time on a 2-core CPU{speed_note(info)} (its run, `{info['path']}`, "
+        "is not kept: its settings are in `scripts/reproduce/train_shipped.sh`)"
+    )
+
+
 def phases(info: dict) -> list[dict]:
     """The training phases of an export summary, first to last (a fine-tune's `init_from` chain)."""
     chain = [info]
@@ -115,19 +138,20 @@ def training_text(cfg: Config, info: dict, text: CardText, root: Path) -> str:
     chain = phases(info)
     if len(chain) == 1:
         return f"{phase_text(cfg, info, text.training[fam], text)}. {shipped}"
-    cfgs = [load_checkpoint(root / p["path"]).config for p in chain[:-1]] + [cfg]
-    parts = [f"Phase 1, {phase_text(cfgs[0], chain[0], text.training[fam], text)}."]
+    cfgs = [phase_config(p, root) for p in chain[:-1]] + [cfg]
+    parts = [f"Phase 1, {any_phase_text(cfgs[0], chain[0], text.training[fam], text)}."]
     for k, (c, p) in enumerate(zip(cfgs[1:], chain[1:], strict=True), start=1):
         what, how = text.fine_tunes[k - 1]
         parts.append(
             f"Phase {k + 1}, a fine-tune from phase {k}'s best checkpoint "
-            f"(`train.init_from`) {what}: {phase_text(c, p, how, text, ratio=False)}."
+            f"(`train.init_from`) {what}: {any_phase_text(c, p, how, text, ratio=False)}."
         )
-    total = {"tokens_trained": sum(p["tokens_trained"] for p in chain)}
+    total = {"tokens_trained": sum(p.get("tokens_trained") or 0 for p in chain)}
     return (
         f"{len(chain)} phases. "
         + " ".join(parts)
-        + f" In all{tokens_note(total, text.previous_tokens)}. {shipped}"
+        + f" In all{tokens_note(total, text.previous_tokens if fam == 'pop909' else None)}. "
+        + shipped
     )
 
 
@@ -177,8 +201,26 @@ def intro(folder: Path, loaded, kind: str) -> str:
         f"(vocabulary {loaded.tokenizer.vocab_size}). Weights in half precision in "
         f"`model.safetensors`{precision_note(folder)} (converted bit for bit from the training "
         "export by `scripts/convert_checkpoint.py`), with `config.json` and `tokenizer.json` "
-        f'beside it: `musicgen.load("checkpoints/{name}")` or `--checkpoint checkpoints/{name}`.'
+        f'beside it: `musicgen.load("checkpoints/{name}")` or `--checkpoint checkpoints/{name}`. '
+        f"Sampling defaults: {sampling_text(loaded)}."
     )
+
+
+def sampling_text(loaded) -> str:
+    """'T = 1.0, top-p 0.9 (its own, ...)': what generation uses when no option is given."""
+    from musicgen.generation.sample import default_options
+
+    own = {k: v for k, v in vars(loaded.config.sample).items() if v is not None}
+    o = default_options(loaded.tokenizer.name, own)
+    parts = [f"T = {o.temperature:g}"]
+    parts += [f"top-k {o.top_k}"] if o.top_k else []
+    parts += [f"top-p {o.top_p:g}"] if o.top_p < 1 else []
+    where = (
+        "the model's own, `sample` in config.json, chosen on the form benchmark"
+        if own
+        else "the paper's for these tokens"
+    )
+    return f"{', '.join(parts)} ({where})"
 
 
 def nll_section(nll: dict, crop: int) -> list[str]:
@@ -212,12 +254,13 @@ def head_note(music: dict) -> str:
     return f", each its first {bars} bars from its first note" if bars else ""
 
 
-def music_section(d: dict, spec: dict) -> list[str]:
+def music_section(d: dict, spec: dict, sampling: str = "") -> list[str]:
     """The statistics of a music.json: generated pieces against the reference, mean ± std."""
     lines = [
         "## Music statistics",
         "",
-        f"{len(d['files'])} {spec['pieces']} against {len(d.get('reference_files', []))} "
+        f"{len(d['files'])} {spec['pieces'].format(sampling=sampling)} against "
+        f"{len(d.get('reference_files', []))} "
         f"{spec['reference']}{head_note(d)} (`musicgen evaluate music`; mean ± std over "
         "pieces):",
         "",
@@ -288,7 +331,8 @@ def render_card(folder: Path, ev: Path, text: CardText, root: Path) -> str:
     lines += ["## Validation: per-position loss (nats/token), held-out songs", ""]
     lines += nll_section(_json(ev / spec["nll"] / "nll.json"), cfg.data.crop_len)
     if (ev / f"music_{name}" / "music.json").exists():
-        lines += music_section(_json(ev / f"music_{name}" / "music.json"), spec)
+        sampling = sampling_text(loaded).split(" (")[0]
+        lines += music_section(_json(ev / f"music_{name}" / "music.json"), spec, sampling)
     if fam == "pop909":
         lines += acceptance(name, ev, cfg.data.crop_len, text)
         if (ev / f"style_{name}" / "style.json").exists():

@@ -4,10 +4,11 @@ back to the phase trained from scratch (scripts/reproduce/export_checkpoint.py).
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 from musicgen.checkpoint import load_checkpoint
-from musicgen.config import Config
+from musicgen.config import Config, to_dict
 from musicgen.runlog import read_log
 
 
@@ -42,11 +43,20 @@ def run_summary(run: Path, step: int, tokens_per_step: int) -> dict:
 
 def base_summary(base: Path) -> dict:
     """The summary of the run a fine-tune started from, with its own `init_from` in turn (a chain
-    of phases, the first trained from scratch)."""
-    cfg = load_checkpoint(base).config
+    of phases, the first trained from scratch), and that run's config: an exported model
+    (a shipped folder) is later replaced by the model trained from it, so its card must not
+    need the file. An export brings its own summary; a run's checkpoint is summarised from its
+    log."""
+    loaded = load_checkpoint(base)
+    cfg, stored = loaded.config, loaded.train_state.get("summary")
+    if stored:  # exported: its summary (and chain) as it was shipped
+        out = {"path": str(base), **json.loads(stored), "config": to_dict(cfg)}
+        out["step"] = 0  # this run starts from it; where it stopped is in steps_trained
+        return out
     out = {
         "path": str(base),
         **run_summary(base.parent if base.suffix == ".pt" else base, 0, tokens_per_step(cfg)),
+        "config": to_dict(cfg),
     }
     if cfg.train.init_from:
         out["init_from"] = base_summary(Path(cfg.train.init_from))

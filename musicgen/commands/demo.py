@@ -113,8 +113,10 @@ def run(args: argparse.Namespace) -> int:
     demo = shipped_dir("demo")
     t0 = time.time()
     command = f"generate --checkpoint {pop} --num 2 --bars {args.bars}"
-    _show("two pop-piano pieces from scratch (T=1.2, top-p 0.9)", command, args)
     model = load(pop, args.device)
+    opts = model.options()  # the model's own defaults (its card), else the paper's
+    title = f"two pop-piano pieces from scratch (T={opts.temperature:g}, top-p {opts.top_p:g})"
+    _show(title, command, args)
     pieces = model.pieces(2, bars=args.bars, seed=args.seed, progress=ProgressBar())
     files = _write(model, pieces, checkpoint_stem(model.source), args)
     files += _continue(

@@ -40,7 +40,8 @@ def register(sub: argparse._SubParsersAction) -> None:
         "generate",
         help="sample new pieces from a checkpoint",
         description="Sample pieces from scratch; writes OUT/<checkpoint>_<seed>_<i>.mid. Sampling "
-        "defaults follow the paper: REMI T=1.2 with top-p 0.9, groove T=0.6.",
+        "defaults are the model's own where its config has them (its card says which), else the "
+        "paper's: REMI T=1.2 with top-p 0.9, groove T=0.6.",
     )
     length = p.add_mutually_exclusive_group()
     length.add_argument("--bars", type=int, default=None, help="stop each piece after N bars")

@@ -181,13 +181,26 @@ def save_bars(piece, bars: int, folder: Path, name: str) -> Path:
     return write_score(score.clip(0, bars * 4 * score.ticks_per_quarter), folder / f"{name}.mid")
 
 
-def run_label(checkpoint: str | Path, sampling: dict) -> str:
-    """A run's name: the model's name and the sampling options given (default: none given)."""
+def model_names(checkpoints: Sequence[str | Path]) -> list[str]:
+    """Each checkpoint's name in run labels: its stem, or parent/stem where two share a stem
+    (a shipped model beside the copy it replaced: checkpoints/x and previous/x)."""
     from musicgen.generation.api import checkpoint_stem
 
+    stems = [checkpoint_stem(c) for c in checkpoints]
+    names = [
+        f"{Path(c).resolve().parent.name}/{s}" if stems.count(s) > 1 else s
+        for c, s in zip(checkpoints, stems, strict=True)
+    ]
+    if len(set(names)) < len(names):
+        raise MusicgenError(f"checkpoint: the same model is given twice ({', '.join(names)})")
+    return names
+
+
+def run_label(name: str, sampling: dict) -> str:
+    """A run's name: the model's name and the sampling options given (default: none given)."""
     names = {"temperature": "T", "top_p": "p", "top_k": "k"}
     opts = " ".join(f"{names[k]}={v:g}" for k, v in sampling.items() if v is not None)
-    return f"{checkpoint_stem(checkpoint)} {opts or 'default'}"
+    return f"{name} {opts or 'default'}"
 
 
 def columns(rows: Sequence[dict[str, float]]) -> dict[str, list[float]]:
@@ -251,6 +264,7 @@ def evaluate_form(
     import musicgen
 
     out = Path(out)
+    names = model_names(checkpoints)  # a model given twice fails before anything is loaded
     models = [musicgen.load(c, device=device) for c in checkpoints]
     tokenizer = models[0].tokenizer
     for c, m in zip(checkpoints, models, strict=True):
@@ -269,10 +283,8 @@ def evaluate_form(
         raise MusicgenError(f"{data}: no song of split '{split}' is long enough for the benchmark")
     real = [form_measures(c.real, c.prompt_notes, new_bars, c.prompt.bars) for c in cases]
     runs: dict[str, dict] = {}
-    for (ckpt, model), sampling in itertools.product(
-        zip(checkpoints, models, strict=True), settings
-    ):
-        label = run_label(ckpt, sampling)
+    for (name, model), sampling in itertools.product(zip(names, models, strict=True), settings):
+        label = run_label(name, sampling)
         folder = out / "samples" / label.replace(" ", "_")
         runs[label] = score_run(model, cases, new_bars, seed, batch_size, folder, sampling)
     results = {

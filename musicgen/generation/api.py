@@ -68,9 +68,9 @@ class Model:
         self.source = Path(source)
 
     def options(self, **sampling) -> SamplingOptions:
-        """The sampling defaults for this tokenizer (`sample.default_options`, the one place they
-        are kept) with those given replaced (None: not given)."""
-        return default_options(self.tokenizer.name, **sampling)
+        """The sampling defaults for this tokenizer and model (`sample.default_options`, the one
+        place they are kept) with those given replaced (None: not given)."""
+        return default_options(self.tokenizer.name, vars(self.config.sample), **sampling)
 
     def _fit(self, prompt_len: int, max_new: int) -> int:
         cfg = self.config.model

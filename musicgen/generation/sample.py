@@ -77,11 +77,13 @@ class SamplingOptions:
 SAMPLING_NAMES = ("temperature", "top_k", "top_p", "grammar", "min_tokens")
 
 
-def default_options(tokenizer_name: str, **given) -> SamplingOptions:
+def default_options(tokenizer_name: str, model: dict | None = None, **given) -> SamplingOptions:
     """THE sampling defaults: the paper's settings for this tokenizer (plain sampling at T = 1
-    for an unknown one), with the options `given` replacing them (None: not given). The API
-    (`generation.api.Model.options`) is the one caller that applies them to a generation."""
-    return SamplingOptions(**PAPER_DEFAULTS.get(tokenizer_name, {})).replace(**given)
+    for an unknown one), then the model's own (`model`: its config's `sample` section, chosen by
+    measurement; None values keep the paper's), then the options `given` (None: not given). The
+    API (`generation.api.Model.options`) is the one caller that applies them to a generation."""
+    paper = SamplingOptions(**PAPER_DEFAULTS.get(tokenizer_name, {}))
+    return paper.replace(**(model or {})).replace(**given)
 
 
 # ---------------------------------------------------------------------------------------------

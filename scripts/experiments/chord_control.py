@@ -21,7 +21,6 @@ Usage: OMP_NUM_THREADS=1 nice -n 10 .venv/bin/python scripts/experiments/chord_c
 from __future__ import annotations
 
 import argparse
-import inspect
 import json
 import sys
 import time
@@ -43,7 +42,7 @@ from musicgen.generation.chords import (  # noqa: E402
     progression_from_chord_file,
 )
 from musicgen.generation.prompt import encode_song, load_prompt  # noqa: E402
-from musicgen.generation.sample import default_options, generate  # noqa: E402
+from musicgen.generation.sample import generate  # noqa: E402
 from musicgen.metrics import notes_from_score  # noqa: E402
 
 CHORDER_QUALITY = {
@@ -174,26 +173,14 @@ def form(score, first_bar: int, bars: int) -> dict[str, float]:
     return out
 
 
-SAMPLING: dict = {}  # --temperature / --top-p over the defaults
+SAMPLING: dict = {}  # --temperature / --top-p over the model's defaults
+OPTIONS: list = []  # the loaded model's options (`Model.options`), set in main
 
 
 def sample(model, tok, prompt, n, bars, seed, wrap):
     gen = torch.Generator().manual_seed(seed)
-    options = default_options("remi", **SAMPLING)
-    args = (model, tok, [list(prompt)] * n, options, 512 * bars, bars, gen)
-    if wrap is None:
-        res = generate(*args)
-    elif "grammar_wrap" in inspect.signature(generate).parameters:
-        res = generate(*args, grammar_wrap=wrap)
-    else:  # before the generation API's grammar_wrap (issue 26): wrap the checked prompt's
-        from musicgen.generation import sample as s
-
-        check = s._check_prompt
-        s._check_prompt = lambda t, p, w: wrap(check(t, p, w), list(p))
-        try:
-            res = generate(*args)
-        finally:
-            s._check_prompt = check
+    args = (model, tok, [list(prompt)] * n, OPTIONS[0], 512 * bars, bars, gen)
+    res = generate(*args) if wrap is None else generate(*args, grammar_wrap=wrap)
     return [tok.decode(r.ids) for r in res], res
 
 
@@ -310,6 +297,8 @@ def main() -> int:
     SAMPLING.update({"temperature": a.temperature, "top_p": a.top_p})
     torch.set_num_threads(1)
     m = musicgen.load(a.model)
+    OPTIONS.append(m.options(**SAMPLING))
+    SAMPLING.update(temperature=OPTIONS[0].temperature, top_p=OPTIONS[0].top_p)
     rows, t0 = [], time.time()
     if a.rescore:
         rows = json.loads(Path(a.rescore).read_text())["rows"]

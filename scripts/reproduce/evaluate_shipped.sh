@@ -1,12 +1,12 @@
 #!/usr/bin/env bash
 # Export the runs of scripts/reproduce/train_shipped.sh into checkpoints/ and measure them; the numbers go
 # into each checkpoints/<name>/README.md (scripts/reproduce/write_model_cards.py) and README.md's figures.
-#   scripts/reproduce/evaluate_shipped.sh pop909 [export] [nll] [texture]   # the POP909 pair (issue #12)
+#   scripts/reproduce/evaluate_shipped.sh pop909 [export] [sweep] [nll] [form] [texture]   # POP909
 #   scripts/reproduce/evaluate_shipped.sh groove   # the groove model
 #   scripts/reproduce/evaluate_shipped.sh maestro  # Perceiver S on MAESTRO (issue #17; after the comparison)
-# pop909 compares with the models shipped before #12 when PREVIOUS (default out/eval/previous)
-# holds copies of their folders; they are scored on detected chords, the data they were trained
-# on (data/prepared/pop909_detected, prepared here if missing). Steps default to all three;
+# pop909 compares with the models it replaces when PREVIOUS (default out/eval/previous) holds
+# copies of their folders (copy checkpoints/pop909_* there before `export`): NLL on the same
+# songs and tokens, the form benchmark in the same run. Steps default to all four;
 # MODELS="pop909_ape" limits export and texture to one model (e.g. while the other trains).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
@@ -19,10 +19,15 @@ export OMP_NUM_THREADS=${OMP_NUM_THREADS:-2}
 PIECES=${PIECES:-16}; PROMPTS=${PROMPTS:-20}; SONGS=${SONGS:-39}
 E=${EVAL:-out/eval}
 mkdir -p $E
+# each model's own sampling defaults (config `sample`), chosen on the form benchmark's sweep
+# (docs/evaluation.md, "Sampling defaults"); a model not named keeps the paper's
+declare -A SAMPLE=()
 ship() {  # run folder -> checkpoints/<name> model folder, weights bit-identical to the export
-  local run=runs/$1  # the last phase run (train_shipped.sh: _notes, _long, _local)
-  for phase in _notes _long _local; do [ -d runs/$1$phase ] && run=runs/$1$phase; done
-  $BIN/python scripts/reproduce/export_checkpoint.py $run checkpoints/$1 > $E/$1.export.json
+  local run=runs/$1  # the last phase run (train_shipped.sh: _notes, _long, _local, _form)
+  for phase in _notes _long _local _form; do [ -d runs/$1$phase ] && run=runs/$1$phase; done
+  local sets=(); for kv in ${SAMPLE[$1]:-}; do sets+=(--set "$kv"); done
+  $BIN/python scripts/reproduce/export_checkpoint.py $run checkpoints/$1 "${sets[@]}" \
+    > $E/$1.export.json
   $BIN/python scripts/convert_checkpoint.py checkpoints/$1/model.pt checkpoints/$1
   rm checkpoints/$1/model.pt
 }
@@ -37,7 +42,7 @@ texture() {  # 16 pieces from scratch, then 2-bar prompts continued: texture, pr
 }
 if [ "$WHAT" = pop909 ]; then
   MODELS=${MODELS:-pop909_sine_spe_gated pop909_ape}
-  STEPS=${*:2}; STEPS=${STEPS:-export nll texture}
+  STEPS=${*:2}; STEPS=${STEPS:-export nll form texture}  # sweep: before choosing SAMPLE
   if [[ " $STEPS " == *" export "* ]]; then
     for name in $MODELS; do ship $name; done
   fi
@@ -51,16 +56,27 @@ if [ "$WHAT" = pop909 ]; then
     for s in $(echo $VAL | tr ' ' '\n' | head -$PIECES); do cp "$POP909/$s" $E/reference/; done
   fi
   if [[ " $STEPS " == *" nll "* ]]; then
-    # NLL per position and per note, forbidden mass, up to 4x the 512-token training crop
+    # NLL per position up to twice the 2048-token training crop (within / beyond), forbidden mass
     $BIN/musicgen evaluate nll --checkpoint checkpoints/pop909_sine_spe_gated checkpoints/pop909_ape \
-      --data data/prepared/pop909 --max-len 2048 --seeds 3 --max-songs $SONGS --out $E/pop909_nll
-    if [ -d "$PREVIOUS/pop909_ape" ]; then
-      [ -f data/prepared/pop909_detected/tokenizer.json ] || $BIN/musicgen prepare \
-        --dataset folder --input "$POP909" --output data/prepared/pop909_detected
-      $BIN/musicgen evaluate nll --checkpoint $PREVIOUS/pop909_sine_spe_gated \
-        $PREVIOUS/pop909_ape --data data/prepared/pop909_detected --max-len 2048 --seeds 3 \
-        --max-songs $SONGS --out $E/pop909_nll_previous
+      --data data/prepared/pop909 --max-len 4096 --seeds 3 --max-songs $SONGS --out $E/pop909_nll
+    if [ -d "$PREVIOUS/pop909_ape" ]; then  # per note on the first 2048 tokens, beside them
+      $BIN/musicgen evaluate nll --checkpoint checkpoints/pop909_sine_spe_gated \
+        checkpoints/pop909_ape $PREVIOUS/pop909_sine_spe_gated $PREVIOUS/pop909_ape \
+        --data data/prepared/pop909 --max-len 2048 --seeds 3 --max-songs $SONGS \
+        --out $E/pop909_nll_previous
     fi
+  fi
+  if [[ " $STEPS " == *" sweep "* ]]; then
+    # the sampling sweep that chooses each model's own defaults (SAMPLE above; docs/evaluation.md)
+    $BIN/musicgen evaluate form --checkpoint checkpoints/pop909_sine_spe_gated \
+      checkpoints/pop909_ape --data "$POP909" --temperature 0.9 1.0 1.1 1.2 --top-p 0.9 \
+      --out $E/pop909_form_sweep
+  fi
+  if [[ " $STEPS " == *" form "* ]]; then
+    # the form benchmark at each model's defaults, beside the models they replaced (issue #25)
+    ckpts=(checkpoints/pop909_sine_spe_gated checkpoints/pop909_ape)
+    [ -d "$PREVIOUS/pop909_ape" ] && ckpts+=("$PREVIOUS/pop909_sine_spe_gated" "$PREVIOUS/pop909_ape")
+    $BIN/musicgen evaluate form --checkpoint "${ckpts[@]}" --data "$POP909" --out $E/pop909_form
   fi
   if [[ " $STEPS " == *" texture "* ]]; then
     for name in $MODELS; do

@@ -9,7 +9,7 @@ for a fine-tune, `init_from` holds the same summary of the run it started from, 
 to the first phase) and writes OUT/model.pt, which `load_checkpoint` reads like any other
 checkpoint. SPE parameters and gates stay float32 (`musicgen.checkpoint.full_precision_names`):
 rounding them would shift the positional kernel's phase by radians at long lags. Prints the
-summary as JSON.
+summary as JSON. `--set sample.temperature=1.0` keeps the model's own sampling defaults with it.
 """
 
 from __future__ import annotations
@@ -20,6 +20,7 @@ from pathlib import Path
 
 from musicgen.cards import export_summary
 from musicgen.checkpoint import load_checkpoint, save_checkpoint
+from musicgen.config import apply_overrides, config_from_dict, to_dict
 
 
 def main() -> None:
@@ -27,14 +28,23 @@ def main() -> None:
     ap.add_argument("run", type=Path)
     ap.add_argument("out", type=Path)
     ap.add_argument("--which", default="best.pt", help="checkpoint of the run to ship")
+    ap.add_argument(
+        "--set",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="a config value kept with the export, e.g. sample.temperature=1.0 (the model's own "
+        "sampling defaults, chosen on the form benchmark)",
+    )
     args = ap.parse_args()
     src = args.run / args.which
     loaded = load_checkpoint(src)
     info = export_summary(args.run, loaded.config, int(loaded.train_state.get("step", 0)))
+    config = config_from_dict(apply_overrides(to_dict(loaded.config), args.set))
     path = save_checkpoint(
         args.out / "model.pt",
         loaded.model,
-        loaded.config,
+        config,
         loaded.tokenizer,
         train_state={"step": info["step"], "summary": json.dumps(info)},
         half=True,

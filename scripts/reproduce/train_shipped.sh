@@ -12,7 +12,11 @@
 #      bars and a crop holds twice the bars to copy from (runs/<name>_long);
 #   4. LOCAL_STEPS (1000) steps of 2 x 1024 tokens from 3's best with blocks 2 and 4 turned into
 #      windowed softmax attention over 512 positions with rotary positions (model.local_layers:
-#      the attention that can copy a bar; runs/<name>_local: what is shipped).
+#      the attention that can copy a bar; runs/<name>_local);
+#   5. FORM_STEPS (2200) steps of 1 x 2048 tokens from 4's best, crops on bars 0, 4, 8, ...,
+#      with blocks 1-4 windowed over 1024 positions (issue 25: the nearest earlier copy of a
+#      repeated bar lies a median 883 tokens back; runs/<name>_form). FROM_SHIPPED=1 runs
+#      this phase alone from the committed checkpoints/<name> folders (phase 4's weights).
 # MINUTES is a safety stop per phase (the run checkpoints and exits).
 # Interrupted? Run it again: each run resumes from its last.pt.
 # Data: POP909 from ../shared/data (or POP909=path), the bundled trio set.
@@ -24,6 +28,7 @@ STEPS=${STEPS:-4500}
 FT_STEPS=${FT_STEPS:-1000}
 LONG_STEPS=${LONG_STEPS:-1200}
 LOCAL_STEPS=${LOCAL_STEPS:-1000}
+FORM_STEPS=${FORM_STEPS:-2200}
 MINUTES=${MINUTES:-150}  # phase 3 with 1200 steps: about 40 min
 BIN=.venv/bin
 export OMP_NUM_THREADS=1
@@ -56,9 +61,25 @@ if [ "$WHAT" = pop909 ]; then
       --train.max_steps=$LOCAL_STEPS --optim.lr=2e-4 --optim.warmup_steps=50 \
       --train.init_from=runs/${run}_long/best.pt --name=${name}_local \
       --out runs/${run}_local $(resume_if runs/${run}_local) "$@" >> runs/${run}_local.log 2>&1
+    form_phase "$run" "$name" runs/${run}_local/best.pt "$@"
   }
-  pop909 pop909_sine_spe_gated pop909_small &
-  pop909 pop909_ape pop909_small_ape --model.pe=ape --model.gated=false &
+  form_phase() {  # RUN NAME FROM [overrides]: phase 5 (issue 25), from FROM
+    local run=$1 name=$2 from=$3; shift 3
+    done_at runs/${run}_form $FORM_STEPS || $BIN/musicgen train "${COMMON[@]}" $NOTES \
+      --data.crop_len=2048 --train.batch_size=1 --train.val_max_len=4096 \
+      "--model.local_layers=[1, 2, 3, 4]" --model.local_window=1024 --model.local_rope=true \
+      --train.max_steps=$FORM_STEPS --optim.lr=2e-4 --optim.warmup_steps=50 \
+      --train.init_from=$from --name=${name}_form \
+      --out runs/${run}_form $(resume_if runs/${run}_form) "$@" >> runs/${run}_form.log 2>&1
+  }
+  if [ "${FROM_SHIPPED:-0}" = 1 ]; then  # phase 5 only, from the committed phase-4 folders
+    form_phase pop909_sine_spe_gated pop909_small checkpoints/pop909_sine_spe_gated &
+    form_phase pop909_ape pop909_small_ape checkpoints/pop909_ape --model.pe=ape \
+      --model.gated=false &
+  else
+    pop909 pop909_sine_spe_gated pop909_small &
+    pop909 pop909_ape pop909_small_ape --model.pe=ape --model.gated=false &
+  fi
   wait
 elif [ "$WHAT" = groove ]; then
   # Phase 1: 1000 steps (warm-up, cosine to 5e-6); phase 2: resumed to 1500 steps with the cosine

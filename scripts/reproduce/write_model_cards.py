@@ -120,6 +120,16 @@ FINE_TUNES = [
         "one-thread tests at the lowest CPU priority (nice 19): a 2-minute test module and, as "
         "the APE run ended, the 3-minute test suite",
     ),
+    (
+        "on crops of 2048 tokens starting on bars 0, 4, 8, ... (phrases), with blocks 1 to 4 "
+        "windowed softmax over the last 1024 positions (blocks 0 and 5 keep FAVOR+ with the "
+        "model's positional encoding): in these songs the nearest earlier copy of a repeated "
+        "bar lies a median 883 tokens back (issue #25), beyond phase 4's 512-position window; "
+        "blocks 1 and 3 keep their learned q, k, v and output weights",
+        "one cosine schedule; the two runs side by side, one thread each, started from the "
+        "committed phase-4 folders (`FROM_SHIPPED=1 scripts/reproduce/train_shipped.sh "
+        "pop909`), with beside them only the editing of code and documents",
+    ),
 ]
 
 # What the piano rolls of the pieces in out/eval/samples_<name> show (looked at, not computed).
@@ -149,7 +159,8 @@ SEEN = {
 }
 
 
-PREVIOUS_TOKENS = 1500 * 4 * 512  # what the models shipped before issue #12 were trained on
+# what the models shipped before issue #25 were trained on (phases 1-4)
+PREVIOUS_TOKENS = 4500 * 4 * 512 + 1000 * 2 * 1024 + 1200 * 2 * 1024 + 1000 * 2 * 1024
 
 # per family: what it is, its preset, where evaluate_shipped.sh / compare_perceiver.sh left the
 # numbers (under --eval), what the generated pieces were and how to reproduce it
@@ -159,7 +170,7 @@ FAMILIES = {
         "preset": "configs/pop909/small.yaml with the overrides in "
         "`scripts/reproduce/train_shipped.sh`",
         "nll": "pop909_nll",
-        "pieces": "pieces of 16 bars from scratch (T = 1.2, top-p 0.9, grammar on, seed 0)",
+        "pieces": "pieces of 16 bars from scratch ({sampling}, grammar on, seed 0)",
         "reference": "held-out POP909 songs",
         "reproduce": [
             "scripts/reproduce/train_shipped.sh pop909      # trains into runs/ (rerun to resume)",
@@ -194,20 +205,20 @@ FAMILIES = {
 }
 
 
-# The replaced models' texture and continuation numbers as docs/evaluation.md records them
-# (same commands; 8 pieces, 10 prompts): quoted when PREVIOUS_FULL=1 did not measure them again.
+# The replaced (phase-4) models' texture and continuation numbers as their cards recorded them
+# (the same commands and sizes): quoted when PREVIOUS_FULL=1 did not measure them again.
 PREVIOUS_DOCUMENTED = {
     "pop909_sine_spe_gated": {
-        "stacked": "15.4 % (docs/evaluation.md)",
-        "duplicates": "20.4 % (docs/evaluation.md)",
-        "kept": "0/20 with the old prompt cut; 20/20 with today's (README)",
-        "quarters": "0 of 4 (0.44 / 0.36 / 0.40 / 0.47 vs 0.64 / 0.68 / 0.70 / 0.73; "
-        "docs/evaluation.md)",
+        "stacked": "0.0 % (its card)",
+        "duplicates": "0.0 % (its card)",
+        "kept": "20/20 / 20/20 (its card)",
+        "quarters": "4 of 4 (0.74 / 0.74 / 0.74 / 0.77 vs 0.64 / 0.68 / 0.69 / 0.72; its card)",
     },
     "pop909_ape": {
-        "stacked": "12.4 % (docs/evaluation.md)",
-        "duplicates": "15.4 % (docs/evaluation.md)",
-        "kept": "0/20 with the old prompt cut (issue #12)",
+        "stacked": "0.1 % (its card)",
+        "duplicates": "0.0 % (its card)",
+        "kept": "20/20 / 20/20 (its card)",
+        "quarters": "4 of 4 (0.74 / 0.74 / 0.74 / 0.74 vs 0.64 / 0.68 / 0.69 / 0.72; its card)",
     },
 }
 
