@@ -85,7 +85,7 @@ def _nll_rows(
     the nll.json that scored this model beside the model it replaced (same songs, same length),
     where evaluate_shipped.sh had a copy of it; the forbidden mass and NLL per note are then
     read there for both."""
-    mine = _entry(side, me_name(me), shipped=True) if side else me
+    mine = _entry(side, Path(me["checkpoint"]).name, shipped=True) if side else me
     per_note = f"{mine['nll_per_note']:.2f}"
     if prev:
         per_note += f" ({100 * (1 - mine['nll_per_note'] / prev['nll_per_note']):.1f} % below)"
@@ -110,10 +110,6 @@ def _nll_rows(
         f"{prev['mean_beyond']:.3f} (beyond its {prev['crop_len']})" if prev else "n/a",
     )
     return [forbidden, note, beyond]
-
-
-def me_name(entry: dict) -> str:
-    return Path(entry["checkpoint"]).name
 
 
 def _met(ok: bool) -> str:

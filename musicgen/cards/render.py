@@ -206,8 +206,9 @@ def intro(folder: Path, loaded, kind: str) -> str:
     )
 
 
-def sampling_text(loaded) -> str:
-    """'T = 1.0, top-p 0.9 (its own, ...)': what generation uses when no option is given."""
+def sampling_text(loaded, source: bool = True) -> str:
+    """'T = 1.0, top-p 0.9 (its own, ...)': what generation uses when no option is given;
+    `source=False` leaves out where the setting comes from."""
     from musicgen.generation.sample import default_options
 
     own = {k: v for k, v in vars(loaded.config.sample).items() if v is not None}
@@ -220,7 +221,7 @@ def sampling_text(loaded) -> str:
         if own
         else "the paper's for these tokens"
     )
-    return f"{', '.join(parts)} ({where})"
+    return f"{', '.join(parts)} ({where})" if source else ", ".join(parts)
 
 
 def nll_section(nll: dict, crop: int) -> list[str]:
@@ -331,7 +332,7 @@ def render_card(folder: Path, ev: Path, text: CardText, root: Path) -> str:
     lines += ["## Validation: per-position loss (nats/token), held-out songs", ""]
     lines += nll_section(_json(ev / spec["nll"] / "nll.json"), cfg.data.crop_len)
     if (ev / f"music_{name}" / "music.json").exists():
-        sampling = sampling_text(loaded).split(" (")[0]
+        sampling = sampling_text(loaded, source=False)
         lines += music_section(_json(ev / f"music_{name}" / "music.json"), spec, sampling)
     if fam == "pop909":
         lines += acceptance(name, ev, cfg.data.crop_len, text)
