@@ -56,6 +56,7 @@ FLAGS = {
     "new_bars": "--new-bars",
     "num": "--num",
     "prompt_bars": "--prompt-bars",
+    "repeat": "--repeat",
     "seconds": "--seconds",
     "seed": "--seed",
     "seeds": "--seeds",

@@ -136,6 +136,7 @@ class SampleConfig:
     temperature: float | None = None
     top_k: int | None = None
     top_p: float | None = None
+    repeat: float | None = None  # the bar-copy bonus (generation.repeat); None: 0, off
 
 
 @dataclass
@@ -366,6 +367,7 @@ def validate(cfg: Config) -> Config:
     check_range("config: sample.temperature", cfg.sample.temperature, 0)
     check_range("config: sample.top_k", cfg.sample.top_k, 0)
     check_range("config: sample.top_p", cfg.sample.top_p, 0, 1, low_open=True)
+    check_range("config: sample.repeat", cfg.sample.repeat, 0)
     check_seed("config: train.seed", t.seed)
     check_choice("config: train.precision", t.precision, PRECISIONS)
     check_choice("config: optim.schedule", o.schedule, SCHEDULES)

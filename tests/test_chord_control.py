@@ -7,6 +7,7 @@ import json
 
 import numpy as np
 import pytest
+import torch
 from paths import DATA
 
 import musicgen
@@ -334,3 +335,50 @@ def test_cli_chords_end_to_end(tiny_checkpoints, tmp_path, capsys):
     assert (
         rc == 1 and err.startswith("error: --chords: unknown chord 'Xyz'") and err.count("\n") == 1
     )
+
+
+def test_chord_tones_get_the_bonus_where_their_chord_sounds(tok):
+    """The soft rule (`tones`): at every step of a random walk in "C | G", exactly the Pitch ids
+    of the bar's chord carry the bonus; without it the grammar adds nothing."""
+    plain = chord_grammar_wrap(tok, "C G")(tok.grammar(), [tok.bos_id])
+    assert plain.bonus() is None
+    g = chord_grammar_wrap(tok, "C G", tones=2.0)(tok.grammar(), [tok.bos_id])
+    rng, bars, pitch = np.random.default_rng(0), -1, tok.tables.pitch
+    chords = [{0, 4, 7}, {7, 11, 2}]
+    for _ in range(300):
+        bonus = g.bonus()
+        if bars >= 0:
+            boosted = {int(p) % 12 for p in pitch[bonus == 2.0]}
+            assert boosted == chords[bars % 2] and set(np.unique(bonus)) == {0.0, 2.0}
+            assert (bonus[pitch < 0] == 0).all()  # Pitch ids only
+        allowed = np.flatnonzero(g.allowed())
+        tok_id = int(rng.choice(allowed[allowed != tok.eos_id]))
+        assert g.advance(tok_id)
+        bars += tok_id == tok.bar_id
+
+
+def test_a_strong_chord_tone_bonus_keeps_every_note_in_the_chord(tiny):
+    """Through the sampler: an untrained model with 30 nats for chord tones writes only C-major
+    tones in C bars and G-major tones in G bars (until an onset has struck them all: the grammar
+    allows a pitch once per onset); `tones` < 0 is an error."""
+    from musicgen.generation.sample import SamplingOptions, generate
+
+    tok = tiny.tokenizer
+    wrap = chord_grammar_wrap(tok, "C G", tones=30.0)
+    res = generate(tiny.model, tok, [[tok.bos_id]] * 2, SamplingOptions(1.0), 800, bars=4,
+                   grammar_wrap=wrap, generator=torch.Generator().manual_seed(0))  # fmt: skip
+    chords, seen, pitch = [{0, 4, 7}, {7, 11, 2}], 0, tok.tables.pitch
+    for r in res:
+        bar, struck = -1, set()  # the pitches at the current onset
+        for t in r.ids[: 1 + r.sampled]:
+            bar += t == tok.bar_id
+            struck = set() if tok.tables.position[t] >= 0 or t == tok.bar_id else struck
+            if pitch[t] >= 0:
+                tones = {int(p) for p in pitch[pitch >= 0] if p % 12 in chords[bar % 2]}
+                # a note outside the chord only once every chord tone is struck at the onset
+                assert int(pitch[t]) in tones or tones <= struck
+                struck.add(int(pitch[t]))
+                seen += 1
+    assert seen > 10
+    with pytest.raises(MusicgenError, match="^tones: must be >= 0"):
+        chord_grammar_wrap(tok, "C G", tones=-1)

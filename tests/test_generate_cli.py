@@ -294,6 +294,7 @@ def test_bad_checkpoints_are_one_line_errors(tmp_path, capsys):
     [
         (["--top-p", "0"], "--top-p"),
         (["--top-p", "1.5"], "--top-p"),
+        (["--repeat", "-1"], "--repeat"),
         (["--temperature", "-1"], "--temperature"),
         (["--top-k", "-1"], "--top-k"),
         (["--num", "0"], "--num"),

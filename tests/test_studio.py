@@ -91,6 +91,7 @@ def test_uploads_are_checked_before_tokenizing(tmp_path):
         (lambda: inputs.whole("bars", 1.5, 1, 64), "bars: must be a whole number, got 1.5"),
         (lambda: inputs.whole("num", "2", 1, 4), "num: must be a whole number, got '2'"),
         (lambda: inputs.sampling(top_p=0), "top_p: must be > 0"),
+        (lambda: inputs.sampling(repeat=-1), "repeat: must be >= 0.0 and <= 20.0, got -1"),
         (lambda: inputs.sampling(temperature=float("nan")), "temperature: must be a number"),
         (lambda: inputs.random_seed(-2), "seed: must be >= -1"),
         (lambda: inputs.prompt_length("seconds", seconds=0), "seconds: must be >= 0.1"),
@@ -104,8 +105,8 @@ def test_page_values_out_of_range_name_the_parameter(call, message):
 def test_page_values_in_range_pass():
     assert inputs.whole("bars", 4.0, 1, 64) == 4 and inputs.whole("bars", None, 1, 64) is None
     assert inputs.random_seed(-1) is None and inputs.random_seed(7) == 7
-    given = inputs.sampling(temperature=1.0, top_k=None, top_p=1)
-    assert given == {"temperature": 1.0, "top_p": 1.0}
+    given = inputs.sampling(temperature=1.0, top_k=None, top_p=1, repeat=2)
+    assert given == {"temperature": 1.0, "top_p": 1.0, "repeat": 2.0}
 
 
 def test_each_page_gets_its_own_session(tmp_path):

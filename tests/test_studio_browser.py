@@ -202,7 +202,7 @@ def test_two_generations_at_once_get_their_own_results(studio, tmp_path):
             studio, verbose=False, download_files=str(tmp_path / str(seed))
         )
         results[seed] = client.predict(
-            "pop909_sine_spe_gated", 2, 1, seed, 1.2, 0, 0.9, "", api_name="/generate"
+            "pop909_sine_spe_gated", 2, 1, seed, 1.2, 0, 0.9, 0, "", api_name="/generate"
         )
 
     threads = [threading.Thread(target=call, args=(seed,)) for seed in (11, 12)]
@@ -219,7 +219,7 @@ def test_two_generations_at_once_get_their_own_results(studio, tmp_path):
     call_again = {}
     client = gradio_client.Client(studio, verbose=False, download_files=str(tmp_path / "again"))
     call_again = client.predict(
-        "pop909_sine_spe_gated", 2, 1, 11, 1.2, 0, 0.9, "", api_name="/generate"
+        "pop909_sine_spe_gated", 2, 1, 11, 1.2, 0, 0.9, 0, "", api_name="/generate"
     )
     assert Path(call_again[2][0]).read_bytes() == midi[11].read_bytes()  # no cross-talk
 
@@ -229,7 +229,7 @@ def test_two_generations_at_once_get_their_own_results(studio, tmp_path):
     with pytest.raises(Exception, match="fake.mid: not a MIDI file"):
         client.predict(
             "pop909_sine_spe_gated", gradio_client.handle_file(str(fake)), "bars", 2, 8, 2, 1,
-            5, 1.2, 0, 0.9, api_name="/continue",
+            5, 1.2, 0, 0.9, 0, api_name="/continue",
         )  # fmt: skip
 
 

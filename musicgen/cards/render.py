@@ -216,6 +216,7 @@ def sampling_text(loaded, source: bool = True) -> str:
     parts = [f"T = {o.temperature:g}"]
     parts += [f"top-k {o.top_k}"] if o.top_k else []
     parts += [f"top-p {o.top_p:g}"] if o.top_p < 1 else []
+    parts += [f"bar-copy bonus {o.repeat:g} nats"] if o.repeat > 0 else []
     where = (
         "the model's own, `sample` in config.json, chosen on the form benchmark"
         if own

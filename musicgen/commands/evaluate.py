@@ -95,7 +95,8 @@ def register(sub: argparse._SubParsersAction) -> None:
         description="Continue each held-out song's first 4 bars that hold music by 12 bars and "
         "score the continuation and the song's real bars 5-16 on repeats, self-similarity by "
         "lag, the top voice, key, groove and texture: spread over songs, model - real per song "
-        "with bootstrap 95 % CIs, and each pair of runs (checkpoints x --temperature x --top-p).",
+        "with bootstrap 95 % CIs, and each pair of runs (checkpoints x --temperature x --top-p x "
+        "--repeat).",
     )
     form.add_argument("--checkpoint", nargs="+", required=True, help="model(s) to continue with")
     form.add_argument("--data", required=True, help="folder of songs (POP909: NNN/NNN.mid)")
@@ -103,6 +104,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     form.add_argument("--max-songs", type=int, help="use only the first N songs of the split")
     form.add_argument("--temperature", type=float, nargs="+", help="one run per value")
     form.add_argument("--top-p", type=float, nargs="+", help="one run per value (x temperatures)")
+    form.add_argument(
+        "--repeat", type=float, nargs="+", help="one run per bar-copy bonus in nats (x the others)"
+    )
     form.add_argument(
         "--new-bars", type=int, default=12, help="bars continued after the prompt (default 12)"
     )
@@ -245,9 +249,10 @@ def run_form(args: argparse.Namespace) -> int:
     if args.split not in ("train", "validation", "test", "all"):
         raise MusicgenError(f"--split: must be train, validation, test or all; got '{args.split}'")
     check_seed("--seed", args.seed)
+    given = {"temperature": args.temperature, "top_p": args.top_p, "repeat": args.repeat}
     settings = [
-        {k: v for k, v in (("temperature", t), ("top_p", p)) if v is not None}
-        for t, p in itertools.product(args.temperature or [None], args.top_p or [None])
+        {k: v for k, v in zip(given, values, strict=True) if v is not None}
+        for values in itertools.product(*(v or [None] for v in given.values()))
     ]
     res = evaluate_form(
         args.checkpoint,

@@ -107,6 +107,12 @@ def _add_common(p: argparse.ArgumentParser) -> None:
     p.add_argument("--temperature", type=float, default=None, help=">= 0 (0 = greedy)")
     p.add_argument("--top-k", type=int, default=None, help="keep the K likeliest ids (0 = off)")
     p.add_argument("--top-p", type=float, default=None, help="nucleus mass in (0, 1] (1 = off)")
+    p.add_argument(
+        "--repeat",
+        type=float,
+        default=None,
+        help="nats for the id that continues an earlier bar being copied (bar repeats; 0 = off)",
+    )
     p.add_argument("--seed", type=int, default=None, help="random seed (default: drawn, printed)")
     p.add_argument(
         "--min-tokens",
@@ -161,6 +167,7 @@ def api_options(args: argparse.Namespace) -> dict:
         "top_k": args.top_k,
         "top_p": args.top_p,
         "min_tokens": args.min_tokens,
+        "repeat": args.repeat,
         "grammar": False if args.no_grammar else None,
         "max_tokens": args.max_tokens,
         "batch_size": args.batch_size,

@@ -198,7 +198,7 @@ def model_names(checkpoints: Sequence[str | Path]) -> list[str]:
 
 def run_label(name: str, sampling: dict) -> str:
     """A run's name: the model's name and the sampling options given (default: none given)."""
-    names = {"temperature": "T", "top_p": "p", "top_k": "k"}
+    names = {"temperature": "T", "top_p": "p", "top_k": "k", "repeat": "r"}
     opts = " ".join(f"{names[k]}={v:g}" for k, v in sampling.items() if v is not None)
     return f"{name} {opts or 'default'}"
 
@@ -259,8 +259,8 @@ def evaluate_form(
     new_bars: int = NEW_BARS,
 ) -> dict:
     """The benchmark (module docstring) for every checkpoint x sampling setting (dicts of
-    `temperature` / `top_p` / `top_k`, {} = the model's defaults); form.json, form.png and
-    the 16 bars of each piece as samples/<run>/<song>.mid in `out`."""
+    `temperature` / `top_p` / `top_k` / `repeat`, {} = the model's defaults); form.json,
+    form.png and the 16 bars of each piece as samples/<run>/<song>.mid in `out`."""
     import musicgen
 
     out = Path(out)

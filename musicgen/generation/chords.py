@@ -20,6 +20,9 @@ notes. In a bar of the progression the wrapper therefore
   `N` (no chord) ends the chord and writes nothing.
 Everything else is the tokenizer's grammar, so the sampler always has a choice. Bars of the
 prompt are never forced: the progression starts with the first bar written after it.
+Beside the mask, a soft rule (`Grammar.bonus`): in a bar of the progression, `tones` nats for
+every Pitch whose pitch class belongs to the chord sounding at the current position (the model
+keeps writing notes outside a forced chord; `CHORD_TONE_NATS`, measured in docs/generation.md).
 """
 
 from __future__ import annotations
@@ -28,7 +31,7 @@ from collections.abc import Callable, Sequence
 
 import numpy as np
 
-from musicgen.errors import MusicgenError
+from musicgen.errors import MusicgenError, check_number
 from musicgen.tokenizers.base import Grammar, Tokenizer
 from musicgen.tokenizers.chords import (
     fold_quality,
@@ -68,6 +71,8 @@ from musicgen.generation.progression import (  # re-exported: the chord control'
     read_chord,
 )
 
+CHORD_TONE_NATS = 0.0  # the API's `tones`: the soft chord-tone rule is off unless measured on
+
 # --- forcing --------------------------------------------------------------------------------------
 
 
@@ -99,8 +104,12 @@ class ChordGrammar(Grammar):
         prompt_ids: Sequence[int],
         start_bar: int = 0,
         force_open_bar: bool = True,
+        tones: float = CHORD_TONE_NATS,
     ) -> None:
         self.base, self.tok, self.prog = base, tokenizer, progression
+        self.tone_nats, self._tone_rows = float(tones), {}
+        self.carried: frozenset[int] | None = None  # the tones sounding into this bar
+        self.bar_tones: list[tuple[int, frozenset[int] | None]] = []  # (position, tones)
         t = tokenizer.tables
         self._chords = t.family == RemiTables.CHORD
         self._tempos = t.family == RemiTables.TEMPO
@@ -123,13 +132,36 @@ class ChordGrammar(Grammar):
     def _open_bar(self) -> None:
         slots = self.prog.bar(self.next_bar)
         self.next_bar += 1
-        self.pending, self.controlled = [], slots is not None
+        self.carried = self.bar_tones[-1][1] if self.bar_tones else self.carried
+        self.pending, self.controlled, self.bar_tones = [], slots is not None, []
         for slot in slots or ():
             tok = chord_id(self.tok, slot, self.prog.strict)
             pos = min(int(round(slot.onset * self._per_bar)), self._per_bar - 1)
             if tok is not None and tok != self.current:
                 self.pending = [p for p in self.pending if p[0] != pos] + [(pos, tok)]
             self.current = tok
+            chord = slot.chord
+            pcs = (
+                None if chord is None else frozenset((chord.root + i) % 12 for i in chord.intervals)
+            )
+            self.bar_tones.append((pos, pcs))
+
+    def bonus(self) -> np.ndarray | None:
+        """`tones` nats on the Pitch ids of the chord sounding now (bars of the progression)."""
+        inner = self.base.bonus()
+        if not self.controlled or self.tone_nats == 0:
+            return inner
+        tones, pos = self.carried, max(getattr(self.base, "pos", -1), 0)  # no Position yet: 0
+        for at, pcs in self.bar_tones:
+            tones = pcs if at <= pos else tones
+        if tones is None:
+            return inner
+        if tones not in self._tone_rows:
+            pitch = self.tok.tables.pitch
+            hit = (pitch >= 0) & np.isin(pitch % 12, sorted(tones))
+            self._tone_rows[tones] = np.where(hit, self.tone_nats, 0.0).astype(np.float32)
+        mine = self._tone_rows[tones]
+        return mine if inner is None else inner + mine
 
     def allowed(self) -> np.ndarray:
         mask = self.base.allowed()
@@ -177,21 +209,24 @@ def chord_grammar_wrap(
     progression: Progression | str | Sequence[str],
     start_bar: int = 0,
     force_open_bar: bool = True,
+    tones: float = CHORD_TONE_NATS,
 ) -> GrammarWrap:
     """The `grammar_wrap` that forces `progression` (its bar `start_bar` on the first bar written
     after the prompt). `force_open_bar=False` leaves the bar the prompt ends in alone (a prompt
-    cut inside a bar). Checked here, before any sampling: a tokenizer without chord tokens, an
-    unknown symbol, a chord with no token."""
+    cut inside a bar); `tones`: the chord-tone bonus in nats (module doc). Checked here, before
+    any sampling: a tokenizer without chord tokens, an unknown symbol, a chord with no token,
+    a negative `tones`."""
     _check_chords(tokenizer)
     prog = load_progression(progression, tokenizer)
     if start_bar < 0:
         raise MusicgenError(f"start_bar: must be >= 0, got {start_bar}")
+    tones = check_number("tones", tones, 0)
     for bar in prog.bars:
         for slot in bar:
             chord_id(tokenizer, slot, prog.strict)
 
     def wrap(grammar: Grammar, prompt_ids: list[int]) -> Grammar:
-        return ChordGrammar(grammar, tokenizer, prog, prompt_ids, start_bar, force_open_bar)
+        return ChordGrammar(grammar, tokenizer, prog, prompt_ids, start_bar, force_open_bar, tones)
 
     return wrap
 

@@ -1,7 +1,8 @@
 """Pure filters over a batch of logits (`[B, V]`), each testable on a hand-made distribution.
 
-Their order matters (`filter_logits`): temperature, then the grammar mask (disallowed ids to
--inf), then top-k and top-p, so that the kept set is never empty as long as the grammar allows
+Their order matters (`filter_logits`): temperature, then the repetition bonus (`repeat`, in
+nats of the tempered distribution), then the grammar mask (disallowed ids to -inf), then top-k
+and top-p, so that the kept set is never empty as long as the grammar allows
 something.
 """
 
@@ -62,12 +63,18 @@ def top_p_filter(logits: torch.Tensor, p: float) -> torch.Tensor:
 
 
 def filter_logits(
-    logits: torch.Tensor, options: SamplingOptions, allowed: torch.Tensor | None = None
+    logits: torch.Tensor,
+    options: SamplingOptions,
+    allowed: torch.Tensor | None = None,
+    bonus: torch.Tensor | None = None,
 ) -> torch.Tensor:
-    """Temperature, grammar mask, then top-k and top-p: the logits to sample from, [B, V]."""
+    """Temperature, the additive `bonus` ([B, V], `generation.repeat`), grammar mask, then top-k
+    and top-p: the logits to sample from, [B, V]."""
     logits = logits.float()
     if options.temperature > 0:
         logits = apply_temperature(logits, options.temperature)
+    if bonus is not None:
+        logits = logits + bonus.to(logits.device)
     if allowed is not None:
         logits = mask_disallowed(logits, allowed)
     if options.temperature == 0:

@@ -23,6 +23,7 @@ from musicgen.generation.filters import (  # noqa: F401 (re-exported: the sample
     top_k_filter,
     top_p_filter,
 )
+from musicgen.generation.repeat import BarEcho
 from musicgen.tokenizers.base import Grammar, Tokenizer
 
 # Sampling settings of the SPE paper's music experiments (design notes §3).
@@ -36,13 +37,16 @@ PAPER_DEFAULTS: dict[str, dict[str, float]] = {
 class SamplingOptions:
     """temperature 0 = greedy; top_k 0 = off; top_p 1 = off; grammar False = no masking;
     min_tokens: the end token is masked until a sequence has sampled that many ids (with masking
-    on), so a long generation runs several context windows instead of stopping early."""
+    on), so a long generation runs several context windows instead of stopping early;
+    repeat: nats added to the id that continues an earlier bar the current bar has copied so
+    far (`generation.repeat`; 0 = off)."""
 
     temperature: float = 1.0
     top_k: int = 0
     top_p: float = 1.0
     grammar: bool = True
     min_tokens: int = 0
+    repeat: float = 0.0
 
     def validate(self) -> SamplingOptions:
         """Types and ranges, named as the API's parameters (a bool, a string, NaN or inf is an
@@ -51,6 +55,7 @@ class SamplingOptions:
         self.top_k = check_int("top_k", self.top_k)
         self.top_p = check_number("top_p", self.top_p)
         self.min_tokens = check_int("min_tokens", self.min_tokens)
+        self.repeat = check_number("repeat", self.repeat)
         if not self.temperature >= 0:
             raise MusicgenError(f"temperature: must be >= 0, got {self.temperature}")
         if self.top_k < 0:
@@ -59,6 +64,8 @@ class SamplingOptions:
             raise MusicgenError(f"top_p: must be in (0, 1] (1 = off), got {self.top_p}")
         if self.min_tokens < 0:
             raise MusicgenError(f"min_tokens: must be >= 0 (0 = off), got {self.min_tokens}")
+        if not self.repeat >= 0:
+            raise MusicgenError(f"repeat: must be >= 0 (0 = off), got {self.repeat}")
         if not isinstance(self.grammar, bool):
             raise MusicgenError(f"grammar: must be True or False, got {self.grammar!r}")
         return self
@@ -74,7 +81,7 @@ class SamplingOptions:
         return SamplingOptions(**{**vars(self), **kept}).validate()
 
 
-SAMPLING_NAMES = ("temperature", "top_k", "top_p", "grammar", "min_tokens")
+SAMPLING_NAMES = ("temperature", "top_k", "top_p", "grammar", "min_tokens", "repeat")
 
 
 def default_options(tokenizer_name: str, model: dict | None = None, **given) -> SamplingOptions:
@@ -243,8 +250,28 @@ def _draw(
         allowed = torch.from_numpy(
             np.stack([r.allowed() if s else ones for r, s in zip(rows, sampling, strict=True)])
         )
-    drawn = sample_from_logits(filter_logits(logits, options, allowed), generator).tolist()
+    logits = filter_logits(logits, options, allowed, _bonus(rows, sampling, options, vocab))
+    drawn = sample_from_logits(logits, generator).tolist()
     return [int(t) if s else None for t, s in zip(drawn, sampling, strict=True)]
+
+
+def _bonus(
+    rows: list[_Row], sampling: list[bool], options: SamplingOptions, vocab: int
+) -> torch.Tensor | None:
+    """[B, V] nats added after the temperature: each sampling row's grammar's own (with
+    masking on) and the bar-copy rule's (`repeat`); None where no row has any."""
+    out, used = np.zeros((len(rows), vocab), dtype=np.float32), False
+    for b, (row, s) in enumerate(zip(rows, sampling, strict=True)):
+        own = getattr(row.grammar, "bonus", None) if s and options.grammar else None
+        extra = own() if own is not None else None  # a caller's wrap may have no bonus()
+        if extra is not None:
+            out[b] += extra
+            used = True
+        copies = row.echo.next_ids() if s and row.echo is not None else []
+        if copies:
+            out[b, copies] += options.repeat
+            used = True
+    return torch.from_numpy(out) if used else None
 
 
 @dataclass
@@ -260,6 +287,7 @@ class _Row:
     no_end_before: int = 0  # the end token is masked until this many ids are sampled
     eos_id: int = -1
     wrap: GrammarWrap | None = None
+    echo: BarEcho | None = None  # with `repeat`: the bars the current one copies so far
 
     def allowed(self) -> np.ndarray:
         """The grammar's mask, narrowed by `first` while nothing is sampled yet and without the
@@ -293,6 +321,8 @@ class _Row:
             out.bar_base = len(starts) - int(opened)
         row = cls(out, grammar, grammar.errors, wrap=wrap)
         row.no_end_before, row.eos_id = options.min_tokens, tokenizer.eos_id
+        if options.repeat > 0:
+            row.echo = BarEcho(tokenizer, out.ids)
         return row
 
     def accept(self, tokenizer: Tokenizer, tok: int, bars: int | None, max_new: int) -> None:
@@ -303,6 +333,8 @@ class _Row:
         out.sampled += 1
         if out.bars is not None:
             out.bars.push(tok)
+        if self.echo is not None:
+            self.echo.push(tok)
         out.errors = self.grammar.errors - self.prompt_errors
         if self.grammar.finished() or tok == tokenizer.eos_id:
             self.finish("end")

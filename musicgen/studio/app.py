@@ -112,25 +112,27 @@ class Actions:
             d["temperature"],
             d["top_k"],
             d["top_p"],
+            d["repeat"],
             f"**{label}** loaded ({tokens})",
         )
 
-    def generate(self, label, bars, num, seed, temperature, top_k, top_p, chords, session,
-                 progress=PROGRESS):  # fmt: skip
+    def generate(self, label, bars, num, seed, temperature, top_k, top_p, repeat, chords,
+                 session, progress=PROGRESS):  # fmt: skip
         start = time.perf_counter()
         pieces = jobs.run_generate(
             self.models.get(label), session, label, bars=bars, num=num, seed=seed, chords=chords,
-            temperature=temperature, top_k=top_k, top_p=top_p, progress=_progress_hook(progress),
+            temperature=temperature, top_k=top_k, top_p=top_p, repeat=repeat,
+            progress=_progress_hook(progress),
         )  # fmt: skip
         return _show(session, pieces[0], _summary(pieces, time.perf_counter() - start))
 
     def continue_(self, label, prompt, mode, prompt_bars, seconds, new_bars, num, seed,
-                  temperature, top_k, top_p, session, progress=PROGRESS):  # fmt: skip
+                  temperature, top_k, top_p, repeat, session, progress=PROGRESS):  # fmt: skip
         start = time.perf_counter()
         pieces = jobs.run_continue(
             self.models.get(label), session, label, prompt, mode=mode, prompt_bars=prompt_bars,
             seconds=seconds, new_bars=new_bars, num=num, seed=seed, temperature=temperature,
-            top_k=top_k, top_p=top_p, progress=_progress_hook(progress),
+            top_k=top_k, top_p=top_p, repeat=repeat, progress=_progress_hook(progress),
         )  # fmt: skip
         return _show(session, pieces[0], _summary(pieces, time.perf_counter() - start))
 
@@ -168,6 +170,8 @@ def _controls(models: jobs.ModelCache, default: str) -> SimpleNamespace:
         ui.temperature = gr.Slider(0.0, 2.0, value=1.2, step=0.05, label="temperature")
         ui.top_k = gr.Number(0, label="top-k (0: off)", precision=0, minimum=0)
         ui.top_p = gr.Slider(0.05, 1.0, value=0.9, step=0.01, label="top-p (1: off)")
+        ui.repeat = gr.Slider(0.0, 8.0, value=0.0, step=0.5, elem_id="repeat",
+                              label="bar repeats (nats for copying a bar; 0: off)")  # fmt: skip
     with gr.Tabs():
         with gr.Tab("Generate"):
             ui.bars = gr.Slider(1, inputs.MAX_BARS, value=8, step=1, label="bars", elem_id="bars")
@@ -222,10 +226,10 @@ def _wire(page: gr.Blocks, ui: SimpleNamespace, act: Actions) -> None:
     """Events: the two public endpoints in one concurrency group, the rest private."""
     private = {"api_visibility": "private"}
     shown = [ui.session, ui.roll, ui.audio, ui.files, ui.pieces, ui.history, ui.message]
-    model_out = [ui.card, ui.chords, ui.temperature, ui.top_k, ui.top_p, ui.status]
+    model_out = [ui.card, ui.chords, ui.temperature, ui.top_k, ui.top_p, ui.repeat, ui.status]
     page.load(_guarded(act.on_model), [ui.model], model_out, **private)
     ui.model.change(_guarded(act.on_model), [ui.model], model_out, **private)
-    sampling = [ui.num, ui.seed, ui.temperature, ui.top_k, ui.top_p]
+    sampling = [ui.num, ui.seed, ui.temperature, ui.top_k, ui.top_p, ui.repeat]
     gen = ui.gen_btn.click(
         _guarded(act.generate), [ui.model, ui.bars, *sampling, ui.chords, ui.session], shown,
         api_name="generate", concurrency_id="sampling", show_progress_on=[ui.roll],

@@ -50,12 +50,13 @@ def number(where: str, value, low: float, high: float) -> float | None:
     return errors.check_range(where, float(value), low, high)
 
 
-def sampling(temperature=None, top_k=None, top_p=None) -> dict:
+def sampling(temperature=None, top_k=None, top_p=None, repeat=None) -> dict:
     """The sampling keywords for the API (None: the model's default)."""
     out = {
         "temperature": number("temperature", temperature, 0.0, 10.0),
         "top_k": whole("top_k", top_k, 0, 100_000),
         "top_p": number("top_p", top_p, 0.0, 1.0),
+        "repeat": number("repeat", repeat, 0.0, 20.0),
     }
     if out["top_p"] == 0.0:
         raise MusicgenError("top_p: must be > 0 (1 = off), got 0")

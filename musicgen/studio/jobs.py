@@ -116,9 +116,10 @@ def has_chord_tokens(model: Model) -> bool:
 
 
 def sampling_defaults(model: Model) -> dict:
-    """temperature, top_k, top_p that the API uses for this model when none are given."""
+    """temperature, top_k, top_p, repeat that the API uses for this model when none are given."""
     opts = model.options()
-    return {"temperature": opts.temperature, "top_k": opts.top_k, "top_p": opts.top_p}
+    names = ("temperature", "top_k", "top_p", "repeat")
+    return {k: getattr(opts, k) for k in names}
 
 
 # ---------------------------------------------------------------------------------------------

@@ -43,6 +43,12 @@ class Grammar(abc.ABC):
     def completion(self) -> list[int]:
         """Ids that, appended now, complete the sequence validly (ending with the end token)."""
 
+    def bonus(self) -> np.ndarray | None:
+        """float32 (vocab_size,): nats the sampler adds to the next id's logits (after the
+        temperature), a soft rule beside the mask (the chord control's chord tones); None: none.
+        A grammar that wraps another passes the inner one's on if it wants it."""
+        return None
+
     errors: int = 0  # number of ids advanced that were not allowed
 
 

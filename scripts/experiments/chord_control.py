@@ -14,7 +14,8 @@ bars that hold music, each once freely and once forcing the song's own progressi
   CIs; the real songs' same bars for reference.
 
 Usage: OMP_NUM_THREADS=1 nice -n 10 .venv/bin/python scripts/experiments/chord_control.py \
-    [--songs 20] [--samples 2] [--chorder /tmp/chords_pkgs] [--out runs/chord_control.json]
+    [--songs 20] [--samples 2] [--chorder /tmp/chords_pkgs] [--out runs/chord_control.json] \
+    [--model M] [--temperature T] [--top-p P] [--repeat R] [--tones N]
 `--chorder`: a folder where `pip install --target DIR chorder` put it (it is no dependency).
 """
 
@@ -173,7 +174,8 @@ def form(score, first_bar: int, bars: int) -> dict[str, float]:
     return out
 
 
-SAMPLING: dict = {}  # --temperature / --top-p over the model's defaults
+SAMPLING: dict = {}  # --temperature / --top-p / --repeat over the model's defaults
+TONES: list = [0.0]  # --tones: the chord-tone bonus of the forced runs (chord_grammar_wrap)
 OPTIONS: list = []  # the loaded model's options (`Model.options`), set in main
 
 
@@ -215,7 +217,7 @@ def run_song(model, tok, song: Path, samples: int, seed: int) -> dict | None:
             p_ids, bars, skip = [tok.bos_id], BARS, 0
         else:
             p_ids, bars, skip = prompt.ids, BARS - prompt.bars, prompt.bars  # 5 with a pickup
-        forced = chord_grammar_wrap(tok, prog, start_bar=first + skip)
+        forced = chord_grammar_wrap(tok, prog, start_bar=first + skip, tones=TONES[0])
         for mode, wrap in (("free", None), ("forced", forced)):
             scores, res = sample(model, tok, p_ids, samples, bars, seed, wrap)
             row[f"{kind}_{mode}"] = [
@@ -288,17 +290,21 @@ def main() -> int:
     ap.add_argument("--chorder", default="/tmp/chords_pkgs")
     ap.add_argument("--temperature", type=float, default=None, help="default: the model's")
     ap.add_argument("--top-p", type=float, default=None, help="default: the model's")
+    ap.add_argument("--repeat", type=float, default=None, help="default: the model's")
+    ap.add_argument("--tones", type=float, default=0.0, help="chord-tone bonus, nats (forced)")
     ap.add_argument("--rescore", default=None, help="a result file: recompute its agreement")
     ap.add_argument("--out", default=str(ROOT / "runs" / "chord_control.json"))
     a = ap.parse_args()
     sys.path.append(a.chorder)  # after the venv: its numpy wins
     import musicgen
 
-    SAMPLING.update({"temperature": a.temperature, "top_p": a.top_p})
+    SAMPLING.update({"temperature": a.temperature, "top_p": a.top_p, "repeat": a.repeat})
+    TONES[0] = a.tones
     torch.set_num_threads(1)
     m = musicgen.load(a.model)
     OPTIONS.append(m.options(**SAMPLING))
-    SAMPLING.update(temperature=OPTIONS[0].temperature, top_p=OPTIONS[0].top_p)
+    SAMPLING.update(temperature=OPTIONS[0].temperature, top_p=OPTIONS[0].top_p, tones=a.tones)
+    SAMPLING.update(repeat=OPTIONS[0].repeat)
     rows, t0 = [], time.time()
     if a.rescore:
         rows = json.loads(Path(a.rescore).read_text())["rows"]

@@ -23,8 +23,8 @@ mkdir -p $E
 # (docs/evaluation.md, "Sampling defaults"); a model not named keeps the paper's
 declare -A SAMPLE=()
 ship() {  # run folder -> checkpoints/<name> model folder, weights bit-identical to the export
-  local run=runs/$1  # the last phase run (train_shipped.sh: _notes, _long, _local, _form)
-  for phase in _notes _long _local _form; do [ -d runs/$1$phase ] && run=runs/$1$phase; done
+  local run=runs/$1  # the last phase run (train_shipped.sh: _notes ... _more, _more2)
+  for phase in _notes _long _local _form _more _more2; do [ -d runs/$1$phase ] && run=runs/$1$phase; done
   local sets=(); for kv in ${SAMPLE[$1]:-}; do sets+=(--set "$kv"); done
   $BIN/python scripts/reproduce/export_checkpoint.py $run checkpoints/$1 "${sets[@]}" \
     > $E/$1.export.json
@@ -70,7 +70,7 @@ if [ "$WHAT" = pop909 ]; then
     # the sampling sweep that chooses each model's own defaults (SAMPLE above; docs/evaluation.md)
     $BIN/musicgen evaluate form --checkpoint checkpoints/pop909_sine_spe_gated \
       checkpoints/pop909_ape --data "$POP909" --temperature 0.9 1.0 1.1 1.2 --top-p 0.9 \
-      --out $E/pop909_form_sweep
+      --repeat 0 2 4 --out $E/pop909_form_sweep
   fi
   if [[ " $STEPS " == *" form "* ]]; then
     # the form benchmark at each model's defaults, beside the models they replaced (issue #25)

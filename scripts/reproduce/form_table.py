@@ -78,7 +78,8 @@ def distance(res: dict, run: str) -> float:
 
 
 def sweep_table(res: dict) -> str:
-    cols = ("rhythm_repeat_rate", "self_similarity_lag4", "top_voice_line", "top_voice_interval")
+    cols = ("rhythm_repeat_rate", "repeated_bar_rate", "near_repeat_rate", "bar_self_similarity")
+    cols += ("self_similarity_lag4", "self_similarity_lag8", "top_voice_line", "top_voice_interval")
     cols += ("scale_consistency", "pitch_class_entropy") + TEXTURE[:2]
     lines = ["| run | form distance (sd) | " + " | ".join(cols) + " |"]
     lines.append("|---" * (2 + len(cols)) + "|")

@@ -17,6 +17,11 @@
 #      with blocks 1-4 windowed over 1024 positions (issue 25: the nearest earlier copy of a
 #      repeated bar lies a median 883 tokens back; runs/<name>_form). FROM_SHIPPED=1 runs
 #      this phase alone from the committed checkpoints/<name> folders (phase 4's weights).
+#   6. MORE_STEPS (2400) steps as 5, lr 1.5e-4, from 5's weights (runs/<name>_more): issue 25
+#      asks for twice the phase-4 models' 15.8 M tokens. FROM_TRAINING=DIR runs this phase alone
+#      from the committed DIR/<name> folders (training/pop909_phase5 made phase 6; a training
+#      that spans sessions continues from the last committed phase, e.g.
+#      FROM_TRAINING=training/pop909_phase6 SUFFIX=more2 MORE_STEPS=3400).
 # MINUTES is a safety stop per phase (the run checkpoints and exits).
 # Interrupted? Run it again: each run resumes from its last.pt.
 # Data: POP909 from ../shared/data (or POP909=path), the bundled trio set.
@@ -29,6 +34,7 @@ FT_STEPS=${FT_STEPS:-1000}
 LONG_STEPS=${LONG_STEPS:-1200}
 LOCAL_STEPS=${LOCAL_STEPS:-1000}
 FORM_STEPS=${FORM_STEPS:-2200}
+MORE_STEPS=${MORE_STEPS:-2400}
 MINUTES=${MINUTES:-150}  # phase 3 with 1200 steps: about 40 min
 BIN=.venv/bin
 export OMP_NUM_THREADS=1
@@ -63,16 +69,27 @@ if [ "$WHAT" = pop909 ]; then
       --out runs/${run}_local $(resume_if runs/${run}_local) "$@" >> runs/${run}_local.log 2>&1
     form_phase "$run" "$name" runs/${run}_local/best.pt "$@"
   }
-  form_phase() {  # RUN NAME FROM [overrides]: phase 5 (issue 25), from FROM
+  form_phase() {  # RUN NAME FROM [overrides]: phases 5 and 6 (issue 25), from FROM
     local run=$1 name=$2 from=$3; shift 3
-    done_at runs/${run}_form $FORM_STEPS || $BIN/musicgen train "${COMMON[@]}" $NOTES \
+    phrase "$run" "$name" "$from" form $FORM_STEPS 2e-4 "$@"
+    phrase "$run" "$name" runs/${run}_form/best.pt more $MORE_STEPS 1.5e-4 "$@"
+  }
+  phrase() {  # RUN NAME FROM SUFFIX STEPS LR [overrides]: 2048-token phrase crops, blocks 1-4 local
+    local run=$1 name=$2 from=$3 suffix=$4 steps=$5 lr=$6; shift 6
+    done_at runs/${run}_$suffix $steps || $BIN/musicgen train "${COMMON[@]}" $NOTES \
       --data.crop_len=2048 --train.batch_size=1 --train.val_max_len=4096 \
       "--model.local_layers=[1, 2, 3, 4]" --model.local_window=1024 --model.local_rope=true \
-      --train.max_steps=$FORM_STEPS --optim.lr=2e-4 --optim.warmup_steps=50 \
-      --train.init_from=$from --name=${name}_form \
-      --out runs/${run}_form $(resume_if runs/${run}_form) "$@" >> runs/${run}_form.log 2>&1
+      --train.max_steps=$steps --optim.lr=$lr --optim.warmup_steps=50 \
+      --train.init_from=$from --name=${name}_$suffix --out runs/${run}_$suffix \
+      $(resume_if runs/${run}_$suffix) "$@" >> runs/${run}_$suffix.log 2>&1
   }
-  if [ "${FROM_SHIPPED:-0}" = 1 ]; then  # phase 5 only, from the committed phase-4 folders
+  if [ -n "${FROM_TRAINING:-}" ]; then  # one more phase, from committed folders
+    from=$FROM_TRAINING suffix=${SUFFIX:-more}
+    phrase pop909_sine_spe_gated pop909_small $from/pop909_sine_spe_gated $suffix $MORE_STEPS \
+      1.5e-4 &
+    phrase pop909_ape pop909_small_ape $from/pop909_ape $suffix $MORE_STEPS 1.5e-4 \
+      --model.pe=ape --model.gated=false &
+  elif [ "${FROM_SHIPPED:-0}" = 1 ]; then  # phase 5 only, from the committed phase-4 folders
     form_phase pop909_sine_spe_gated pop909_small checkpoints/pop909_sine_spe_gated &
     form_phase pop909_ape pop909_small_ape checkpoints/pop909_ape --model.pe=ape \
       --model.gated=false &

@@ -1,0 +1,54 @@
+"""The repetition rule of the sampler (`SamplingOptions.repeat`): a logit bonus for the id that
+would continue an earlier bar the current bar has copied so far.
+
+Real pop songs bring bars back: in the POP909 validation songs 3 % of bars repeat an earlier
+one exactly and a bar is more like the bar 8 back than any other (docs/evaluation.md, "Form").
+A model that has learned this only weakly never repeats a bar once it samples at T near 1: one
+different id anywhere in 30-80 is enough. The rule leaves the choice of *whether* to repeat to
+the model and helps it *finish* a repeat it started: while the ids of the current bar equal the
+first ids of the bar `lag` bars back (for each lag in `LAGS`), the id that comes next in that
+bar gets `bonus` nats (added after the temperature, before the grammar mask and top-k/top-p).
+At a bar's first id every earlier bar in reach is a candidate; one id the model picks that no
+candidate has ends the bonus for the rest of the bar. With the source bar's ids all copied, its
+successor is the next bar's first id, so a finished copy ends where its source ended.
+"""
+
+from __future__ import annotations
+
+from musicgen.tokenizers.base import Tokenizer
+
+LAGS = (8, 4, 2, 1)  # bars back: the phrase, the half phrase, the pair, the bar before
+
+
+class BarEcho:
+    """One sequence's copy candidates, updated in constant time per id (`push`)."""
+
+    def __init__(self, tokenizer: Tokenizer, ids: list[int]) -> None:
+        self._bars = tokenizer.bar_counter()
+        self._ids: list[int] = []
+        self._sources: list[int] = []  # where each still-matching earlier bar starts
+        for tok in ids:
+            self.push(tok)
+
+    def push(self, tok: int) -> None:
+        """Append an id; a new bar resets the candidates, any other id keeps those it matches."""
+        self._bars.push(tok)
+        self._ids.append(int(tok))
+        starts = self._bars.starts
+        if starts and starts[-1] == len(self._ids) - 1:  # this id opens a bar
+            self._sources = [starts[-1 - lag] for lag in LAGS if lag < len(starts)]
+            self._sources = [s for s in self._sources if self._ids[s] == tok]
+            return
+        if not starts:
+            return
+        n = len(self._ids) - 1 - starts[-1]  # index of this id in its bar
+        self._sources = [s for s in self._sources if s + n < starts[-1] and self._ids[s + n] == tok]
+
+    def next_ids(self) -> list[int]:
+        """The distinct ids that would continue a candidate copy (empty: no bonus)."""
+        starts = self._bars.starts
+        if not starts or not self._sources:
+            return []
+        n = len(self._ids) - starts[-1]  # index of the next id in its bar
+        # a source copied to its end continues with a bar's first id: the copy ends there too
+        return sorted({self._ids[s + n] for s in self._sources if s + n <= starts[-1]})
