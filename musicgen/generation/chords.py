@@ -22,7 +22,7 @@ Everything else is the tokenizer's grammar, so the sampler always has a choice. 
 prompt are never forced: the progression starts with the first bar written after it.
 Beside the mask, a soft rule (`Grammar.bonus`): in a bar of the progression, `tones` nats for
 every Pitch whose pitch class belongs to the chord sounding at the current position (the model
-keeps writing notes outside a forced chord; `CHORD_TONE_NATS`, measured in docs/generation.md).
+keeps writing notes outside a forced chord; `CHORD_TONE_NATS`: off until measured).
 """
 
 from __future__ import annotations
@@ -140,11 +140,7 @@ class ChordGrammar(Grammar):
             if tok is not None and tok != self.current:
                 self.pending = [p for p in self.pending if p[0] != pos] + [(pos, tok)]
             self.current = tok
-            chord = slot.chord
-            pcs = (
-                None if chord is None else frozenset((chord.root + i) % 12 for i in chord.intervals)
-            )
-            self.bar_tones.append((pos, pcs))
+            self.bar_tones.append((pos, None if slot.chord is None else slot.chord.tones))
 
     def bonus(self) -> np.ndarray | None:
         """`tones` nats on the Pitch ids of the chord sounding now (bars of the progression)."""

@@ -1,9 +1,9 @@
 """Pure filters over a batch of logits (`[B, V]`), each testable on a hand-made distribution.
 
-Their order matters (`filter_logits`): temperature, then the repetition bonus (`repeat`, in
-nats of the tempered distribution), then the grammar mask (disallowed ids to -inf), then top-k
-and top-p, so that the kept set is never empty as long as the grammar allows
-something.
+Their order matters (`filter_logits`): temperature, then the additive bonus (the bar-copy
+rule's `repeat` and a grammar's own, in nats of the tempered distribution), then the grammar
+mask (disallowed ids to -inf), then top-k and top-p, so that the kept set is never empty as
+long as the grammar allows something.
 """
 
 from __future__ import annotations
@@ -68,8 +68,8 @@ def filter_logits(
     allowed: torch.Tensor | None = None,
     bonus: torch.Tensor | None = None,
 ) -> torch.Tensor:
-    """Temperature, the additive `bonus` ([B, V], `generation.repeat`), grammar mask, then top-k
-    and top-p: the logits to sample from, [B, V]."""
+    """Temperature, the additive `bonus` ([B, V]: the grammar's own and the bar-copy rule's),
+    grammar mask, then top-k and top-p: the logits to sample from, [B, V]."""
     logits = logits.float()
     if options.temperature > 0:
         logits = apply_temperature(logits, options.temperature)

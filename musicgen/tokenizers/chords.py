@@ -76,6 +76,11 @@ class HarteChord:
     def pitch_classes(self) -> frozenset[int]:
         return frozenset(self.intervals)
 
+    @property
+    def tones(self) -> frozenset[int]:
+        """The chord's sounding pitch classes (0 = C): its intervals above the root."""
+        return frozenset((self.root + i) % 12 for i in self.intervals)
+
 
 def parse_harte(label: str) -> HarteChord | None:
     """THE Harte parser (the tokenizer's annotations, the trio charts, `--chords`): None for `N`
