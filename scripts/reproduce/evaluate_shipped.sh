@@ -8,6 +8,8 @@
 # copies of their folders (copy checkpoints/pop909_* there before `export`): NLL on the same
 # songs and tokens, the form benchmark in the same run. Steps default to all four;
 # MODELS="pop909_ape" limits export and texture to one model (e.g. while the other trains).
+# FROM_TRAINING=DIR exports the model folders DIR/<name> (a training committed across sessions)
+# instead of the runs.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 WHAT=${1:-pop909}
@@ -25,6 +27,7 @@ declare -A SAMPLE=()
 ship() {  # run folder -> checkpoints/<name> model folder, weights bit-identical to the export
   local run=runs/$1  # the last phase run (train_shipped.sh: _notes ... _more, _more2)
   for phase in _notes _long _local _form _more _more2; do [ -d runs/$1$phase ] && run=runs/$1$phase; done
+  [ -n "${FROM_TRAINING:-}" ] && run=$FROM_TRAINING/$1  # a committed phase (training/pop909_phase7)
   local sets=(); for kv in ${SAMPLE[$1]:-}; do sets+=(--set "$kv"); done
   $BIN/python scripts/reproduce/export_checkpoint.py $run checkpoints/$1 "${sets[@]}" \
     > $E/$1.export.json

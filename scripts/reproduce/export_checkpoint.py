@@ -10,6 +10,9 @@ to the first phase) and writes OUT/model.pt, which `load_checkpoint` reads like 
 checkpoint. SPE parameters and gates stay float32 (`musicgen.checkpoint.full_precision_names`):
 rounding them would shift the positional kernel's phase by radians at long lags. Prints the
 summary as JSON. `--set sample.temperature=1.0` keeps the model's own sampling defaults with it.
+RUN may also be a model folder (a committed phase of a training that spans sessions, e.g.
+training/pop909_phase7/pop909_ape): its stored summary is kept as it is, the weights (already
+half) are written unchanged.
 """
 
 from __future__ import annotations
@@ -37,9 +40,14 @@ def main() -> None:
         "sampling defaults, chosen on the form benchmark)",
     )
     args = ap.parse_args()
-    src = args.run / args.which
-    loaded = load_checkpoint(src)
-    info = export_summary(args.run, loaded.config, int(loaded.train_state.get("step", 0)))
+    folder = (args.run / "config.json").is_file() and not (args.run / args.which).exists()
+    loaded = load_checkpoint(args.run if folder else args.run / args.which)
+    step = int(loaded.train_state.get("step", 0))
+    if folder:  # a model folder keeps the summary its own export wrote
+        stored = loaded.train_state.get("summary")
+        info = json.loads(stored) if stored else {"step": step}
+    else:
+        info = export_summary(args.run, loaded.config, step)
     config = config_from_dict(apply_overrides(to_dict(loaded.config), args.set))
     path = save_checkpoint(
         args.out / "model.pt",

@@ -2,6 +2,7 @@
 # Reproduce the checkpoints shipped in checkpoints/ on a 2-core CPU, with nothing else running.
 #   scripts/reproduce/train_shipped.sh pop909   # the POP909 gated-sineSPE model and its APE twin (#12)
 #   scripts/reproduce/train_shipped.sh groove   # the groove model (pre-#12 recipe, unchanged)
+#   scripts/reproduce/train_shipped.sh maestro  # the classical model with musical inputs (#25)
 # pop909: the two runs side by side, one thread each, musical-position embeddings on (the
 # presets' default), three phases, each with its own cosine schedule:
 #   1. STEPS (4500) steps of 4 x 512 tokens from scratch (9.2 M tokens), crops on any bar;
@@ -98,6 +99,16 @@ if [ "$WHAT" = pop909 ]; then
     pop909 pop909_ape pop909_small_ape --model.pe=ape --model.gated=false &
   fi
   wait
+elif [ "$WHAT" = maestro ]; then
+  # issue 25 item 5: configs/maestro/musical_small.yaml (the small Performer with the musical
+  # inputs), one run on both threads, 3700 steps of 4 x 1024 tokens (15 M); MINUTES per run
+  MAESTRO=${MAESTRO:-../shared/data/asap_maestro}
+  DATA=data/prepared/asap_maestro_expressive
+  [ -f $DATA/tokenizer.json ] || $BIN/musicgen prepare --dataset maestro --input "$MAESTRO" \
+    --output $DATA --workers 2
+  OMP_NUM_THREADS=2 $BIN/musicgen train --config configs/maestro/musical_small.yaml \
+    --train.max_minutes=$MINUTES --out runs/maestro_small $(resume_if runs/maestro_small) \
+    >> runs/maestro_small.log 2>&1
 elif [ "$WHAT" = groove ]; then
   # Phase 1: 1000 steps (warm-up, cosine to 5e-6); phase 2: resumed to 1500 steps with the cosine
   # recomputed over 1500 (a warm restart at lr ~1.4e-4), as the shipped groove model was trained.
@@ -109,5 +120,5 @@ elif [ "$WHAT" = groove ]; then
       "${resume[@]}" --train.max_steps=$phase --train.max_minutes=110 >> runs/groove.log 2>&1
   done
 else
-  echo "usage: scripts/reproduce/train_shipped.sh pop909|groove" >&2; exit 2
+  echo "usage: scripts/reproduce/train_shipped.sh pop909|groove|maestro" >&2; exit 2
 fi
