@@ -3,9 +3,12 @@
 Tests marked `shared` read whole datasets from ../shared/data; without it they skip with one line.
 The tests run tiny models, where a second thread only adds synchronisation overhead (and, on a
 shared 2-core machine, fights other processes for the cores): every test runs on one thread.
+A suite started in the background of a script (`pytest &`, nohup) inherits an ignored SIGINT;
+the Ctrl-C tests need Python's own handler, so it is put back (children then get it too).
 """
 
 import shutil
+import signal
 from pathlib import Path
 
 import pytest
@@ -13,6 +16,8 @@ import torch
 from paths import SHARED, UNIT_SONGS
 
 SONGS = UNIT_SONGS
+if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+    signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
 def pytest_collection_modifyitems(config, items):

@@ -70,10 +70,15 @@ if [ "$WHAT" = pop909 ]; then
     fi
   fi
   if [[ " $STEPS " == *" sweep "* ]]; then
-    # the sampling sweep that chooses each model's own defaults (SAMPLE above; docs/evaluation.md)
-    $BIN/musicgen evaluate form --checkpoint checkpoints/pop909_sine_spe_gated \
-      checkpoints/pop909_ape --data "$POP909" --temperature 0.9 1.0 1.1 1.2 --top-p 0.9 \
-      --repeat 0 2 4 --out $E/pop909_form_sweep
+    # the sampling sweep that chooses each model's own defaults (SAMPLE above; docs/evaluation.md):
+    # T 0.9 / 1.0 (the phase-5/6 sweeps' best) x the bar-copy bonus between its too-weak 2 and
+    # too-strong 4; one process per model, one thread each
+    for name in $MODELS; do
+      OMP_NUM_THREADS=1 $BIN/musicgen evaluate form --checkpoint checkpoints/$name \
+        --data "$POP909" --temperature 0.9 1.0 --top-p 0.9 --repeat 0 2.5 3 3.5 \
+        --out $E/pop909_form_sweep_$name &
+    done
+    wait
   fi
   if [[ " $STEPS " == *" form "* ]]; then
     # the form benchmark at each model's defaults, beside the models they replaced (issue #25)

@@ -22,7 +22,8 @@
 #      asks for twice the phase-4 models' 15.8 M tokens. FROM_TRAINING=DIR runs this phase alone
 #      from the committed DIR/<name> folders (training/pop909_phase5 made phase 6; a training
 #      that spans sessions continues from the last committed phase, e.g.
-#      FROM_TRAINING=training/pop909_phase6 SUFFIX=more2 MORE_STEPS=3400).
+#      FROM_TRAINING=training/pop909_phase6 SUFFIX=more2 MORE_STEPS=3400 made phase 7,
+#      training/pop909_phase7: 31.7 M / 32.2 M tokens in all).
 # MINUTES is a safety stop per phase (the run checkpoints and exits).
 # Interrupted? Run it again: each run resumes from its last.pt.
 # Data: POP909 from ../shared/data (or POP909=path), the bundled trio set.
