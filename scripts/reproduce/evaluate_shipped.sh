@@ -25,9 +25,10 @@ mkdir -p $E
 # (docs/evaluation.md, "Sampling defaults"); a model not named keeps the paper's
 declare -A SAMPLE=()
 ship() {  # run folder -> checkpoints/<name> model folder, weights bit-identical to the export
-  local run=runs/$1  # the last phase run (train_shipped.sh: _notes ... _more, _more2)
-  for phase in _notes _long _local _form _more _more2; do [ -d runs/$1$phase ] && run=runs/$1$phase; done
-  [ -n "${FROM_TRAINING:-}" ] && run=$FROM_TRAINING/$1  # a committed phase (training/pop909_phase7)
+  local run=${FROM_TRAINING:-runs}/$1  # a committed phase (training/pop909_phase7), or
+  if [ -z "${FROM_TRAINING:-}" ]; then  # the last phase run (train_shipped.sh: _notes ... _more2)
+    for phase in _notes _long _local _form _more _more2; do [ -d runs/$1$phase ] && run=runs/$1$phase; done
+  fi
   local sets=(); for kv in ${SAMPLE[$1]:-}; do sets+=(--set "$kv"); done
   $BIN/python scripts/reproduce/export_checkpoint.py $run checkpoints/$1 "${sets[@]}" \
     > $E/$1.export.json
@@ -73,12 +74,14 @@ if [ "$WHAT" = pop909 ]; then
     # the sampling sweep that chooses each model's own defaults (SAMPLE above; docs/evaluation.md):
     # T 0.9 / 1.0 (the phase-5/6 sweeps' best) x the bar-copy bonus between its too-weak 2 and
     # too-strong 4; one process per model, one thread each
+    pids=()
     for name in $MODELS; do
       OMP_NUM_THREADS=1 $BIN/musicgen evaluate form --checkpoint checkpoints/$name \
         --data "$POP909" --temperature 0.9 1.0 --top-p 0.9 --repeat 0 2.5 3 3.5 \
         --out $E/pop909_form_sweep_$name &
+      pids+=($!)
     done
-    wait
+    for pid in "${pids[@]}"; do wait "$pid"; done  # a failed sweep fails the script
   fi
   if [[ " $STEPS " == *" form "* ]]; then
     # the form benchmark at each model's defaults, beside the models they replaced (issue #25)
