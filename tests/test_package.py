@@ -26,10 +26,10 @@ SONG = DATA / "pop909" / "005" / "005.mid"
 # sha256 (first 16 hex digits) of the weights of the three shipped checkpoints as trained and
 # exported (checkpoints/<name>/model.pt before their conversion to model folders)
 SHIPPED_DIGESTS = {
-    # retrained for issue 12, fine-tuned with the note count at the onset, on 1024-token crops
-    # that start on the song's bars 0, 4, 8, ..., then with windowed softmax blocks (2026-12-01)
-    "pop909_sine_spe_gated": "a8fb43733da1e21b",
-    "pop909_ape": "99d86e25dfdf9259",
+    # issue 25 phase 7: the phase-4 models (issue 12) trained on 2048-token phrase crops with
+    # blocks 1-4 windowed softmax over 1024 positions, 31.7 M / 32.2 M tokens in all (2026-12-02)
+    "pop909_sine_spe_gated": "a446412d732d74cf",
+    "pop909_ape": "3dd209d7302e3d9f",
     "groove_sine_spe_gated": "4aabcde2aa5afa5e",
     "maestro_perceiver_s": "254d12b3400d07a8",  # issue 17: the comparison's seed-1 Perceiver S
 }
@@ -61,15 +61,18 @@ def test_shipped_model_folders_hold_the_trained_weights(name):
 
 @pytest.mark.parametrize("name", ["pop909_ape", "pop909_sine_spe_gated"])
 def test_shipped_pop909_models_know_the_bar_and_keep_spe_in_float32(name):
-    """The POP909 pair retrained for issue 12: musical-position embeddings and the note count at
-    the onset on, blocks 2 and 4 windowed softmax with rotary positions; SPE parameters and gates
-    stored in float32, every other weight in float16."""
+    """The POP909 pair of issue 25: musical-position embeddings and the note count at the onset
+    on, blocks 1-4 windowed softmax over 1024 positions with rotary positions, 2048-token phrase
+    crops, the sampling defaults the form benchmark chose; SPE parameters and gates stored in
+    float32, every other weight in float16."""
     loaded = load_checkpoint(ROOT / "checkpoints" / name)
     assert loaded.config.model.musical.embed and loaded.model.musical is not None
     assert loaded.model.musical.counts_notes and loaded.tokenizer.options["merge_duplicates"]
-    assert loaded.config.data.start_bar_every == 4 and loaded.config.data.crop_len == 1024
+    assert loaded.config.data.start_bar_every == 4 and loaded.config.data.crop_len == 2048
     m = loaded.config.model
-    assert m.local_layers == [2, 4] and m.local_window == 512 and m.local_rope
+    assert m.local_layers == [1, 2, 3, 4] and m.local_window == 1024 and m.local_rope
+    s = loaded.config.sample
+    assert (s.temperature, s.top_p, s.repeat) == (1.0, 0.9, 2.5)
     stored = read_payload(ROOT / "checkpoints" / name)["model"]
     keep = {k for k in stored if k.startswith("spe.") or k.endswith(".gate")}
     assert (len(keep) > 0) == (name != "pop909_ape")

@@ -165,12 +165,11 @@ def continue_cases(
     """THE ONE PLACE the benchmark generates: each prompt continued by `new_bars` bars, as
     `musicgen.Music` pieces (prompt notes kept as `Model.continue_midi` keeps them), through the
     one generation path (`Model.pieces` with a list of prompts: several songs share a batch)."""
-    return list(
-        model.pieces(
-            len(prompts), prompt=list(prompts), bars=new_bars, seed=int(seed),
-            batch_size=batch_size, **sampling,
-        )
+    pieces = model.pieces(
+        len(prompts), prompt=list(prompts), bars=new_bars, seed=int(seed),
+        batch_size=batch_size, **sampling,
     )  # fmt: skip
+    return list(tqdm(pieces, desc="continue", total=len(prompts), leave=False))
 
 
 def save_bars(piece, bars: int, folder: Path, name: str) -> Path:

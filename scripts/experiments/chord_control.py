@@ -280,6 +280,17 @@ def summarise(rows: list[dict]) -> dict:
     return out
 
 
+def save(out: str, rows: list[dict]) -> dict:
+    """The result so far, written atomically (a temporary file moved over the old one)."""
+    result = {"sampling": SAMPLING, "rows": rows, "summary": summarise(rows)}
+    path = Path(out)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text(json.dumps(result, indent=1))
+    tmp.replace(path)
+    return result
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--model", default="pop909_sine_spe_gated")
@@ -313,10 +324,9 @@ def main() -> int:
         row = run_song(m.model, m.tokenizer, song, a.samples, a.seed + i)
         if row is not None:
             rows.append(row)
+            save(a.out, rows)  # after every song: a stopped run keeps the songs it finished
             print(f"{song.parent.name}: {time.time() - t0:.0f} s", flush=True)
-    result = {"sampling": SAMPLING, "rows": rows, "summary": summarise(rows)}
-    Path(a.out).parent.mkdir(parents=True, exist_ok=True)
-    Path(a.out).write_text(json.dumps(result, indent=1))
+    result = save(a.out, rows)
     for k, v in result["summary"].items():
         print(k, json.dumps(v))
     return 0

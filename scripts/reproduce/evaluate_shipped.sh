@@ -3,7 +3,7 @@
 # into each checkpoints/<name>/README.md (scripts/reproduce/write_model_cards.py) and README.md's figures.
 #   scripts/reproduce/evaluate_shipped.sh pop909 [export] [sweep] [nll] [form] [texture]   # POP909
 #   scripts/reproduce/evaluate_shipped.sh groove   # the groove model
-#   scripts/reproduce/evaluate_shipped.sh maestro  # Perceiver S on MAESTRO (issue #17; after the comparison)
+#   scripts/reproduce/evaluate_shipped.sh maestro [noexport]  # the MAESTRO model (issue #25)
 # pop909 compares with the models it replaces when PREVIOUS (default out/eval/previous) holds
 # copies of their folders (copy checkpoints/pop909_* there before `export`): NLL on the same
 # songs and tokens, the form benchmark in the same run. Steps default to all four;
@@ -23,10 +23,14 @@ E=${EVAL:-out/eval}
 mkdir -p $E
 # each model's own sampling defaults (config `sample`), chosen on the form benchmark's sweep
 # (docs/evaluation.md, "Sampling defaults"); a model not named keeps the paper's
-declare -A SAMPLE=()
-ship() {  # run folder -> checkpoints/<name> model folder, weights bit-identical to the export
-  local run=${FROM_TRAINING:-runs}/$1  # a committed phase (training/pop909_phase7), or
-  if [ -z "${FROM_TRAINING:-}" ]; then  # the last phase run (train_shipped.sh: _notes ... _more2)
+# (phase 7: T 0.9 / 1.0 x repeat 0 / 2.5 / 3 / 3.5, top-p 0.9; both closest at T 1.0, repeat 2.5)
+declare -A SAMPLE=(
+  [pop909_sine_spe_gated]="sample.temperature=1.0 sample.top_p=0.9 sample.repeat=2.5"
+  [pop909_ape]="sample.temperature=1.0 sample.top_p=0.9 sample.repeat=2.5"
+)
+ship() {  # NAME [RUN]: run folder -> checkpoints/NAME model folder, weights bit-identical
+  local run=${2:-${FROM_TRAINING:-runs}/$1}  # a committed phase (training/pop909_phase7), or
+  if [ -z "${2:-}" ] && [ -z "${FROM_TRAINING:-}" ]; then  # the last phase run (_notes ... _more2)
     for phase in _notes _long _local _form _more _more2; do [ -d runs/$1$phase ] && run=runs/$1$phase; done
   fi
   local sets=(); for kv in ${SAMPLE[$1]:-}; do sets+=(--set "$kv"); done
@@ -97,18 +101,27 @@ if [ "$WHAT" = pop909 ]; then
     done
   fi
 elif [ "$WHAT" = maestro ]; then
-  # the Perceiver S run of the comparison's second seed, trained and measured by
-  # SEED=1 ARMS="perceiver_s perceiver_ar" RUNS=runs/perceiver_compare_seed1 \
-  #   OUT=out/perceiver_compare_seed1 scripts/reproduce/compare_perceiver.sh
-  CMP=${CMP:-out/perceiver_compare_seed1}
-  $BIN/python scripts/reproduce/export_checkpoint.py runs/perceiver_compare_seed1/perceiver_s \
-    checkpoints/maestro_perceiver_s --which last.pt > $E/maestro_perceiver_s.export.json
-  $BIN/python scripts/convert_checkpoint.py checkpoints/maestro_perceiver_s/model.pt \
-    checkpoints/maestro_perceiver_s
-  rm checkpoints/maestro_perceiver_s/model.pt
-  rm -rf $E/maestro_nll $E/music_maestro_perceiver_s
-  cp -r $CMP/nll $E/maestro_nll
-  cp -r $CMP/music_perceiver_s $E/music_maestro_perceiver_s
+  # the small Performer with the musical inputs (issue 25 item 5; train_shipped.sh maestro), in
+  # place of Perceiver S: export; NLL and forbidden mass on the validation performances (beside
+  # the model it replaces when PREVIOUS holds a copy of checkpoints/maestro_perceiver_s); PIECES
+  # pieces of 4096 tokens from scratch against the first 4096 tokens of 16 validation
+  # performances (texture, scale)
+  name=maestro_sine_spe_gated DATA=data/prepared/asap_maestro_expressive
+  run=${FROM_TRAINING:+$FROM_TRAINING/maestro_small}
+  if [ -z "$run" ]; then
+    for r in runs/maestro_small runs/maestro_small_more; do [ -d $r ] && run=$r; done
+  fi
+  [[ " ${*:2} " == *" noexport "* ]] || ship $name "$run"
+  ckpts=(checkpoints/$name)
+  [ -d "$PREVIOUS/maestro_perceiver_s" ] && ckpts+=("$PREVIOUS/maestro_perceiver_s")
+  $BIN/musicgen evaluate nll --checkpoint "${ckpts[@]}" --data $DATA --max-len 2048 \
+    --out $E/maestro_nll
+  $BIN/python scripts/reproduce/perceiver_compare.py reference --data $DATA --split validation \
+    --pieces 16 --tokens 4096 --out $E/maestro_reference
+  $BIN/musicgen generate --checkpoint checkpoints/$name --out $E/samples_$name --num $PIECES \
+    --max-tokens 4096 --min-tokens 4096 --seed 0 --overwrite > /dev/null
+  $BIN/musicgen evaluate music $E/samples_$name --reference $E/maestro_reference \
+    --checkpoint checkpoints/$name --out $E/music_$name
 elif [ "$WHAT" = groove ]; then
   ship groove_sine_spe_gated
   $BIN/musicgen evaluate nll --checkpoint checkpoints/groove_sine_spe_gated \
