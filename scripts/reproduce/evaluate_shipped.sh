@@ -22,12 +22,10 @@ PIECES=${PIECES:-16}; PROMPTS=${PROMPTS:-20}; SONGS=${SONGS:-39}
 E=${EVAL:-out/eval}
 mkdir -p $E
 # each model's own sampling defaults (config `sample`), chosen on the form benchmark's sweep
-# (docs/evaluation.md, "Sampling defaults"); a model not named keeps the paper's
+# (docs/evaluation.md, "The shipping sweep"); a model not named keeps the paper's
 # (phase 7: T 0.9 / 1.0 x repeat 0 / 2.5 / 3 / 3.5, top-p 0.9; both closest at T 1.0, repeat 2.5)
-declare -A SAMPLE=(
-  [pop909_sine_spe_gated]="sample.temperature=1.0 sample.top_p=0.9 sample.repeat=2.5"
-  [pop909_ape]="sample.temperature=1.0 sample.top_p=0.9 sample.repeat=2.5"
-)
+POP_SAMPLE="sample.temperature=1.0 sample.top_p=0.9 sample.repeat=2.5"
+declare -A SAMPLE=([pop909_sine_spe_gated]=$POP_SAMPLE [pop909_ape]=$POP_SAMPLE)
 ship() {  # NAME [RUN]: run folder -> checkpoints/NAME model folder, weights bit-identical
   local run=${2:-${FROM_TRAINING:-runs}/$1}  # a committed phase (training/pop909_phase7), or
   if [ -z "${2:-}" ] && [ -z "${FROM_TRAINING:-}" ]; then  # the last phase run (_notes ... _more2)
