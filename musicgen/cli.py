@@ -57,6 +57,7 @@ FLAGS = {
     "num": "--num",
     "prompt_bars": "--prompt-bars",
     "repeat": "--repeat",
+    "chord_tones": "--chord-tones",
     "seconds": "--seconds",
     "seed": "--seed",
     "seeds": "--seeds",

@@ -140,6 +140,12 @@ def _add_common(p: argparse.ArgumentParser) -> None:
         "POP909 chord_midi.txt or a .mid (its detected chords), read at the song's own bars "
         "(REMI checkpoints; docs/generation.md, 'Chord control')",
     )
+    p.add_argument(
+        "--chord-tones",
+        type=float,
+        default=None,
+        help="with --chords: nats for the pitches of the chord sounding (default 2; 0 = off)",
+    )
 
 
 # ---------------------------------------------------------------------------------------------
@@ -168,6 +174,7 @@ def api_options(args: argparse.Namespace) -> dict:
         "top_p": args.top_p,
         "min_tokens": args.min_tokens,
         "repeat": args.repeat,
+        "chord_tones": args.chord_tones,
         "grammar": False if args.no_grammar else None,
         "max_tokens": args.max_tokens,
         "batch_size": args.batch_size,

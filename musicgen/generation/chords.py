@@ -71,9 +71,10 @@ from musicgen.generation.progression import (  # re-exported: the chord control'
     read_chord,
 )
 
-# the API's `tones`: measured with scripts/experiments/chord_control.py (docs/generation.md): at
-# 0 the recogniser finds the forced chord's root in 72-76 % of bars, at 2 in 88-90 % (the songs
-# themselves: 85 %), with note time on chord tones near the songs' own 0.90
+# the default of the sampling option `chord_tones` (CLI `--chord-tones`), measured with
+# scripts/experiments/chord_control.py (docs/generation.md): at 0 the recogniser finds the forced
+# chord's root in 72-76 % of bars, at 2 in 88-90 % (the songs themselves: 85 %), with note time
+# on chord tones near the songs' own 0.90
 CHORD_TONE_NATS = 2.0
 
 # --- forcing --------------------------------------------------------------------------------------
@@ -246,7 +247,9 @@ def request_wrap(tokenizer: Tokenizer, chords, prompt, options, other: GrammarWr
     else:
         start = prompt.first_bar + prompt.bars
     open_bar = prompt is None or prompt.first_allowed is None
-    wrap = chord_grammar_wrap(tokenizer, prog, start, force_open_bar=open_bar)
+    wrap = chord_grammar_wrap(
+        tokenizer, prog, start, force_open_bar=open_bar, tones=options.chord_tones
+    )
     if other is None:
         return wrap
     return lambda grammar, ids: other(wrap(grammar, ids), ids)

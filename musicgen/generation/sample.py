@@ -13,6 +13,7 @@ import numpy as np
 import torch
 
 from musicgen.errors import Cancelled, MusicgenError, check_int, check_number
+from musicgen.generation.chords import CHORD_TONE_NATS
 from musicgen.generation.filters import (  # noqa: F401 (re-exported: the sampler's one import)
     NEG_INF,
     apply_temperature,
@@ -39,7 +40,9 @@ class SamplingOptions:
     min_tokens: the end token is masked until a sequence has sampled that many ids (with masking
     on), so a long generation runs several context windows instead of stopping early;
     repeat: nats added to the id that continues an earlier bar the current bar has copied so
-    far (`generation.repeat`; 0 = off)."""
+    far (`generation.repeat`; 0 = off); chord_tones: with a forced chord progression, nats
+    added to the Pitch ids of the chord sounding at the current position (`generation.chords`;
+    0 = the chords are forced, the notes left to the model)."""
 
     temperature: float = 1.0
     top_k: int = 0
@@ -47,6 +50,7 @@ class SamplingOptions:
     grammar: bool = True
     min_tokens: int = 0
     repeat: float = 0.0
+    chord_tones: float = CHORD_TONE_NATS
 
     def validate(self) -> SamplingOptions:
         """Types and ranges, named as the API's parameters (a bool, a string, NaN or inf is an
@@ -56,6 +60,7 @@ class SamplingOptions:
         self.top_p = check_number("top_p", self.top_p)
         self.min_tokens = check_int("min_tokens", self.min_tokens)
         self.repeat = check_number("repeat", self.repeat)
+        self.chord_tones = check_number("chord_tones", self.chord_tones)
         if not self.temperature >= 0:
             raise MusicgenError(f"temperature: must be >= 0, got {self.temperature}")
         if self.top_k < 0:
@@ -66,6 +71,8 @@ class SamplingOptions:
             raise MusicgenError(f"min_tokens: must be >= 0 (0 = off), got {self.min_tokens}")
         if not self.repeat >= 0:
             raise MusicgenError(f"repeat: must be >= 0 (0 = off), got {self.repeat}")
+        if not self.chord_tones >= 0:
+            raise MusicgenError(f"chord_tones: must be >= 0 (0 = off), got {self.chord_tones}")
         if not isinstance(self.grammar, bool):
             raise MusicgenError(f"grammar: must be True or False, got {self.grammar!r}")
         return self
@@ -81,7 +88,9 @@ class SamplingOptions:
         return SamplingOptions(**{**vars(self), **kept}).validate()
 
 
-SAMPLING_NAMES = ("temperature", "top_k", "top_p", "grammar", "min_tokens", "repeat")
+SAMPLING_NAMES = (
+    "temperature", "top_k", "top_p", "grammar", "min_tokens", "repeat", "chord_tones"
+)  # fmt: skip
 
 
 def default_options(tokenizer_name: str, model: dict | None = None, **given) -> SamplingOptions:
