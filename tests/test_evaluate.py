@@ -138,6 +138,16 @@ def test_evaluate_nll_several_checkpoints(run):
         assert 0 < m["mean_within"] < 10 and 0 < m["mean_beyond"] < 10
     saved = json.loads((out / "nll.json").read_text())
     assert saved["models"].keys() == res["models"].keys()
+    # per song, the same draws: the songs' means weigh back to the totals; paired differences
+    ape, conv = res["models"].values()
+    for key in ("within", "beyond"):
+        assert len(ape["per_song"][key]) == 2
+        assert np.mean(ape["per_song"][key]) == pytest.approx(ape[f"mean_{key}"], rel=1e-9)
+    [(pair, diff)] = res["paired"].items()
+    assert pair.endswith(" - " + next(iter(res["models"])))
+    expected = np.mean(conv["per_song"]["beyond"]) - np.mean(ape["per_song"]["beyond"])
+    assert diff["beyond"]["mean"] == pytest.approx(expected) and diff["beyond"]["n"] == 2
+    assert diff["beyond"]["low"] <= diff["beyond"]["mean"] <= diff["beyond"]["high"]
     assert png_size(out / "nll.png") == (800, 500)
     # the SPE noise is seeded: the same numbers twice
     again = [

@@ -155,6 +155,12 @@ def run_nll(args: argparse.Namespace) -> int:
             f"{label}: forbidden mass {_fmt(fm['overall'])}, "
             f"after a note {_fmt(fm['after_note'])}{kinds}"
         )
+    for pair, ranges in res["paired"].items():  # per-song differences, 95 % bootstrap CI
+        cells = [
+            f"{key} {_fmt(d['mean'])} [{_fmt(d['low'])}, {_fmt(d['high'])}] ({d['n']} songs)"
+            for key, d in ranges.items()
+        ]
+        print(f"{pair}: " + ", ".join(cells))
     print(f"wrote {args.out}/nll.json, {args.out}/nll.png")
     return 0
 

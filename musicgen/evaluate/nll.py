@@ -11,6 +11,7 @@ from pathlib import Path
 
 import numpy as np
 import torch
+from tqdm import tqdm
 
 from musicgen.device import pick_device
 from musicgen.errors import MusicgenError
@@ -154,6 +155,7 @@ def evaluate_nll(
         results["models"][label] = res
         curves[label] = res["per_segment"]
         train_len = train_len or res["crop_len"]
+    results["paired"] = paired_nll(results["models"])
     out = Path(out)
     write_json(out / "nll.json", results)
     plot_nll_curves(curves, segment, train_len, out / "nll.png")
@@ -180,9 +182,8 @@ def _score_checkpoint(
         raise MusicgenError(f"{ckpt}: its tokenizer differs from the one {data} was prepared with")
     crop = loaded.config.data.crop_len
     length = max_len or 2 * crop
-    sums, counts = seeded_nll(
-        loaded.model, songs, length, dev, seeds, seed, batch_size, desc=Path(ckpt).name
-    )
+    sums, counts, per_song = _song_by_song(loaded.model, songs, length, crop, dev, seeds, seed,
+                                           batch_size, Path(ckpt).name)  # fmt: skip
     with torch.random.fork_rng():
         torch.manual_seed(seed)
         forbidden = forbidden_mass(loaded.model, loaded.tokenizer, songs, length, dev)
@@ -199,7 +200,45 @@ def _score_checkpoint(
             int(counts[s : s + segment].sum()) for s in range(0, length, segment)
         ],
         "forbidden_mass": forbidden,
+        "per_song": per_song,
     }
+
+
+def _song_by_song(
+    model, songs: list, length: int, crop: int, dev, seeds: int, seed: int, batch_size: int, desc
+) -> tuple[np.ndarray, np.ndarray, dict | None]:
+    """`seeded_nll` over all songs, and with batch_size 1 each song's mean NLL within and
+    beyond the training length (the same noise draws, so the same totals): what a paired
+    comparison of two models needs. None per song for batches (their noise is shared)."""
+    if batch_size != 1:
+        sums, counts = seeded_nll(model, songs, length, dev, seeds, seed, batch_size, desc=desc)
+        return sums, counts, None
+    sums, counts = np.zeros(length, np.float64), np.zeros(length, np.int64)
+    per_song: dict[str, list] = {"within": [], "beyond": []}
+    for k in tqdm(range(len(songs)), desc=desc, leave=False):
+        s, c = seeded_nll(model, songs[k : k + 1], length, dev, seeds, seed, first_index=k)
+        sums, counts = sums + s, counts + c
+        for key, lo, hi in (("within", 0, crop), ("beyond", crop, None)):
+            mean = range_mean(s, c, lo, hi)
+            per_song[key].append(None if np.isnan(mean) else mean)
+    return sums, counts, per_song
+
+
+def paired_nll(models: dict) -> dict:
+    """Per-song differences of each later model's NLL minus the first's, within and beyond the
+    training length (`form_metrics.paired_difference`: mean, bootstrap CI, whether it excludes
+    0); songs too short to reach the range are left out."""
+    from musicgen.form_metrics import paired_difference
+
+    scored = [(label, r["per_song"]) for label, r in models.items() if r["per_song"]]
+    if len(scored) < 2:
+        return {}
+    (first, base), out = scored[0], {}
+    for label, mine in scored[1:]:
+        out[f"{label} - {first}"] = {
+            key: paired_difference(mine[key], base[key]) for key in ("within", "beyond")
+        }
+    return out
 
 
 def _per_note(total_nll: float, notes: int) -> dict:
