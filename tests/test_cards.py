@@ -145,3 +145,53 @@ def test_a_fine_tune_of_a_shipped_folder_keeps_its_shipped_summary_and_config(tm
     paragraph = training_text(cfg, info, text, tmp_path / "elsewhere")
     assert paragraph.startswith("2 phases. Phase 1, `groove_small` (configs/groove/small.yaml")
     assert "1500 steps of batch 4 x 512 tokens" in paragraph and "3 steps of" in paragraph
+
+
+def test_maestro_acceptance_checks_each_target_against_the_real_performances(tmp_path):
+    """Issue 25 item 5's table: forbidden mass from nll.json (the replaced model's too, scored
+    beside it), texture from music.json against its reference, the replaced model's texture
+    quoted; each row says met or not met."""
+    from musicgen.cards.acceptance import maestro_acceptance
+
+    def entry(path: str, after: float, per_note: float) -> dict:
+        fm = {"after_note": after, "after_note_by_kind": {"Position": after / 2}}
+        return {"checkpoint": path, "max_len": 2048, "nll_per_note": per_note, "forbidden_mass": fm}
+
+    nll = {"songs": 60, "models": {"a": entry("checkpoints/m", 0.028, 11.0)}}
+    nll["models"]["b"] = entry("out/eval/previous/old", 0.333, 13.07)
+    (tmp_path / "maestro_nll").mkdir()
+    (tmp_path / "maestro_nll" / "nll.json").write_text(json.dumps(nll))
+
+    def stats(**means: float) -> dict:
+        return {k: {"mean": v, "std": 0.0} for k, v in means.items()}
+
+    music = {
+        "generated": stats(notes_per_onset=1.95, scale_consistency=0.85, stacked_onset_rate=0.004),
+        "reference": stats(notes_per_onset=1.61, scale_consistency=0.894, stacked_onset_rate=0.0),
+    }
+    (tmp_path / "music_m").mkdir()
+    (tmp_path / "music_m" / "music.json").write_text(json.dumps(music))
+    text = card_text()
+    text.previous_documented["m"] = {"name": "old", "stacked": "9.6 % (its card)"}
+    table = "\n".join(maestro_acceptance("m", tmp_path, text))
+    assert "| ≤ 5 % | 2.8 % (Position 1.40 %) (met) | 33.3 % (Position 16.65 %) |" in table
+    assert "| ≤ 1 % | 0.4 % (met) | 9.6 % (its card) |" in table
+    assert "| within 20 % of the real 1.61 | 1.95 (not met) |" in table  # +21 %
+    assert "| within 0.05 of the real 0.894 | 0.850 (met) |" in table
+    assert "| 11.00 | 13.07 (same performances and tokens) |" in table
+
+
+def test_paired_note_signs_the_difference_for_the_model_and_says_when_it_is_noise():
+    """The pop card's 'beyond' row: this model minus its twin, per song with its CI, whichever
+    order nll.json paired them in; a CI across 0 is called noise."""
+    from musicgen.cards.acceptance import _paired_note
+
+    me, twin = {"mean_beyond": 1.587}, {"mean_beyond": 1.588}
+    paired = {"beyond": {"mean": 0.001, "low": -0.003, "high": 0.005, "n": 38}}
+    nll = {"models": {"spe": me, "ape": twin}, "paired": {"ape - spe": paired}}
+    assert _paired_note(nll, me, twin) == (
+        "; per song -0.0010 [-0.0050, +0.0030], 38 songs (within noise)"
+    )
+    paired["beyond"] |= {"low": 0.0005}
+    assert _paired_note(nll, twin, me) == "; per song +0.0010 [+0.0005, +0.0050], 38 songs"
+    assert _paired_note({"models": nll["models"]}, me, twin) == ""

@@ -17,7 +17,7 @@ def test_demo_writes_pieces_from_every_shipped_checkpoint(tmp_path, capsys):
     midis = sorted(p.name for p in tmp_path.glob("*.mid"))
     assert midis == [
         "groove_sine_spe_gated_trio_test_prompt_1_0.mid",
-        "maestro_perceiver_s_maestro_test_prompt_1_0.mid",
+        "maestro_sine_spe_gated_maestro_test_prompt_1_0.mid",
         "pop909_sine_spe_gated_1_0.mid",
         "pop909_sine_spe_gated_1_1.mid",
         "pop909_sine_spe_gated_pop909_005_1_0.mid",

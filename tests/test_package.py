@@ -31,7 +31,8 @@ SHIPPED_DIGESTS = {
     "pop909_sine_spe_gated": "a446412d732d74cf",
     "pop909_ape": "3dd209d7302e3d9f",
     "groove_sine_spe_gated": "4aabcde2aa5afa5e",
-    "maestro_perceiver_s": "254d12b3400d07a8",  # issue 17: the comparison's seed-1 Perceiver S
+    # issue 25 item 5: the small Performer with the musical inputs, 15.2 M tokens (2026-12-03)
+    "maestro_sine_spe_gated": "6a38774c585dbd36",
 }
 
 
@@ -80,17 +81,19 @@ def test_shipped_pop909_models_know_the_bar_and_keep_spe_in_float32(name):
     assert all(v.dtype == torch.float16 for k, v in stored.items() if k not in keep)
 
 
-def test_shipped_maestro_model_is_perceiver_s_on_expressive_remi():
-    """Issue 17: Perceiver S (both cross-attentions, effective segmentation) on the expressive
-    REMI (pedal folded, 16 positions per beat); its card states the CC BY-NC-SA licence."""
-    loaded = load_checkpoint(ROOT / "checkpoints" / "maestro_perceiver_s")
-    p = loaded.config.model.perceiver
-    assert loaded.config.model.head == "perceiver_s" and loaded.model.cross_scale is not None
-    assert (p.cross, p.segmentation) == ("both", "effective")
+def test_shipped_maestro_model_knows_the_window_on_expressive_remi():
+    """Issue 25 item 5: the plain Performer head with the musical inputs (position in the window,
+    beat, window mod 4, notes at the onset) on the expressive REMI (pedal folded, 16 positions
+    per beat); its card states the CC BY-NC-SA licence and the acceptance table."""
+    loaded = load_checkpoint(ROOT / "checkpoints" / "maestro_sine_spe_gated")
+    m = loaded.config.model
+    assert m.head == "lm" and m.pe == "sine_spe" and m.gated
+    assert m.musical.embed and loaded.model.musical.counts_notes
     assert loaded.tokenizer.options["fold_pedal"]
     assert loaded.tokenizer.options["positions_per_beat"] == 16
-    card = (ROOT / "checkpoints" / "maestro_perceiver_s" / "README.md").read_text()
+    card = (ROOT / "checkpoints" / "maestro_sine_spe_gated" / "README.md").read_text()
     assert "CC BY-NC-SA 4.0" in card and "non-commercial" in card
+    assert "## Acceptance (issue #25)" in card
 
 
 def test_pt_to_folder_is_bit_identical_and_loads_the_same(tiny_checkpoints, tmp_path):

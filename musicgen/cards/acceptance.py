@@ -1,7 +1,8 @@
-"""The acceptance table on a POP909 card (issues #12 and #25): the model against the targets, its
-twin and the model it replaced. The replaced model is measured in the same runs where
-evaluate_shipped.sh had a copy of it (`PREVIOUS`: NLL, the form benchmark; texture with
-PREVIOUS_FULL=1), else quoted from the documents (`CardText.previous_documented`)."""
+"""The acceptance tables on a POP909 card (issues #12 and #25: the model against the targets,
+its twin and the model it replaced) and on the MAESTRO card (issue #25 item 5). The replaced
+model is measured in the same runs where evaluate_shipped.sh had a copy of it (`PREVIOUS`: NLL,
+the form benchmark; texture with PREVIOUS_FULL=1), else quoted from the documents
+(`CardText.previous_documented`)."""
 
 from __future__ import annotations
 
@@ -106,10 +107,28 @@ def _nll_rows(
     beyond = (
         f"NLL beyond the training length ({crop}-{me['max_len']}), this model vs its twin",
         "SPE below APE",
-        f"{me['mean_beyond']:.3f} vs {twin['mean_beyond']:.3f}",
+        f"{me['mean_beyond']:.3f} vs {twin['mean_beyond']:.3f}{_paired_note(nll, me, twin)}",
         f"{prev['mean_beyond']:.3f} (beyond its {prev['crop_len']})" if prev else "n/a",
     )
     return [forbidden, note, beyond]
+
+
+def _paired_note(nll: dict, me: dict, twin: dict) -> str:
+    """'; per song -0.001 [-0.002, +0.000] (within noise)': this model minus its twin beyond the
+    crop, paired by song with its 95 % CI, where nll.json kept per-song values (evaluate nll
+    since issue 25)."""
+    label = {id(r): k for k, r in nll["models"].items()}
+    mine, theirs = label[id(me)], label[id(twin)]
+    for pair, ranges in nll.get("paired", {}).items():
+        sign = {f"{mine} - {theirs}": 1, f"{theirs} - {mine}": -1}.get(pair)
+        if sign:
+            d = ranges["beyond"]
+            lo, hi = sorted((sign * d["low"], sign * d["high"]))
+            noise = " (within noise)" if lo <= 0 <= hi else ""
+            return (
+                f"; per song {sign * d['mean']:+.4f} [{lo:+.4f}, {hi:+.4f}], {d['n']} songs{noise}"
+            )
+    return ""
 
 
 def _met(ok: bool) -> str:
@@ -231,6 +250,62 @@ def acceptance(name: str, ev: Path, crop: int, text: CardText) -> list[str]:
             "confidence intervals.",
             "",
         ]
+    out += ["| measure | target | this model | the model it replaced |", "|---|---|---|---|"]
+    out += [f"| {a} | {b} | {c} | {d} |" for a, b, c, d in rows]
+    return out + [""]
+
+
+def maestro_acceptance(name: str, ev: Path, text: CardText) -> list[str]:
+    """Issue #25 item 5's table: forbidden mass after a note (maestro_nll, beside the replaced
+    model when evaluate_shipped.sh had a copy of it), stacked onsets, notes per onset and scale
+    consistency of the generated pieces against the real performances (music_<name>); the
+    replaced model's texture is quoted (`CardText.previous_documented`)."""
+    nll = json.loads((ev / "maestro_nll" / "nll.json").read_text())
+    me = _entry(nll, name, shipped=True)
+    old_name = text.previous_documented.get(name, {}).get("name", "")
+    try:
+        prev = _entry(nll, old_name, shipped=False) if old_name else None
+    except KeyError:  # the replaced model was not scored beside it
+        prev = None
+    old = text.previous_documented.get(name, {})
+    music = json.loads((ev / f"music_{name}" / "music.json").read_text())
+    g = {k: v["mean"] for k, v in music["generated"].items()}
+    real = {k: v["mean"] for k, v in music["reference"].items()}
+    npo, scale, stacked = g["notes_per_onset"], g["scale_consistency"], g["stacked_onset_rate"]
+    rows = [
+        (
+            "probability on forbidden tokens after a note (by kind of token)",
+            "≤ 5 %",
+            _forbidden(me["forbidden_mass"]) + _met(me["forbidden_mass"]["after_note"] <= 0.05),
+            _forbidden(prev["forbidden_mass"]) if prev else "n/a",
+        ),
+        (
+            "generated onsets with ≥ 8 notes",
+            "≤ 1 %",
+            _pct(stacked) + _met(stacked <= 0.01),
+            old.get("stacked", "n/a"),
+        ),
+        (
+            "notes per onset",
+            f"within 20 % of the real {real['notes_per_onset']:.2f}",
+            f"{npo:.2f}"
+            + _met(abs(npo - real["notes_per_onset"]) <= 0.2 * real["notes_per_onset"]),
+            old.get("notes_per_onset", "n/a"),
+        ),
+        (
+            "scale consistency",
+            f"within 0.05 of the real {real['scale_consistency']:.3f}",
+            f"{scale:.3f}" + _met(abs(scale - real["scale_consistency"]) <= 0.05),
+            old.get("scale_consistency", "n/a"),
+        ),
+        (
+            f"NLL per note, {nll['songs']} held-out performances, first {me['max_len']} tokens",
+            "",
+            f"{me['nll_per_note']:.2f}",
+            f"{prev['nll_per_note']:.2f} (same performances and tokens)" if prev else "n/a",
+        ),
+    ]
+    out = ["## Acceptance (issue #25), measured on the held-out performances", ""]
     out += ["| measure | target | this model | the model it replaced |", "|---|---|---|---|"]
     out += [f"| {a} | {b} | {c} | {d} |" for a, b, c, d in rows]
     return out + [""]

@@ -11,7 +11,7 @@ import json
 from dataclasses import dataclass
 from pathlib import Path
 
-from musicgen.cards.acceptance import acceptance
+from musicgen.cards.acceptance import acceptance, maestro_acceptance
 from musicgen.checkpoint import load_checkpoint, read_payload
 from musicgen.config import Config, config_from_dict
 from musicgen.io import atomic_write_text
@@ -24,7 +24,7 @@ class CardText:
     data: dict[str, str]  # the training data and its licence
     limits: dict[str, str]
     training: dict[str, str]  # how the (first) run was trained
-    fine_tunes: list[tuple[str, str]]  # phases 2, 3, ...: (what changed, how it ran)
+    fine_tunes: dict[str, list[tuple[str, str]]]  # phases 2, 3, ...: (what changed, how it ran)
     seen: dict[str, str]  # per model: what its piano rolls show (looked at, not computed)
     # per family: kind, preset, nll (the folder under the eval folder), pieces, reference,
     # reproduce (command lines)
@@ -141,10 +141,12 @@ def training_text(cfg: Config, info: dict, text: CardText, root: Path) -> str:
     cfgs = [phase_config(p, root) for p in chain[:-1]] + [cfg]
     parts = [f"Phase 1, {any_phase_text(cfgs[0], chain[0], text.training[fam], text)}."]
     for k, (c, p) in enumerate(zip(cfgs[1:], chain[1:], strict=True), start=1):
-        what, how = text.fine_tunes[k - 1]
+        tunes = text.fine_tunes.get(fam, [])
+        what, how = tunes[k - 1] if k <= len(tunes) else ("", "continued from that checkpoint")
         parts.append(
             f"Phase {k + 1}, a fine-tune from phase {k}'s best checkpoint "
-            f"(`train.init_from`) {what}: {any_phase_text(c, p, how, text, ratio=False)}."
+            f"(`train.init_from`){' ' + what if what else ''}: "
+            f"{any_phase_text(c, p, how, text, ratio=False)}."
         )
     total = {"tokens_trained": sum(p.get("tokens_trained") or 0 for p in chain)}
     return (
@@ -218,7 +220,7 @@ def sampling_text(loaded, source: bool = True) -> str:
     parts += [f"top-p {o.top_p:g}"] if o.top_p < 1 else []
     parts += [f"bar-copy bonus {o.repeat:g} nats"] if o.repeat > 0 else []
     where = (
-        "the model's own, `sample` in config.json, chosen on the form benchmark"
+        "the model's own, `sample` in config.json, chosen by measurement: docs/evaluation.md"
         if own
         else "the paper's for these tokens"
     )
@@ -335,6 +337,8 @@ def render_card(folder: Path, ev: Path, text: CardText, root: Path) -> str:
     if (ev / f"music_{name}" / "music.json").exists():
         sampling = sampling_text(loaded, source=False)
         lines += music_section(_json(ev / f"music_{name}" / "music.json"), spec, sampling)
+    if fam == "maestro" and (ev / f"music_{name}" / "music.json").exists():
+        lines += maestro_acceptance(name, ev, text)
     if fam == "pop909":
         lines += acceptance(name, ev, cfg.data.crop_len, text)
         if (ev / f"style_{name}" / "style.json").exists():

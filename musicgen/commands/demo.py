@@ -25,7 +25,7 @@ from musicgen.resources import shipped_dir
 
 POP_MODEL = "pop909_sine_spe_gated"
 GROOVE_MODEL = "groove_sine_spe_gated"
-MAESTRO_MODEL = "maestro_perceiver_s"
+MAESTRO_MODEL = "maestro_sine_spe_gated"
 POP_PROMPT = "pop909_005.mid"
 GROOVE_PROMPT = "trio_test_prompt.mid"
 MAESTRO_PROMPT = "maestro_test_prompt.mid"

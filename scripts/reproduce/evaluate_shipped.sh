@@ -3,7 +3,7 @@
 # into each checkpoints/<name>/README.md (scripts/reproduce/write_model_cards.py) and README.md's figures.
 #   scripts/reproduce/evaluate_shipped.sh pop909 [export] [sweep] [nll] [form] [texture]   # POP909
 #   scripts/reproduce/evaluate_shipped.sh groove   # the groove model
-#   scripts/reproduce/evaluate_shipped.sh maestro [noexport]  # the MAESTRO model (issue #25)
+#   scripts/reproduce/evaluate_shipped.sh maestro [noexport] [sweep]  # the MAESTRO model (#25)
 # pop909 compares with the models it replaces when PREVIOUS (default out/eval/previous) holds
 # copies of their folders (copy checkpoints/pop909_* there before `export`): NLL on the same
 # songs and tokens, the form benchmark in the same run. Steps default to all four;
@@ -25,7 +25,11 @@ mkdir -p $E
 # (docs/evaluation.md, "The shipping sweep"); a model not named keeps the paper's
 # (phase 7: T 0.9 / 1.0 x repeat 0 / 2.5 / 3 / 3.5, top-p 0.9; both closest at T 1.0, repeat 2.5)
 POP_SAMPLE="sample.temperature=1.0 sample.top_p=0.9 sample.repeat=2.5"
-declare -A SAMPLE=([pop909_sine_spe_gated]=$POP_SAMPLE [pop909_ape]=$POP_SAMPLE)
+# the Maestro model: T 0.9 / 1.0 / 1.1 / 1.2 at top-p 0.9 (`maestro sweep`); T 1.1 closest to
+# the real performances' scale consistency, notes per onset and self-similarity (docs/evaluation.md)
+MAESTRO_SAMPLE="sample.temperature=1.1 sample.top_p=0.9"
+declare -A SAMPLE=([pop909_sine_spe_gated]=$POP_SAMPLE [pop909_ape]=$POP_SAMPLE
+                   [maestro_sine_spe_gated]=$MAESTRO_SAMPLE)
 ship() {  # NAME [RUN]: run folder -> checkpoints/NAME model folder, weights bit-identical
   local run=${2:-${FROM_TRAINING:-runs}/$1}  # a committed phase (training/pop909_phase7), or
   if [ -z "${2:-}" ] && [ -z "${FROM_TRAINING:-}" ]; then  # the last phase run (_notes ... _more2)
@@ -116,6 +120,15 @@ elif [ "$WHAT" = maestro ]; then
     --out $E/maestro_nll
   $BIN/python scripts/reproduce/perceiver_compare.py reference --data $DATA --split validation \
     --pieces 16 --tokens 4096 --out $E/maestro_reference
+  if [[ " ${*:2} " == *" sweep "* ]]; then  # before choosing its SAMPLE: temperature, top-p 0.9
+    for t in ${MAESTRO_TEMPS:-0.9 1.0 1.1 1.2}; do
+      $BIN/musicgen generate --checkpoint checkpoints/$name --out $E/samples_${name}_T$t \
+        --num $PIECES --max-tokens 4096 --min-tokens 4096 --temperature $t --top-p 0.9 \
+        --seed 0 --overwrite > /dev/null
+      $BIN/musicgen evaluate music $E/samples_${name}_T$t --reference $E/maestro_reference \
+        --checkpoint checkpoints/$name --out $E/music_${name}_T$t
+    done
+  fi
   $BIN/musicgen generate --checkpoint checkpoints/$name --out $E/samples_$name --num $PIECES \
     --max-tokens 4096 --min-tokens 4096 --seed 0 --overwrite > /dev/null
   $BIN/musicgen evaluate music $E/samples_$name --reference $E/maestro_reference \

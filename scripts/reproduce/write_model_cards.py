@@ -17,7 +17,7 @@ from musicgen.cards import CardText, write_cards
 
 ROOT = Path(__file__).resolve().parents[2]
 
-SHIPPED = ("pop909_sine_spe_gated", "pop909_ape", "groove_sine_spe_gated", "maestro_perceiver_s")
+SHIPPED = ("pop909_sine_spe_gated", "pop909_ape", "groove_sine_spe_gated", "maestro_sine_spe_gated")
 
 DATA = {
     "pop909": "POP909 (Music X Lab; 850 pop songs arranged for piano; MIT licence, "
@@ -53,14 +53,22 @@ LIMITS = {
     "(`--repeat 0`) no continued bar repeats an earlier one exactly. Duplicate notes are 0 by "
     "construction: the grammar lets a pitch sound once per position, and the mass the model "
     "still puts on such a pitch is counted as forbidden above.",
-    "maestro": "Trained for the comparison of docs/perceiver.md, not for quality: 4 blocks of "
-    "d_model 256 and 0.8 M target tokens (about an eighth of one pass over the training "
-    "pieces). It does not yet play music: its onsets stack (3.3 notes per sixteenth-note onset "
-    "against 1.6 in the real performances, 9.6 % of onsets with 8 or more), its pitches leave the "
-    "key (scale consistency 0.61 against 0.89), and long generations collapse into brief chords "
-    "at the start of each window. Maestro has one tempo per file (120 bpm), so a 'bar' is a "
-    "2-second window. The repetition claim of the Perceiver S paper could not be tested at this "
-    "scale: no arm repeated whole bars (docs/perceiver.md).",
+    "maestro": "A small model (6 blocks of d_model 256, 5.1 M parameters, 15.2 M training tokens "
+    "on a CPU). MAESTRO's files carry one tempo (120 bpm) and no meter, so its 'bar' is a 2-second "
+    "window of the performance, a position one of the window's 64 steps of 31.25 ms, and the bar "
+    "index mod 4 an 8-second span: the musical inputs tell it where it is on the clock, not in "
+    "the score, and what it learns of metre it learns from the notes. With them it no longer "
+    "puts its probability behind the current position (forbidden mass above) and no longer "
+    "strikes chords into silence. Its sampling default (T 1.1, top-p 0.9) was chosen on the "
+    "sweep of docs/evaluation.md: at T 1.2 it leaves the key (scale consistency 0.81 against "
+    "0.89), at T 0.9 it clings to it (0.97) and plays one note at a time. What it lacks is the "
+    "line: it plays fewer notes together than a pianist (polyphony 1.9 against 2.3) and short "
+    "notes scattered over the keyboard's middle, with no voice that continues and no figure that "
+    "comes back (a hand-held melody, a bass line, a repeated pattern); nothing of a piece's form "
+    "is there. It also re-strikes a pitch within a sixteenth note more often than a pianist "
+    "(duplicate notes 1.4 % against 0.01 %: the grammar forbids a pitch twice at one position, "
+    "not at the next of the 16 positions per beat). Non-commercial use only (CC BY-NC-SA 4.0, "
+    "from MAESTRO and ASAP).",
     "groove": "Per track, the continuations follow the prompt's drum groove closely (time-pitch "
     "similarity about 0.85 on the drum track, as high as the real continuation) but "
     "play few bass and piano notes, which often sustain too long: at the paper's "
@@ -78,17 +86,18 @@ TRAINING = {
     "each, with nothing else on the machine (`scripts/reproduce/train_shipped.sh pop909`); the "
     "sineSPE run, the slower, was stopped at step 3672 when the APE run ended and resumed "
     "(`--resume`) on two threads for its last 828 steps",
-    "maestro": "the Perceiver S arm of the comparison at equal compute (docs/perceiver.md), "
-    "seed 1, two threads, the only job on the machine "
-    "(`SEED=1 scripts/reproduce/compare_perceiver.sh`)",
+    "maestro": "from scratch, one cosine schedule, with the embeddings of the position in the "
+    "2-second window, the beat and the window index mod 4 and the count of notes at the current "
+    "onset (`model.musical`; docs/model.md); one thread, beside one-thread evaluation jobs of the "
+    "POP909 pair (`THREADS=1 MINUTES=140 scripts/reproduce/train_shipped.sh maestro`)",
     "groove": "cosine to the minimum at step 1000, then resumed to step 1500 with the cosine "
     "recomputed (a warm restart), on a machine shared with other jobs "
     "(`scripts/reproduce/train_shipped.sh groove`)",
 }
 
-# Phases 2 to 4 of the POP909 pair (scripts/reproduce/train_shipped.sh): what each fine-tune
-# changed, and how it ran
-FINE_TUNES = [
+# Phases 2, 3, ... per family (scripts/reproduce/train_shipped.sh): what each fine-tune changed,
+# and how it ran
+POP909_FINE_TUNES = [
     (
         "with one input added, the count of notes the current onset already holds "
         "(`model.musical.notes_at_onset`, a zero-initialised embedding; docs/model.md), on the "
@@ -142,6 +151,18 @@ FINE_TUNES = [
         "a one-thread test run in the sineSPE run's last 10 minutes",
     ),
 ]
+FINE_TUNES = {
+    "pop909": POP909_FINE_TUNES,
+    "maestro": [
+        (
+            "at half the learning rate with a 50-step warm-up, to issue #25's 15 M tokens",
+            "one cosine schedule, two threads, from the committed phase-1 folder "
+            "(`FROM_TRAINING=training/maestro_phase1 MAESTRO_STEPS=1900 "
+            "scripts/reproduce/train_shipped.sh maestro`), with beside it only the editing of "
+            "code and documents",
+        )
+    ],
+}
 
 # What the piano rolls of the pieces in out/eval/samples_<name> show (looked at, not computed).
 SEEN = {
@@ -152,12 +173,13 @@ SEEN = {
     "short chord tones in MIDI 55-68 and, from bar 8 on, a low note (MIDI 39-48) on the third "
     "beat of most bars: a melody over an accompaniment, though the accompaniment's figure "
     "changes from bar to bar rather than repeating.",
-    "maestro_perceiver_s": "Pieces from scratch (4096 tokens, about 100 two-second windows): "
-    "for the first 40 windows or so, clusters of chord tones and scattered notes over MIDI "
-    "40-85 with no voice that continues; after that the texture collapses into brief chords "
-    "struck at the start of each window with little between them. The real performances it is "
-    "compared with (e.g. a Bach fugue) move in continuous, overlapping voices; nothing of that "
-    "is there yet.",
+    "maestro_sine_spe_gated": "Pieces from scratch at the defaults (4096 tokens, about 50 "
+    "two-second windows; pieces 0 and 3, beat n of the piano roll is 0.5 s): short notes, rarely "
+    "more than two at once, spread evenly over MIDI 43-81 from the first window to the last, "
+    "with no collapse into struck chords (Perceiver S's defect) and no silence; but no voice "
+    "runs for more than a few notes, the register does not move, and nothing recurs. A real "
+    "performance beside it (validation piece 0) moves in lines that rise and fall through "
+    "MIDI 40-84 with held notes under them; nothing of that is there yet.",
     "pop909_sine_spe_gated": "A continuation at the defaults (the form benchmark's song 017; "
     "bar n is beats 4n-4 to 4n of its piano roll, the prompt bars 1-5 with a pickup): the prompt "
     "comes back unchanged; the first continued bar (bar 6) keeps the prompt's last bass note "
@@ -188,15 +210,16 @@ FAMILIES = {
     },
     "maestro": {
         "kind": "expressive classical-piano",
-        "preset": "configs/maestro/compare_perceiver_s.yaml, `train.seed=1`",
+        "preset": "configs/maestro/musical_small.yaml with the overrides in "
+        "`scripts/reproduce/train_shipped.sh`",
         "nll": "maestro_nll",
-        "pieces": "pieces of 4096 tokens from scratch (T = 1.2, top-p 0.9, grammar on, seed 0)",
+        "pieces": "pieces of 4096 tokens from scratch ({sampling}, grammar on, seed 0)",
         "reference": "held-out MAESTRO performances (their first 4096 tokens)",
         "reproduce": [
-            'SEED=1 ARMS="perceiver_s perceiver_ar" RUNS=runs/perceiver_compare_seed1 \\',
-            "  OUT=out/perceiver_compare_seed1 scripts/reproduce/compare_perceiver.sh"
-            "   # train, measure",
-            "scripts/reproduce/evaluate_shipped.sh maestro   # export to checkpoints/",
+            "scripts/reproduce/train_shipped.sh maestro   # phase 1: runs/maestro_small",
+            "FROM_TRAINING=runs MAESTRO_STEPS=1900 scripts/reproduce/train_shipped.sh maestro"
+            "   # phase 2",
+            "scripts/reproduce/evaluate_shipped.sh maestro sweep   # export, measure",
         ],
     },
     "groove": {
@@ -228,6 +251,13 @@ PREVIOUS_DOCUMENTED = {
         "duplicates": "0.0 % (its card)",
         "kept": "20/20 / 20/20 (its card)",
         "quarters": "4 of 4 (0.74 / 0.74 / 0.74 / 0.74 vs 0.64 / 0.68 / 0.69 / 0.72; its card)",
+    },
+    # the Perceiver S model of issue 17 (4 pieces of 4096 tokens at T 1.2, its card)
+    "maestro_sine_spe_gated": {
+        "name": "maestro_perceiver_s",
+        "stacked": "9.6 % (its card)",
+        "notes_per_onset": "3.27 (its card)",
+        "scale_consistency": "0.606 (its card)",
     },
 }
 
