@@ -6,9 +6,11 @@ one exactly and a bar is more like the bar 8 back than any other (docs/evaluatio
 A model that has learned this only weakly never repeats a bar once it samples at T near 1: one
 different id anywhere in 30-80 is enough. The rule leaves the choice of *whether* to repeat to
 the model and helps it *finish* a repeat it started: while the ids of the current bar equal the
-first ids of the bar `lag` bars back (for each lag in `LAGS`), the id that comes next in that
+first ids of the bar `lag` bars back (for each lag in `LAGS`: the phrase and the half phrase
+only; helping copies of the bar before or the pair turned a strong bonus into bar-after-bar
+loops while the bar 8 back stayed unlike, docs/evaluation.md), the id that comes next in that
 bar gets `bonus` nats (added after the temperature, before the grammar mask and top-k/top-p).
-At a bar's first id every earlier bar in reach is a candidate; one id the model picks that no
+At a bar's first id the bars 4 and 8 back are the candidates; one id the model picks that no
 candidate has ends the bonus for the rest of the bar. With the source bar's ids all copied, its
 successor is the next bar's first id, so a finished copy ends where its source ended.
 """
@@ -17,7 +19,7 @@ from __future__ import annotations
 
 from musicgen.tokenizers.base import Tokenizer
 
-LAGS = (8, 4, 2, 1)  # bars back: the phrase, the half phrase, the pair, the bar before
+LAGS = (8, 4)  # bars back: the phrase and the half phrase
 
 
 class BarEcho:

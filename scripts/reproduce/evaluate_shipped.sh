@@ -22,14 +22,15 @@ PIECES=${PIECES:-16}; PROMPTS=${PROMPTS:-20}; SONGS=${SONGS:-39}
 E=${EVAL:-out/eval}
 mkdir -p $E
 # each model's own sampling defaults (config `sample`), chosen on the form benchmark's sweep
-# (docs/evaluation.md, "The shipping sweep"); a model not named keeps the paper's
-# (phase 7: T 0.9 / 1.0 x repeat 0 / 2.5 / 3 / 3.5, top-p 0.9; both closest at T 1.0, repeat 2.5)
-POP_SAMPLE="sample.temperature=1.0 sample.top_p=0.9 sample.repeat=2.5"
+# (docs/evaluation.md, "Phrase lags"); a model not named keeps the paper's. With the bar-copy
+# rule on the phrase lags (4 and 8 bars back), T 1.0, top-p 0.9 x repeat 3 / 3.5 / 4 / 4.5:
+# each model's nearest setting that meets every band of issue #25
+declare -A SAMPLE=([pop909_sine_spe_gated]="sample.temperature=1.0 sample.top_p=0.9 sample.repeat=4"
+                   [pop909_ape]="sample.temperature=1.0 sample.top_p=0.9 sample.repeat=3.5")
 # the Maestro model: T 0.9 / 1.0 / 1.1 / 1.2 at top-p 0.9 (`maestro sweep`); T 1.1 closest to
 # the real performances' scale consistency, notes per onset and self-similarity (docs/evaluation.md)
 MAESTRO_SAMPLE="sample.temperature=1.1 sample.top_p=0.9"
-declare -A SAMPLE=([pop909_sine_spe_gated]=$POP_SAMPLE [pop909_ape]=$POP_SAMPLE
-                   [maestro_sine_spe_gated]=$MAESTRO_SAMPLE)
+SAMPLE[maestro_sine_spe_gated]=$MAESTRO_SAMPLE
 ship() {  # NAME [RUN]: run folder -> checkpoints/NAME model folder, weights bit-identical
   local run=${2:-${FROM_TRAINING:-runs}/$1}  # a committed phase (training/pop909_phase7), or
   if [ -z "${2:-}" ] && [ -z "${FROM_TRAINING:-}" ]; then  # the last phase run (_notes ... _more2)
@@ -78,12 +79,12 @@ if [ "$WHAT" = pop909 ]; then
   fi
   if [[ " $STEPS " == *" sweep "* ]]; then
     # the sampling sweep that chooses each model's own defaults (SAMPLE above; docs/evaluation.md):
-    # T 0.9 / 1.0 (the phase-5/6 sweeps' best) x the bar-copy bonus between its too-weak 2 and
-    # too-strong 4; one process per model, one thread each
+    # T 1.0 (the phase-7 sweep's best) x the bar-copy bonus on the phase lags, from too weak
+    # (3: no exact repeat) to too strong (4.5); one process per model, one thread each
     pids=()
     for name in $MODELS; do
       OMP_NUM_THREADS=1 $BIN/musicgen evaluate form --checkpoint checkpoints/$name \
-        --data "$POP909" --temperature 0.9 1.0 --top-p 0.9 --repeat 0 2.5 3 3.5 \
+        --data "$POP909" --temperature 1.0 --top-p 0.9 --repeat 3 3.5 4 4.5 \
         --out $E/pop909_form_sweep_$name &
       pids+=($!)
     done
