@@ -219,6 +219,12 @@ def _sample_rows(music: dict, style: dict, old: dict) -> list[tuple]:
     ]
 
 
+def _table(rows: list[tuple]) -> list[str]:
+    """Markdown lines of an acceptance table: (measure, target, this model, replaced) rows."""
+    out = ["| measure | target | this model | the model it replaced |", "|---|---|---|---|"]
+    return out + [f"| {a} | {b} | {c} | {d} |" for a, b, c, d in rows] + [""]
+
+
 def acceptance(name: str, ev: Path, crop: int, text: CardText) -> list[str]:
     """The acceptance table: this model against the targets and the model it replaced."""
     nll = json.loads((ev / "pop909_nll" / "nll.json").read_text())
@@ -250,9 +256,7 @@ def acceptance(name: str, ev: Path, crop: int, text: CardText) -> list[str]:
             "confidence intervals.",
             "",
         ]
-    out += ["| measure | target | this model | the model it replaced |", "|---|---|---|---|"]
-    out += [f"| {a} | {b} | {c} | {d} |" for a, b, c, d in rows]
-    return out + [""]
+    return out + _table(rows)
 
 
 def maestro_acceptance(name: str, ev: Path, text: CardText) -> list[str]:
@@ -262,12 +266,11 @@ def maestro_acceptance(name: str, ev: Path, text: CardText) -> list[str]:
     replaced model's texture is quoted (`CardText.previous_documented`)."""
     nll = json.loads((ev / "maestro_nll" / "nll.json").read_text())
     me = _entry(nll, name, shipped=True)
-    old_name = text.previous_documented.get(name, {}).get("name", "")
+    old = text.previous_documented.get(name, {})
     try:
-        prev = _entry(nll, old_name, shipped=False) if old_name else None
+        prev = _entry(nll, old["name"], shipped=False) if "name" in old else None
     except KeyError:  # the replaced model was not scored beside it
         prev = None
-    old = text.previous_documented.get(name, {})
     music = json.loads((ev / f"music_{name}" / "music.json").read_text())
     g = {k: v["mean"] for k, v in music["generated"].items()}
     real = {k: v["mean"] for k, v in music["reference"].items()}
@@ -306,6 +309,4 @@ def maestro_acceptance(name: str, ev: Path, text: CardText) -> list[str]:
         ),
     ]
     out = ["## Acceptance (issue #25), measured on the held-out performances", ""]
-    out += ["| measure | target | this model | the model it replaced |", "|---|---|---|---|"]
-    out += [f"| {a} | {b} | {c} | {d} |" for a, b, c, d in rows]
-    return out + [""]
+    return out + _table(rows)

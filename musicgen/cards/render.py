@@ -141,7 +141,7 @@ def training_text(cfg: Config, info: dict, text: CardText, root: Path) -> str:
     cfgs = [phase_config(p, root) for p in chain[:-1]] + [cfg]
     parts = [f"Phase 1, {any_phase_text(cfgs[0], chain[0], text.training[fam], text)}."]
     for k, (c, p) in enumerate(zip(cfgs[1:], chain[1:], strict=True), start=1):
-        tunes = text.fine_tunes.get(fam, [])
+        tunes = text.fine_tunes.get(fam, [])  # a phase without written prose says what it did
         what, how = tunes[k - 1] if k <= len(tunes) else ("", "continued from that checkpoint")
         parts.append(
             f"Phase {k + 1}, a fine-tune from phase {k}'s best checkpoint "
@@ -337,8 +337,8 @@ def render_card(folder: Path, ev: Path, text: CardText, root: Path) -> str:
     if (ev / f"music_{name}" / "music.json").exists():
         sampling = sampling_text(loaded, source=False)
         lines += music_section(_json(ev / f"music_{name}" / "music.json"), spec, sampling)
-    if fam == "maestro" and (ev / f"music_{name}" / "music.json").exists():
-        lines += maestro_acceptance(name, ev, text)
+        if fam == "maestro":
+            lines += maestro_acceptance(name, ev, text)
     if fam == "pop909":
         lines += acceptance(name, ev, cfg.data.crop_len, text)
         if (ev / f"style_{name}" / "style.json").exists():

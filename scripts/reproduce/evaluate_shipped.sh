@@ -29,8 +29,7 @@ declare -A SAMPLE=([pop909_sine_spe_gated]="sample.temperature=1.0 sample.top_p=
                    [pop909_ape]="sample.temperature=1.0 sample.top_p=0.9 sample.repeat=3.5")
 # the Maestro model: T 0.9 / 1.0 / 1.1 / 1.2 at top-p 0.9 (`maestro sweep`); T 1.1 closest to
 # the real performances' scale consistency, notes per onset and self-similarity (docs/evaluation.md)
-MAESTRO_SAMPLE="sample.temperature=1.1 sample.top_p=0.9"
-SAMPLE[maestro_sine_spe_gated]=$MAESTRO_SAMPLE
+SAMPLE[maestro_sine_spe_gated]="sample.temperature=1.1 sample.top_p=0.9"
 ship() {  # NAME [RUN]: run folder -> checkpoints/NAME model folder, weights bit-identical
   local run=${2:-${FROM_TRAINING:-runs}/$1}  # a committed phase (training/pop909_phase7), or
   if [ -z "${2:-}" ] && [ -z "${FROM_TRAINING:-}" ]; then  # the last phase run (_notes ... _more2)
@@ -79,7 +78,7 @@ if [ "$WHAT" = pop909 ]; then
   fi
   if [[ " $STEPS " == *" sweep "* ]]; then
     # the sampling sweep that chooses each model's own defaults (SAMPLE above; docs/evaluation.md):
-    # T 1.0 (the phase-7 sweep's best) x the bar-copy bonus on the phase lags, from too weak
+    # T 1.0 (the phase-7 sweep's best) x the bar-copy bonus on the phrase lags, from too weak
     # (3: no exact repeat) to too strong (4.5); one process per model, one thread each
     pids=()
     for name in $MODELS; do
