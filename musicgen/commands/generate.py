@@ -131,6 +131,11 @@ def _add_common(p: argparse.ArgumentParser) -> None:
     p.add_argument("--overwrite", action="store_true", help="replace existing files")
     p.add_argument("--batch-size", type=int, default=None, help="samples decoded together (8)")
     p.add_argument("--device", default="auto", help="auto | cpu | cuda | cuda:N | mps")
+    p.add_argument(
+        "--int8",
+        action="store_true",
+        help="weight-only int8 decoding on the CPU (faster; docs/generation.md, 'Speed')",
+    )
     p.add_argument("--render", action="store_true", help="also write a piano roll and audio")
     p.add_argument(
         "--chords",
@@ -187,7 +192,7 @@ def prepare(args: argparse.Namespace, bars: int | None, bars_name: str = "bars")
     check_arguments(args.num, bars, seed=args.seed, bars_name=bars_name, **api_options(args))
     if Path(args.out).exists() and not Path(args.out).is_dir():
         raise MusicgenError(f"{args.out}: is a file, not a folder (--out)")
-    return load(args.checkpoint, args.device)
+    return load(args.checkpoint, args.device, int8=args.int8)
 
 
 def write_all(args, model: Model, pieces, stem: str) -> list[Path]:

@@ -316,9 +316,10 @@ def _offset(progress: Progress, before: int, total: int) -> Progress:
     return lambda done, _steps: progress(before + done, total)
 
 
-def load(checkpoint: str | Path, device: str = "cpu") -> Model:
+def load(checkpoint: str | Path, device: str = "cpu", int8: bool = False) -> Model:
     """A model from a model folder, a `.pt` checkpoint, a run folder or a shipped model's name
-    (`pop909_sine_spe_gated`). `device`: cpu | auto | cuda | cuda:N | mps."""
+    (`pop909_sine_spe_gated`). `device`: cpu | auto | cuda | cuda:N | mps. `int8`: weight-only
+    int8 generation steps on the CPU (`Performer.use_int8`; docs/generation.md, "Speed")."""
     from musicgen.checkpoint import load_checkpoint
     from musicgen.device import pick_device
     from musicgen.resources import resolve_checkpoint
@@ -327,4 +328,9 @@ def load(checkpoint: str | Path, device: str = "cpu") -> Model:
     if not path.exists():
         raise MusicgenError(f"{checkpoint}: checkpoint not found (nor a shipped model's name)")
     dev = pick_device(device)
-    return Model(load_checkpoint(path, dev), dev, path)
+    loaded = load_checkpoint(path, dev)
+    if int8:
+        if not hasattr(loaded.model, "use_int8"):
+            raise MusicgenError(f"{checkpoint}: int8: only the Performer's step has an int8 form")
+        loaded.model.use_int8()
+    return Model(loaded, dev, path)

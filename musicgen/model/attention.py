@@ -16,12 +16,10 @@ import math
 from dataclasses import dataclass
 
 import torch
-import torch.nn.functional as F
 from torch import Tensor, nn
 
 from musicgen.errors import MusicgenError
 from musicgen.model.features import FEATURE_MAPS
-from musicgen.model.positional import project_pair
 
 
 def causal_linear_attention(
@@ -208,27 +206,6 @@ class CausalSelfAttention(nn.Module):
         if codes is not None:  # (B, N, H, D) -> (B, N, H, R)
             q, k = codes.project(q, "q", self.gate), codes.project(k, "k", self.gate)
         return q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2)
-
-    def step(self, x: Tensor, codes, cache: AttentionCache) -> Tensor:
-        """One generation step, no autograd: x (B, d_model) -> (B, d_model), the same attention
-        as `forward` with a cache in about half its operators: no autocast context or module
-        calls, q and k through SPE and the feature map in one product each."""
-        b = x.shape[0]
-        qkv = F.linear(x, self.qkv.weight, self.qkv.bias)
-        parts = qkv.float().view(b, 3, self.n_heads, self.head_dim).permute(1, 2, 0, 3)
-        qk, v = parts[:2], parts[2]  # (2, H, B, D), (H, B, D)
-        if codes is not None:
-            step = getattr(codes, "project_step", None)
-            qk = step(qk, self.gate) if step else project_pair(codes, qk, self.gate)
-        phi_q, phi_k, shift = self.features.step(qk, cache.shift.T)  # (H, B, M) x 2, (H, B)
-        out = cache.advance(
-            phi_q.transpose(0, 1),
-            phi_k.transpose(0, 1),
-            v.transpose(0, 1),
-            shift.T,
-            self.features.eps,
-        )  # (B, H, Dv)
-        return F.linear(out.reshape(b, -1).to(qkv.dtype), self.out.weight, self.out.bias)
 
     def forward(self, x: Tensor, codes=None, cache: AttentionCache | None = None) -> Tensor:
         """x (B, N, d_model) -> (B, N, d_model). With `cache`, N must be 1 (one generation step)."""

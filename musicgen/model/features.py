@@ -97,17 +97,6 @@ class FavorFeatures(nn.Module):
         phi = torch.exp(u - new[..., None, None]) / math.sqrt(self.n_features)
         return phi, new
 
-    def step(self, qk: Tensor, shift: Tensor) -> tuple[Tensor, Tensor, Tensor]:
-        """One generation step: qk (2, H, B, in) -> phi(q) (H, B, m), phi(k) (H, B, m) and the
-        new shift (H, B): `query` and `key` with one product for both sides."""
-        wx = qk @ (self.proj * self.scale).T  # (2, H, B, m)
-        wq, wk = wx.unbind(0)
-        phi_q = self._exp(wq, wq.amax(-1, keepdim=True))
-        half_sq = (0.5 * self.scale**2) * qk[1].square().sum(-1, keepdim=True)
-        u = wk.sub_(half_sq)
-        new = torch.maximum(shift, u.amax(-1))
-        return phi_q, u.sub_(new[..., None]).exp_().div_(math.sqrt(self.n_features)), new
-
 
 class ReluFeatures(nn.Module):
     """phi(x) = relu(x): the linear transformer's map; no randomness, no stabiliser needed."""
@@ -130,11 +119,6 @@ class ReluFeatures(nn.Module):
 
     def key_causal(self, x: Tensor) -> tuple[Tensor, None]:
         return torch.relu(x.float()), None
-
-    def step(self, qk: Tensor, shift: Tensor) -> tuple[Tensor, Tensor, Tensor]:
-        """One generation step: qk (2, H, B, in) -> phi(q), phi(k) (H, B, in), shift (H, B)."""
-        phi = torch.relu(qk)
-        return phi[0], phi[1], shift
 
     def key(self, x: Tensor, shift: Tensor | None = None) -> tuple[Tensor, Tensor]:
         if shift is None:

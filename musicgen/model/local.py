@@ -29,8 +29,10 @@ from musicgen.errors import MusicgenError
 
 @dataclass
 class WindowCache:
-    """The last `window` keys and values of one layer: (B, H, <= window, D) each, and the
-    token index of the next step (rotary positions)."""
+    """The last `window` keys and values of one layer in a ring buffer: (B, H, window, D) each,
+    token t in slot t % window (softmax attention does not care about the keys' order), and the
+    token index of the next step (rotary positions). Preallocated: a step writes one slot and
+    copies nothing else."""
 
     k: Tensor
     v: Tensor
@@ -38,26 +40,51 @@ class WindowCache:
     pos: int = 0
 
     def step(self, q: Tensor, k: Tensor, v: Tensor) -> Tensor:
-        """q, k, v (B, H, 1, D) -> (B, H, 1, D); appends k, v and keeps the last `window`."""
-        if self.k.shape[2] == 0:  # the first step sets the dtype (autocast) and the device
-            self.k, self.v = k, v
+        """q, k, v (B, H, 1, D) -> (B, H, 1, D); writes k, v over the oldest slot."""
+        if self.k.dtype != k.dtype:  # autocast: the buffer takes the activations' dtype
+            self.k, self.v = self.k.to(k.dtype), self.v.to(v.dtype)
+        slot = self.pos % self.window
+        if torch.is_grad_enabled():  # keep the old buffer intact for autograd
+            at = torch.tensor([slot], device=k.device)
+            self.k, self.v = self.k.index_copy(2, at, k), self.v.index_copy(2, at, v)
         else:
-            self.k = torch.cat([self.k, k], dim=2)[:, :, -self.window :]
-            self.v = torch.cat([self.v, v], dim=2)[:, :, -self.window :]
+            self.k[:, :, slot : slot + 1] = k
+            self.v[:, :, slot : slot + 1] = v
         self.pos += 1
-        return F.scaled_dot_product_attention(q, self.k, self.v)
+        n = min(self.pos, self.window)
+        return F.scaled_dot_product_attention(q, self.k[:, :, :n], self.v[:, :, :n])
 
 
-def rotary(x: Tensor, start: int, base: float = 10000.0) -> Tensor:
+ROPE_BASE = 10000.0
+
+
+def _angles(start: int, n: int, d: int, device) -> tuple[Tensor, Tensor]:
+    """cos, sin (N, D/2) of the angles (start + n) * base^(-2i / D)."""
+    freq = ROPE_BASE ** (-torch.arange(0, d, 2, device=device, dtype=torch.float32) / d)
+    pos = torch.arange(start, start + n, device=device, dtype=torch.float32)
+    angle = pos[:, None] * freq[None, :]  # (N, D/2)
+    return angle.cos(), angle.sin()
+
+
+def rotary(x: Tensor, start: int) -> Tensor:
     """x (B, H, N, D), D even -> x with each pair (x[2i], x[2i+1]) of token n turned by the angle
     (start + n) * base^(-2i / D): q.k then depends only on the two tokens' distance."""
-    n, d = x.shape[2], x.shape[3]
-    freq = base ** (-torch.arange(0, d, 2, device=x.device, dtype=torch.float32) / d)  # (D/2,)
-    pos = torch.arange(start, start + n, device=x.device, dtype=torch.float32)
-    angle = pos[:, None] * freq[None, :]  # (N, D/2)
-    cos, sin = angle.cos().to(x.dtype), angle.sin().to(x.dtype)
+    cos, sin = _angles(start, x.shape[2], x.shape[3], x.device)
+    cos, sin = cos.to(x.dtype), sin.to(x.dtype)
     x1, x2 = x[..., 0::2], x[..., 1::2]  # (B, H, N, D/2) each
     return torch.stack([x1 * cos - x2 * sin, x1 * sin + x2 * cos], dim=-1).flatten(-2)
+
+
+def rotations(start: int, n: int, d: int, device) -> Tensor:
+    """(N, D, D) matrices R_t with x @ R_t = `rotary` of x at token t = start .. start + N - 1:
+    one product per step for a local layer's q and k (made for a block of steps at once, shared
+    by the layers). R_t is block-diagonal, [[cos, sin], [-sin, cos]] per pair."""
+    cos, sin = _angles(start, n, d, device)  # (N, D/2) each
+    even = torch.arange(0, d, 2, device=device)
+    r = torch.zeros(n, d, d, device=device)
+    r[:, even, even] = r[:, even + 1, even + 1] = cos
+    r[:, even, even + 1], r[:, even + 1, even] = sin, -sin
+    return r
 
 
 def local_causal_attention(q: Tensor, k: Tensor, v: Tensor, window: int) -> Tensor:
@@ -99,8 +126,9 @@ class LocalAttention(nn.Module):
         self.out = nn.Linear(cfg.d_model, cfg.d_model)
 
     def init_cache(self, batch_size: int, device: torch.device | str) -> WindowCache:
-        empty = torch.zeros(batch_size, self.n_heads, 0, self.head_dim, device=device)
-        return WindowCache(k=empty, v=empty.clone(), window=self.window)
+        shape = (batch_size, self.n_heads, self.window, self.head_dim)
+        k, v = torch.zeros(shape, device=device), torch.zeros(shape, device=device)
+        return WindowCache(k=k, v=v, window=self.window)
 
     def forward(self, x: Tensor, codes=None, cache: WindowCache | None = None) -> Tensor:
         """x (B, N, d_model) -> (B, N, d_model); `codes` (SPE) are not used by this layer."""

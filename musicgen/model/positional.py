@@ -117,21 +117,6 @@ class SPECodes:
             return torch.einsum("bnhd,bnhdr->bnhr", x, t)
         return torch.einsum("bnhd,nhdr->bnhr", x, t)
 
-    def project_step(self, qk: Tensor, gate: Tensor | None) -> Tensor:
-        """One generation step, both sides in one product: qk (2, H, B, D) (q, k of one position)
-        -> (2, H, B, R). The gate is folded into the (H, D, R) matrices first (the same sum as
-        `project`, in another order: equal up to float rounding)."""
-        if "qk" not in self._tables:  # built once per step, shared by the layers
-            self._tables["qk"] = torch.stack([self.table("q"), self.table("k")])
-        w = self._tables["qk"]  # (2, 1, H, D, R), or (2, B, 1, H, D, R) per batch row
-        if w.dim() != 5 or w.shape[1] != 1:  # positions per batch row: the general form
-            return project_pair(self, qk, gate)
-        w = w[:, 0]  # (2, H, D, R)
-        if gate is not None:
-            delta = torch.sigmoid(gate.float())[..., None]  # (H, D, 1)
-            w = w * (1 - delta).sqrt() + self.eps * delta.sqrt()
-        return torch.matmul(qk, w).div_(math.sqrt(self.r))
-
     def project(self, x: Tensor, side: str, gate: Tensor | None) -> Tensor:
         """x (B, N, H, D) float32 -> (B, N, H, R); `gate` (H, D) logits of delta or None."""
         if gate is None:
@@ -145,7 +130,7 @@ class SPECodes:
 
 def project_pair(codes, qk: Tensor, gate: Tensor | None) -> Tensor:
     """`project` of one position's q and k for any codes object: qk (2, H, B, D) -> (2, H,
-    B, R) (what `SPECodes.project_step` does in one product)."""
+    B, R) (the fused step folds the gate into one product instead: `fused.LinearStep`)."""
     x = qk.permute(2, 0, 1, 3).unsqueeze(2)  # (B, 2, 1, H, D)
     q, k = codes.project(x[:, 0], "q", gate), codes.project(x[:, 1], "k", gate)
     return torch.stack([q[:, 0], k[:, 0]]).transpose(1, 2)

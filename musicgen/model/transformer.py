@@ -16,16 +16,16 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 import torch
-import torch.nn.functional as F
 from torch import Tensor, nn
 
 from musicgen.errors import MusicgenError
 from musicgen.model.attention import AttentionCache, CausalSelfAttention
 from musicgen.model.base import LanguageModel
 from musicgen.model.dropout import Dropout
-from musicgen.model.local import LocalAttention
+from musicgen.model.fused import StepPlan, quantize_int8
+from musicgen.model.local import LocalAttention, WindowCache, rotations
 from musicgen.model.musical import MusicalState, build_musical
-from musicgen.model.positional import SPENoise
+from musicgen.model.positional import SPECodes, SPENoise
 
 
 @dataclass
@@ -37,6 +37,12 @@ class PerformerState:
     noise: SPENoise
     layers: list[AttentionCache] = field(default_factory=list)
     time: MusicalState | None = None
+    code_block: tuple[int, list] | None = None  # (first position, per-SPE-module tables)
+    rot_block: tuple[int, Tensor] | None = None  # (first token, rotary matrices (N, D, D))
+    plan: StepPlan | None = None  # the fused step's view of the weights (made at its first step)
+
+
+STEP_BLOCK = 64  # generation: SPE codes are made for this many positions at once
 
 
 class Block(nn.Module):
@@ -61,30 +67,12 @@ class Block(nn.Module):
         x = self.norm1(x + self.drop(self.attn(x, codes, cache)))
         return self.norm2(x + self.drop(self.ffn(x)))
 
-    def step(self, x: Tensor, codes, cache) -> Tensor:
-        """One generation step in eval mode without autograd: x (B, d_model) -> (B, d_model),
-        what `forward` computes for one position, with functional calls (no module overhead)."""
-        if isinstance(self.attn, CausalSelfAttention):
-            attn = self.attn.step
-        else:  # windowed softmax: its own cache step
 
-            def attn(h: Tensor, codes, cache) -> Tensor:
-                return self.attn(h[:, None], codes, cache)[:, 0]
-
-        if self.pre:
-            x = x + attn(_norm(self.norm1, x), codes, cache)
-            return x + self._ffn(_norm(self.norm2, x))
-        x = _norm(self.norm1, x + attn(x, codes, cache))
-        return _norm(self.norm2, x + self._ffn(x))
-
-    def _ffn(self, x: Tensor) -> Tensor:
-        up, act, _, down = self.ffn
-        h = F.gelu(F.linear(x, up.weight, up.bias), approximate=act.approximate)
-        return F.linear(h, down.weight, down.bias)
-
-
-def _norm(ln: nn.LayerNorm, x: Tensor) -> Tensor:
-    return F.layer_norm(x, ln.normalized_shape, ln.weight, ln.bias, ln.eps)
+def _row_codes(qk: Tensor, eps: Tensor, r: int) -> SPECodes:
+    """Codes of one position from its (2, 1, H, D, R) q and k tables (a view of a block)."""
+    codes = SPECodes(qk[0], qk[1], eps, r)
+    codes._tables["qk"] = qk  # what `project_step` reads: no stack per step
+    return codes
 
 
 class Performer(LanguageModel):
@@ -102,6 +90,17 @@ class Performer(LanguageModel):
         local = set(cfg.local_layers)
         self.blocks = nn.ModuleList(Block(cfg, spe_in, i in local) for i in range(cfg.n_layers))
         self._build_head()
+        self.int8_weights: dict | None = None  # `use_int8`: the generation step's int8 copies
+
+    def use_int8(self, on: bool = True) -> None:
+        """Weight-only int8 for the generation step (CPU): the blocks' Linear weights are
+        quantized once, now (per output row), and every later `step` without autograd reads
+        them instead of the float weights (training, `forward` and the head keep the floats).
+        Call again after the weights change; `use_int8(False)` goes back to the floats."""
+        if on and next(self.parameters()).device.type != "cpu":
+            raise MusicgenError("int8: weight-only int8 decoding runs on the CPU only")
+        lins = [m for b in self.blocks for m in b.modules() if isinstance(m, nn.Linear)]
+        self.int8_weights = {m: quantize_int8(m.weight) for m in lins} if on else None
 
     # ------------------------------------------------------------------ helpers
 
@@ -123,6 +122,36 @@ class Performer(LanguageModel):
         if self.musical is not None:
             codes = self.musical.add_codes(codes, onset, noise)
         return codes
+
+    def _step_codes(self, state: PerformerState) -> list:
+        """The SPE codes of the step's position, one per layer, sliced from tables made for
+        STEP_BLOCK positions at once (a block's build is then a small share of each step); the
+        same codes as `_codes` up to float rounding."""
+        if not self.uses_spe:
+            return [None] * len(self.blocks)
+        start = state.pos - state.pos % STEP_BLOCK
+        if state.code_block is None or state.code_block[0] != start:
+            pos = torch.arange(start, start + STEP_BLOCK, device=state.noise.device)
+            with torch.autocast(device_type=pos.device.type, enabled=False):
+                made = [spe.codes(pos, pos, state.noise) for spe in self.spe]
+            tables = [(torch.stack([c.table("q"), c.table("k")]), c.eps, c.r) for c in made]
+            state.code_block = (start, tables)  # (2, STEP_BLOCK, H, D, R) per SPE module
+        i = state.pos - start
+        codes = [_row_codes(qk[:, i : i + 1], eps, r) for qk, eps, r in state.code_block[1]]
+        return codes * len(self.blocks) if len(codes) == 1 else codes
+
+    def _rotation(self, state: PerformerState) -> Tensor | None:
+        """The rotary matrix (D, D) of this step for the windowed softmax blocks (at their
+        token index), sliced from STEP_BLOCK matrices made at once; None without such blocks
+        or without rotary."""
+        for block, cache in zip(self.blocks, state.layers, strict=True):
+            if isinstance(cache, WindowCache) and block.attn.rope:
+                start = cache.pos - cache.pos % STEP_BLOCK
+                if state.rot_block is None or state.rot_block[0] != start:
+                    made = rotations(start, STEP_BLOCK, block.attn.head_dim, cache.k.device)
+                    state.rot_block = (start, made)
+                return state.rot_block[1][cache.pos - start]
+        return None
 
     def _onsets(self, ids: Tensor) -> Tensor | None:
         """ids (B, N) -> onset in sub-beats (B, N), or None without model.musical."""
@@ -165,15 +194,28 @@ class Performer(LanguageModel):
         pos = torch.tensor([state.pos], device=ids.device)
         onset = self.musical.time.step(ids, state.time)[:, None] if self.musical else None
         notes = state.time.notes[:, None] if self.musical and self.musical.counts_notes else None
-        x = self._inputs(ids[:, None], pos, onset, notes)  # (B, 1, d_model)
-        layers = zip(self.blocks, self._codes(pos, state.noise, onset), state.layers, strict=True)
         if self.training or torch.is_grad_enabled():  # the modules' own forward
-            for block, codes, cache in layers:
-                x = block(x, codes, cache)
+            x = self._inputs(ids[:, None], pos, onset, notes)  # (B, 1, d_model)
+            codes = self._codes(pos, state.noise, onset)
+            for block, c, cache in zip(self.blocks, codes, state.layers, strict=True):
+                x = block(x, c, cache)
             x = x[:, 0]
-        else:  # generation: the fused one-token step of each block
-            x = x[:, 0]
-            for block, codes, cache in layers:
-                x = block.step(x, codes, cache)
+        else:  # generation: the fused one-token step of each block (fused.py)
+            x = self._fused(ids, pos, onset, notes, state)
         state.pos += 1
         return self.logits(x), state
+
+    def _fused(self, ids, pos, onset, notes, state: PerformerState) -> Tensor:
+        """`step` in eval mode without autograd, through the state's `StepPlan` -> (B, d_model)."""
+        if state.plan is None:
+            state.plan = StepPlan(self)
+        x = state.plan.inputs(ids, onset, notes)  # (B, d_model)
+        if self.ape is not None:
+            x = x + self.ape(pos).to(x.dtype)
+        codes = self._step_codes(state)
+        if self.musical is not None:
+            codes = self.musical.add_codes(codes, onset, state.noise)
+        rot = self._rotation(state)
+        for block, c, cache in zip(state.plan.blocks, codes, state.layers, strict=True):
+            x = block(x, c, cache, rot)
+        return x

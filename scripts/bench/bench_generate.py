@@ -23,7 +23,7 @@ import torch
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
-from benchlib import machine, write_section  # noqa: E402
+from benchlib import bandwidth_gbs, machine, weight_bytes_per_token, write_section  # noqa: E402
 
 from musicgen.config import ModelConfig  # noqa: E402
 from musicgen.generation.sample import SamplingOptions, generate, invalid_rate  # noqa: E402
@@ -32,26 +32,6 @@ from musicgen.tokenizers import build_tokenizer  # noqa: E402
 
 SECTION = "## generation"
 PES = [("ape", False), ("sine_spe", True), ("conv_spe", True)]
-
-
-def bandwidth_gbs(n_bytes: int = 512 * 2**20, repeats: int = 5) -> float:
-    """Copy a large tensor: (read + write) bytes / best time."""
-    x = torch.ones(n_bytes // 4)
-    y = torch.empty_like(x)
-    best = float("inf")
-    for _ in range(repeats):
-        t0 = time.perf_counter()
-        y.copy_(x)
-        best = min(best, time.perf_counter() - t0)
-    return 2 * n_bytes / best / 1e9
-
-
-def weight_bytes_per_token(model: torch.nn.Module, d_model: int) -> int:
-    """Every parameter is read once per step, except the embedding table (one row)."""
-    total = sum(p.numel() * p.element_size() for p in model.parameters())
-    emb = model.embed.weight
-    tied = model.head.weight is emb
-    return total - (0 if tied else emb.numel() * emb.element_size()) + d_model * emb.element_size()
 
 
 @torch.inference_mode()

@@ -17,16 +17,43 @@ import sys
 import time
 from pathlib import Path
 
-from benchlib import code_trees, describe, interleaved, machine, median, run_worker, write_section
+from benchlib import (
+    bandwidth_gbs,
+    code_trees,
+    describe,
+    interleaved,
+    machine,
+    median,
+    run_worker,
+    weight_bytes_per_token,
+    write_section,
+)
 
 ROOT = Path(__file__).resolve().parents[2]
 SECTION = "## decoding step"
-SHIPPED = ROOT / "checkpoints" / "pop909_sine_spe_gated"
+SHIPPED = [
+    ROOT / "checkpoints" / name
+    for name in ("pop909_sine_spe_gated", "pop909_ape", "maestro_sine_spe_gated",
+                 "groove_sine_spe_gated")
+]  # fmt: skip
+MODELS = [
+    *map(str, SHIPPED),
+    *(f"{p}+int8" for p in SHIPPED),
+    *(f"default:{pe}{q}" for pe in ("ape", "sine_spe") for q in ("", "+int8")),
+]
+STEADY = 600  # a checkpoint's step is timed from this position on (a 16-bar piece's length)
+GEN_PIECES = 2  # pieces of 16 bars per end-to-end measurement
 
 
 def _model(name: str):
-    """The shipped checkpoint, or the 24-layer default config ("default:<pe>") at random weights."""
+    """The shipped checkpoint, or the 24-layer default config ("default:<pe>") at random weights;
+    a "+int8" suffix: with weight-only int8 steps (`use_int8`, a tree that has it)."""
     import torch
+
+    if name.endswith("+int8"):
+        model, tokenizer = _model(name.removesuffix("+int8"))
+        model.use_int8()
+        return model, tokenizer
 
     if name.startswith("default:"):
         from musicgen.config import ModelConfig
@@ -43,41 +70,52 @@ def _model(name: str):
 
 
 def worker(name: str, threads: int, steps: int) -> dict:
-    """Median ms of `steps` batch-1 steps (after 20 warm-up steps), and for a checkpoint the hash
-    of 2 x 300 ids sampled from seed 7 through `generate` (equal across trees = same music)."""
+    """Median ms of `steps` batch-1 steps (after 20 warm-up steps; a checkpoint's from position
+    STEADY on, where a 16-bar piece is), and for a checkpoint the API's end-to-end rate
+    (`GEN_PIECES` pieces of 16 bars from scratch, the model's sampling defaults: every cost of
+    a piece but loading) with a hash of the ids it sampled (equal across trees = same music)."""
     import torch
 
     torch.set_num_threads(threads)
     model, tokenizer = _model(name)
+    skip = 20 if tokenizer is None else STEADY
     times = []
     with torch.inference_mode():
         state, ids = model.init_state(1, "cpu", seed=1), torch.tensor([5])
-        for i in range(steps + 20):
+        for i in range(steps + skip):
             t0 = time.perf_counter()
             model.step(ids, state)
-            if i >= 20:
+            if i >= skip:
                 times.append(time.perf_counter() - t0)
     out = {"ms": 1000 * median(times)}
-    if tokenizer is not None:
-        out["ids"] = _sample_hash(model, tokenizer)
+    if tokenizer is None:  # the bandwidth bound of the float weights, measured here
+        bound = weight_bytes_per_token(model, model.d_model) / (bandwidth_gbs() * 1e9)
+        out["of_bound"] = 1000 * bound / out["ms"]
+    else:
+        out.update(_pieces(name))
     return out
 
 
-def _sample_hash(model, tokenizer) -> str:
-    """Hash of 2 x 300 ids sampled by `generate` from seed 7 with the tokenizer's defaults."""
-    import torch
+def _pieces(name: str) -> dict:
+    """Tokens/s of `Model.generate(16)` over GEN_PIECES seeds, and the hash of their ids."""
+    from musicgen.generation.api import load
 
-    from musicgen.generation.sample import default_options, generate
-
-    gen = torch.Generator().manual_seed(7)
-    prompts = [[tokenizer.bos_id]] * 2
-    res = generate(model, tokenizer, prompts, default_options(tokenizer.name), 300, generator=gen)
-    return hashlib.sha1(repr([list(r.ids) for r in res]).encode()).hexdigest()[:12]
+    int8 = {"int8": True} if name.endswith("+int8") else {}  # a base tree's load has no int8
+    m = load(name.removesuffix("+int8"), **int8)
+    m.generate(1, seed=99)  # warm-up
+    sampled, ids, t0 = 0, [], time.perf_counter()
+    for seed in range(GEN_PIECES):
+        piece = m.generate(16, seed=seed)
+        sampled += piece.sampled
+        ids.append(list(piece.ids))
+    took = time.perf_counter() - t0
+    digest = hashlib.sha1(repr(ids).encode()).hexdigest()[:12]
+    return {"tok_s": sampled / took, "tokens": sampled, "ids": digest}
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--models", default=f"{SHIPPED},default:ape,default:sine_spe")
+    ap.add_argument("--models", default=",".join(MODELS))
     ap.add_argument("--threads", default="1,2")
     ap.add_argument("--steps", type=int, default=100)
     ap.add_argument("--baseline", help="git revision to run side by side with this tree")
@@ -97,46 +135,75 @@ def main() -> None:
             for threads in args.threads.split(","):
                 cmd = [sys.executable, __file__, "--worker", name, threads, str(args.steps)]
                 res = interleaved(
-                    trees,
+                    trees[:1] if name.endswith("+int8") else trees,
                     args.repeats,
                     lambda label, tree, cmd=cmd, w=f"{name} {threads}": run_worker(
                         cmd, f"{w} {label}", tree
                     ),
                 )
-                new = median([r["ms"] for r in res["new"]])
-                row = f"| {Path(name).name} | {threads} | {new:.2f} |"
-                if res.get("base"):
-                    base = median([r["ms"] for r in res["base"]])
-                    same = {r.get("ids") for r in res["new"] + res["base"]}
-                    ids = "n/a" if same == {None} else ("equal" if len(same) == 1 else "DIFFER")
-                    row += f" {base:.2f} | x{base / new:.2f} | {ids} |"
-                lines.append(row)
-                print(row, flush=True)
+                lines.append(_row(Path(name).name, threads, res))
+                print(lines[-1], flush=True)
+    minutes = (time.time() - start) / 60
+    write_section(Path(args.doc), SECTION, _section(args, minutes, load, lines))
+    print(f"wrote the decoding step section of {args.doc}")
+
+
+def _row(name: str, threads: str, res: dict) -> str:
+    """One table row: ms/step and tokens/s of this tree, and of the base with the ratios."""
+
+    def fig(runs: list[dict], key: str, fmt: str) -> tuple[str, float | None]:
+        vals = [r[key] for r in runs if key in r]
+        return (format(median(vals), fmt), median(vals)) if vals else ("n/a", None)
+
+    ms, ms_v = fig(res["new"], "ms", ".2f")
+    tok, tok_v = fig(res["new"], "tok_s", ".0f")
+    bound, _ = fig(res["new"], "of_bound", ".2f")
+    row = f"| {name} | {threads} | {ms} | {tok} | {bound} |"
+    if res.get("base"):
+        bms, bms_v = fig(res["base"], "ms", ".2f")
+        btok, btok_v = fig(res["base"], "tok_s", ".0f")
+        up = f"x{bms_v / ms_v:.2f}" if ms_v and bms_v else "n/a"
+        tup = f"x{tok_v / btok_v:.2f}" if tok_v and btok_v else "n/a"
+        same = {r.get("ids") for r in res["new"] + res["base"]}
+        ids = "n/a" if same == {None} else ("equal" if len(same) == 1 else "differ")
+        row += f" {bms} | {btok} | {up} | {tup} | {ids} |"
+    return row
+
+
+def _section(args, minutes: float, load: float, lines: list[str]) -> str:
     base = f" side by side with `{describe(args.baseline)}` (base)" if args.baseline else ""
-    head = "| model | threads | ms/step |" + (
-        " base ms/step | speed-up | sampled ids (seed 7) |" if args.baseline else ""
+    head = "| model | threads | ms/step | tokens/s, 16 bars | of the bound |" + (
+        " base ms/step | base tokens/s | step speed-up | tokens/s ratio | sampled ids |"
+        if args.baseline
+        else ""
     )
-    rule = "|---|---:|---:|" + ("---:|---:|---|" if args.baseline else "")
-    body = "\n".join(
+    rule = "|---|---:|---:|---:|---:|" + ("---:|---:|---:|---:|---|" if args.baseline else "")
+    return "\n".join(
         [
             SECTION,
             "",
             f"`scripts/bench/bench_step.py --threads {args.threads} --repeats {args.repeats}"
             + (f" --baseline {args.baseline}`" if args.baseline else "`")
-            + f"{base} on {machine()}; {(time.time() - start) / 60:.1f} min, load average "
-            f"{load:.1f} at the start. Batch-1 `model.step` (no sampling), median of "
-            f"{args.steps} steps after 20 warm-up steps, then the median over the repeats (fresh "
-            "processes, trees alternating). `default:*` = the 24-layer default config, random "
-            "weights. Sampled ids: a hash of 2 x 300 ids drawn by `generate` from seed 7 in every "
-            "worker of both trees (equal = the same music).",
+            + f"{base} on {machine()}; {minutes:.1f} min, load average {load:.1f} at the "
+            f"start. ms/step: batch-1 `model.step` (no sampling), median of {args.steps} steps "
+            f"from position {STEADY} on for a checkpoint (where a 16-bar piece is; 20 for the "
+            "`default:*` models, the 24-layer default config at random weights, whose state has "
+            "a fixed size), then the median over the repeats (fresh processes, trees "
+            f"alternating). tokens/s: `musicgen.generate`'s path end to end (`Model.generate(16)`"
+            f", {GEN_PIECES} pieces from scratch, seeds 0-{GEN_PIECES - 1}, batch 1, the model's "
+            "sampling defaults: grammar masks, nucleus sampling, the bar-copy rule, after a "
+            "warm-up piece). Sampled ids: a hash of those pieces' ids in every worker of both "
+            "trees (equal = the same music). Of the bound: for the `default:*` models, the time "
+            "of reading every float weight once at the copy bandwidth measured in the same "
+            "worker (`benchlib.bandwidth_gbs`) over the measured step (1 = at the bound; an "
+            "int8 row reads a quarter of those bytes, so it can pass 1). `+int8`: weight-only "
+            "int8 steps (`use_int8`), this tree only (the base has no int8 form).",
             "",
             head,
             rule,
             *lines,
         ]
     )
-    write_section(Path(args.doc), SECTION, body + "\n")
-    print(f"wrote the decoding step section of {args.doc}")
 
 
 if __name__ == "__main__":

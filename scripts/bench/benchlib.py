@@ -120,6 +120,28 @@ def interleaved(
     return out
 
 
+def bandwidth_gbs(n_bytes: int = 512 * 2**20, repeats: int = 5) -> float:
+    """Copy a large tensor: (read + write) bytes / best time."""
+    import torch
+
+    x = torch.ones(n_bytes // 4)
+    y = torch.empty_like(x)
+    best = float("inf")
+    for _ in range(repeats):
+        t0 = time.perf_counter()
+        y.copy_(x)
+        best = min(best, time.perf_counter() - t0)
+    return 2 * n_bytes / best / 1e9
+
+
+def weight_bytes_per_token(model, d_model: int) -> int:
+    """Every parameter is read once per step, except the embedding table (one row)."""
+    total = sum(p.numel() * p.element_size() for p in model.parameters())
+    emb = model.embed.weight
+    tied = model.head.weight is emb
+    return total - (0 if tied else emb.numel() * emb.element_size()) + d_model * emb.element_size()
+
+
 def median(values: list[float]) -> float:
     return statistics.median(values) if values else float("nan")
 
