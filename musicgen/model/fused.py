@@ -22,7 +22,7 @@ from musicgen.model.attention import AttentionCache, CausalSelfAttention
 from musicgen.model.features import FavorFeatures
 from musicgen.model.local import WindowCache
 from musicgen.model.musical import MAX_NOTES
-from musicgen.model.positional import project_pair
+from musicgen.model.positional import RowCodes, project_pair
 
 
 class _Norm:
@@ -117,12 +117,12 @@ class LinearStep(_BlockStep):
         return self.out(out.reshape(b, -1).to(qkv.dtype))
 
     def _spe(self, qk: Tensor, codes) -> Tensor:
-        """qk (2, H, B, D) -> (2, H, B, R). A position's own codes (`SPECodes` with its q and k
-        tables stacked) take one product with the gate folded in; others the general form."""
-        tables = getattr(codes, "_tables", {}).get("qk")
-        if tables is None or tables.dim() != 5 or tables.shape[1] != 1:
+        """qk (2, H, B, D) -> (2, H, B, R). A position's own codes (`RowCodes`, its q and k
+        tables stacked) take one product with the gate folded in; others (musical-time codes,
+        per batch row) the general form."""
+        if not isinstance(codes, RowCodes):
             return project_pair(codes, qk, self.gate)
-        w = tables[:, 0]  # (2, H, D, R)
+        w = codes.qk[:, 0]  # (2, H, D, R)
         if self.gate is not None:
             if self.gate_eps is None:  # the sequence's gate noise: fixed for the generation
                 self.gate_eps = codes.eps * self.mix
@@ -130,7 +130,8 @@ class LinearStep(_BlockStep):
         return torch.matmul(qk, w).div_(math.sqrt(codes.r))
 
     def _features(self, qk: Tensor, shift: Tensor) -> tuple[Tensor, Tensor, Tensor]:
-        """`features.step`: phi(q), phi(k) (H, B, M) and the key's new stabiliser (H, B)."""
+        """The feature map's `query` and `key` of one position, both sides through one product:
+        phi(q), phi(k) (H, B, M) and the key's new stabiliser (H, B)."""
         if not self.favor:  # relu: nothing to stabilise
             phi = torch.relu(qk)
             return phi[0], phi[1], shift

@@ -128,6 +128,16 @@ class SPECodes:
         return out / math.sqrt(self.r)
 
 
+class RowCodes(SPECodes):
+    """The codes of one position, sliced from a block of positions made at once by the
+    generation step: `qk` (2, 1, H, D, R) holds its q and k tables stacked (a view), which the
+    fused step (`fused.LinearStep`) contracts with q and k in one product."""
+
+    def __init__(self, qk: Tensor, eps: Tensor | None, r: int) -> None:
+        super().__init__(qk[0], qk[1], eps, r)
+        self.qk = qk
+
+
 def project_pair(codes, qk: Tensor, gate: Tensor | None) -> Tensor:
     """`project` of one position's q and k for any codes object: qk (2, H, B, D) -> (2, H,
     B, R) (the fused step folds the gate into one product instead: `fused.LinearStep`)."""

@@ -25,7 +25,7 @@ from musicgen.model.dropout import Dropout
 from musicgen.model.fused import StepPlan, quantize_int8
 from musicgen.model.local import LocalAttention, WindowCache, rotations
 from musicgen.model.musical import MusicalState, build_musical
-from musicgen.model.positional import SPECodes, SPENoise
+from musicgen.model.positional import RowCodes, SPENoise
 
 
 @dataclass
@@ -42,7 +42,7 @@ class PerformerState:
     plan: StepPlan | None = None  # the fused step's view of the weights (made at its first step)
 
 
-STEP_BLOCK = 64  # generation: SPE codes are made for this many positions at once
+STEP_BLOCK = 64  # generation: SPE codes and rotary matrices are made this many positions at once
 
 
 class Block(nn.Module):
@@ -66,13 +66,6 @@ class Block(nn.Module):
             return x + self.drop(self.ffn(self.norm2(x)))
         x = self.norm1(x + self.drop(self.attn(x, codes, cache)))
         return self.norm2(x + self.drop(self.ffn(x)))
-
-
-def _row_codes(qk: Tensor, eps: Tensor, r: int) -> SPECodes:
-    """Codes of one position from its (2, 1, H, D, R) q and k tables (a view of a block)."""
-    codes = SPECodes(qk[0], qk[1], eps, r)
-    codes._tables["qk"] = qk  # what `project_step` reads: no stack per step
-    return codes
 
 
 class Performer(LanguageModel):
@@ -137,7 +130,7 @@ class Performer(LanguageModel):
             tables = [(torch.stack([c.table("q"), c.table("k")]), c.eps, c.r) for c in made]
             state.code_block = (start, tables)  # (2, STEP_BLOCK, H, D, R) per SPE module
         i = state.pos - start
-        codes = [_row_codes(qk[:, i : i + 1], eps, r) for qk, eps, r in state.code_block[1]]
+        codes = [RowCodes(qk[:, i : i + 1], eps, r) for qk, eps, r in state.code_block[1]]
         return codes * len(self.blocks) if len(codes) == 1 else codes
 
     def _rotation(self, state: PerformerState) -> Tensor | None:

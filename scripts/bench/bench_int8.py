@@ -52,10 +52,9 @@ def teacher_forced(model, ids: np.ndarray, seed: int) -> tuple[np.ndarray, np.nd
     return np.array(nll), np.array(top), took / max(len(ids) - 1, 1)
 
 
-def measure(name: str, songs: int, tokens: int) -> dict:
+def measure(name: str, model, data: Path, songs: int, tokens: int) -> dict:
     """Per-song NLL, first-choice agreement and step times of one checkpoint, float vs int8."""
-    loaded = load_checkpoint(ROOT / "checkpoints" / name, torch.device("cpu"))
-    model, data = loaded.model.eval(), ROOT / loaded.config.data.path
+    model.eval()
     picked, _ = load_eval_songs(data, "validation", songs)
     res = {"float": [], "int8": [], "same_top": [], "ms": {"float": [], "int8": []}}
     for k, song in enumerate(picked):
@@ -94,11 +93,12 @@ def main() -> None:
     start, load = time.time(), os.getloadavg()[0]
     rows = []
     for name in args.models.split(","):
-        data = ROOT / load_checkpoint(ROOT / "checkpoints" / name, "cpu").config.data.path
+        loaded = load_checkpoint(ROOT / "checkpoints" / name, torch.device("cpu"))
+        data = ROOT / loaded.config.data.path
         if not (data / "validation" / "tokens.npy").is_file():
             print(f"{name}: {data} is not prepared here; skipped", file=sys.stderr)
             continue
-        rows.append(row(name, measure(name, args.songs, args.tokens)))
+        rows.append(row(name, measure(name, loaded.model, data, args.songs, args.tokens)))
         print(rows[-1], flush=True)
     body = "\n".join(
         [
