@@ -116,6 +116,11 @@ def test_conv_noise_is_a_function_of_position_across_blocks():
         assert torch.allclose(w[:, part_pos], p, atol=1e-6)
         assert torch.allclose(w[:, [NOISE_BLOCK + 3]], s_q, atol=1e-6)
         assert torch.allclose(whole.project(x, "k", None)[:, [5]], s_k, atol=1e-6)
+        few_pos = torch.arange(NOISE_BLOCK - 2, NOISE_BLOCK + 2)  # a generation step's window
+        few = spe.codes(few_pos, few_pos, SPENoise(3, "cpu"))
+        for side in ("q", "k"):
+            want = whole.project(x, side, None)[:, few_pos]
+            assert torch.allclose(few.project(x[:, few_pos], side, None), want, atol=1e-5)
 
 
 def test_noise_depends_on_seed_only():
@@ -248,7 +253,8 @@ def test_conv_blocked_toeplitz_equals_the_fft_correlation_with_filter_gradients(
         spe.filt_k.normal_()
     z = torch.randn(n_out + p - 1, 6, 5)
     g = torch.randn(2, n_out, 6, 5)
-    got = spe._filter(z, n_out)
+    nz = conv_filter.noise_rows(n_out, p) // block
+    got = conv_filter.correlate(conv_filter.blocks_from_rows(z, block, nz), spe._filters(), n_out)
     (got[0] * g[0] + got[1] * g[1]).sum().backward()
     grads = [spe.filt_q.grad.clone(), spe.filt_k.grad.clone()]
     spe.zero_grad()
@@ -268,8 +274,10 @@ def test_conv_blocked_toeplitz_backward_passes_gradcheck(monkeypatch):
     z = torch.randn(23, 3, 2, dtype=torch.double, generator=gen)
     filt = torch.randn(2, 3, 6, dtype=torch.double, generator=gen, requires_grad=True)
 
+    zb = conv_filter.blocks_from_rows(z, 4, 7)  # 5 output blocks + 3 Toeplitz blocks - 1
+
     def f(filt):
-        return conv_filter._ConvFilter.apply(z, conv_filter._toeplitz(filt, 4), 18)
+        return conv_filter._ConvFilter.apply(zb, filt, 18)
 
     assert torch.autograd.gradcheck(f, (filt,))
     assert torch.autograd.gradcheck(lambda filt: f(filt)[1], (filt,))  # one side only used

@@ -12,7 +12,8 @@ import torch
 from torch import Tensor, nn
 
 from musicgen.errors import MusicgenError
-from musicgen.model.positional import SPE_KINDS, SPENoise, build_position_modules
+from musicgen.model.positional import SPE_KINDS, build_position_modules
+from musicgen.model.spe_noise import SPENoise
 
 
 class LanguageModel(nn.Module):

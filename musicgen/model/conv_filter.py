@@ -13,9 +13,16 @@ import torch
 from torch import Tensor
 
 
-def correlate(z: Tensor, filt: Tensor, n_out: int) -> tuple[Tensor, ...]:
-    """z (>= n_out + P - 1, C, R), filters (F, C, P) -> F tensors (n_out, C, R)."""
-    return _ConvFilter.apply(z, _toeplitz(filt, CONV_BLOCK), n_out)
+def correlate(zb: Tensor, filt: Tensor, n_out: int) -> tuple[Tensor, ...]:
+    """Noise in block layout (C, bs, nz, R) (`blocks_from_rows`) with nz >= the output blocks +
+    S - 1, filters (F, C, P) -> F tensors (n_out, C, R)."""
+    return _ConvFilter.apply(zb, filt, n_out)
+
+
+def noise_rows(n_out: int, p: int) -> int:
+    """Noise positions `correlate` reads for n_out outputs of P-tap filters (whole blocks)."""
+    bs = CONV_BLOCK
+    return (-(-n_out // bs) + -(-(bs + p - 1) // bs) - 1) * bs
 
 
 CONV_BLOCK = 64  # convSPE: output positions per block of the Toeplitz product
@@ -25,7 +32,7 @@ CONV_GROUP = 64  # convSPE: channels (head x feature) per group (bounds the temp
 def _toeplitz(filt: Tensor, bs: int) -> Tensor:
     """Filters (F, C, P) -> blocks T (C, S, F bs, bs) with T[c, s, f bs + a, t] = filt[f, c, s bs
     + t - a] (zero outside 0..P-1): output block i of filter f is sum_s T[c, s] @ Z[i + s], Z[k]
-    the noise rows k bs .. k bs + bs - 1. Differentiable (an indexing of the filters)."""
+    the noise rows k bs .. k bs + bs - 1."""
     nf, c, p = filt.shape
     s = -(-(bs + p - 1) // bs)
     a, t = torch.arange(bs, device=filt.device)[:, None], torch.arange(bs, device=filt.device)
@@ -35,61 +42,82 @@ def _toeplitz(filt: Tensor, bs: int) -> Tensor:
     return blocks.permute(1, 2, 0, 3, 4).reshape(c, s, nf * bs, bs)
 
 
-def _noise_blocks(z: Tensor, c0: int, c1: int, nz: int, bs: int) -> Tensor:
-    """Channels c0:c1 of z (L, C, R) as (g, bs, nz R): [c, a, k R + r] = z[k bs + a, c, r], zero
-    past L: the layout in which each Toeplitz block multiplies every noise block in one GEMM
-    (also used for the outputs' gradient in backward)."""
-    g, r = c1 - c0, z.shape[2]
-    out = z.new_empty(g, bs, nz, r)
-    rows = min(z.shape[0], nz * bs)
+def _diagonal_sums(grad_t: Tensor, nf: int, p: int) -> Tensor:
+    """The filters' gradient from the blocks' (C, S, F bs, bs): grad filt[f, c, q] = sum of
+    grad T[c, s, f bs + a, t] over s bs + t - a = q. Each (bs x bs) block's diagonals become
+    columns by the skew of a flat view (rows flipped, padded by bs, read with row length
+    2 bs - 1): three passes over the blocks instead of an index_put with accumulation."""
+    c, s, fbs, bs = grad_t.shape
+    m = grad_t.view(c, s, nf, bs, bs).flip(3)  # rows a' = bs - 1 - a
+    m = torch.nn.functional.pad(m, (0, bs)).flatten(3)[..., : bs * (2 * bs - 1)]
+    diag = m.view(c, s, nf, bs, 2 * bs - 1).sum(3)  # [.., j]: t - a = j - bs + 1
+    out = grad_t.new_zeros(nf, c, s * bs + bs)  # tap q at index q + bs - 1
+    for i in range(s):
+        out[:, :, i * bs : i * bs + 2 * bs - 1] += diag[:, i].permute(1, 0, 2)
+    return out[:, :, bs - 1 : bs - 1 + p]
+
+
+def blocks_from_rows(z: Tensor, bs: int, nz: int | None = None) -> Tensor:
+    """z (L, C, R) -> the block layout (C, bs, nz, R): [c, a, k, r] = z[k bs + a, c, r], zero past
+    L (nz = ceil(L / bs) by default). In this layout each Toeplitz block multiplies every block of
+    positions in one GEMM; convSPE draws its noise in it (positional.ConvSPE._noise), and the
+    outputs' gradients are copied into it in backward."""
+    length, c, r = z.shape
+    nz = -(-length // bs) if nz is None else nz
+    out = z.new_empty(c, bs, nz, r)
+    rows = min(length, nz * bs)
     full = rows // bs
-    view = out.permute(2, 1, 0, 3)  # (nz, bs, g, R)
-    view[:full].copy_(z[: full * bs, c0:c1].unflatten(0, (full, bs)))
+    view = out.permute(2, 1, 0, 3)  # (nz, bs, C, R)
+    view[:full].copy_(z[: full * bs].unflatten(0, (full, bs)))
     view[full:].zero_()
     if rows > full * bs:
-        view[full, : rows - full * bs].copy_(z[full * bs : rows, c0:c1])
-    return out.view(g, bs, nz * r)
+        view[full, : rows - full * bs].copy_(z[full * bs : rows])
+    return out
 
 
 class _ConvFilter(torch.autograd.Function):
     """out[f, m, c, r] = sum_p filt[f, c, p] z[m + p, c, r] by blocked Toeplitz GEMMs: per group
     of channels, S products (F bs x bs) @ (bs x blocks R), about (P + bs) / P times the direct
     FLOPs at the matmul rate, instead of full-length FFTs of every (channel, realisation) signal.
-    Saves only z; backward rebuilds each group's noise layout (the filters' gradient is
-    grad @ Z^T in the same blocks; z is noise, it gets none)."""
+    The noise comes in block layout, so each group's operand is a view; saves only the noise.
+    The blocks' gradient is grad @ Z^T in the same blocks, summed along the blocks' diagonals
+    into the filters' (z is noise, it gets none)."""
 
     @staticmethod
-    def forward(ctx, z: Tensor, t: Tensor, n_out: int) -> tuple[Tensor, ...]:
+    def forward(ctx, zb: Tensor, filt: Tensor, n_out: int) -> tuple[Tensor, ...]:
+        t = _toeplitz(filt, zb.shape[1])
         c, s, fbs, bs = t.shape
-        r, nb = z.shape[2], -(-n_out // bs)
-        out = [z.new_empty(n_out, c, r) for _ in range(fbs // bs)]  # F x (n_out, C, R)
+        nf, r, nb = fbs // bs, zb.shape[3], -(-n_out // bs)
+        if zb.shape[1] != bs or zb.shape[2] < nb + s - 1:
+            raise ValueError(f"noise blocks {tuple(zb.shape)} do not cover {n_out} outputs")
+        z2 = zb.reshape(c, bs, -1)  # (C, bs, nz R), a view of the block layout
+        out = zb.new_empty(nf, nb, bs, c, r)  # F x (nb bs, C, R): rows beyond n_out dropped
         for c0 in range(0, c, CONV_GROUP):
             c1 = min(c, c0 + CONV_GROUP)
-            zc = _noise_blocks(z, c0, c1, nb + s - 1, bs)
-            acc = torch.bmm(t[c0:c1, 0], zc[..., : nb * r])  # (g, F bs, nb R)
+            acc = torch.bmm(t[c0:c1, 0], z2[c0:c1, :, : nb * r])  # (g, F bs, nb R)
             for i in range(1, s):
-                acc.baddbmm_(t[c0:c1, i], zc[..., i * r : (i + nb) * r])
-            acc = acc.view(c1 - c0, -1, bs, nb, r).permute(1, 3, 2, 0, 4)  # (F, nb, bs, g, R)
-            for o, a in zip(out, acc.reshape(-1, nb * bs, c1 - c0, r), strict=True):
-                o[:, c0:c1] = a[:n_out]
-        ctx.save_for_backward(z)
-        ctx.shape = (c, s, fbs, bs, n_out)
-        return tuple(out)  # one output per filter: no zero-filled gradient of the other
+                acc.baddbmm_(t[c0:c1, i], z2[c0:c1, :, i * r : (i + nb) * r])
+            acc = acc.view(c1 - c0, nf, bs, nb, r).permute(1, 3, 2, 0, 4)  # (F, nb, bs, g, R)
+            out[:, :, :, c0:c1] = acc
+        ctx.save_for_backward(zb)
+        ctx.shape = (c, s, fbs, bs, n_out, filt.shape[2])
+        # one output per filter: no zero-filled gradient of the other
+        return tuple(o.view(nb * bs, c, r)[:n_out] for o in out)
 
     @staticmethod
     def backward(ctx, *grads: Tensor):
-        (z,) = ctx.saved_tensors
-        c, s, fbs, bs, n_out = ctx.shape
-        r, nb = z.shape[2], -(-n_out // bs)
-        grad_t = z.new_zeros(c, s, fbs, bs)
-        for c0 in range(0, c, CONV_GROUP):
-            c1 = min(c, c0 + CONV_GROUP)
-            zc = _noise_blocks(z, c0, c1, nb + s - 1, bs)
-            for f, gf in enumerate(grads):  # a missing gradient (unused side) adds nothing
-                if gf is None:
-                    continue
-                gg = _noise_blocks(gf, c0, c1, nb, bs)  # (g, bs, nb R), zero past n_out
+        (zb,) = ctx.saved_tensors
+        c, s, fbs, bs, n_out, p = ctx.shape
+        r, nb = zb.shape[3], -(-n_out // bs)
+        z2 = zb.reshape(c, bs, -1)
+        grad_t = zb.new_zeros(c, s, fbs, bs)
+        for f, gf in enumerate(grads):  # a missing gradient (unused side) adds nothing
+            if gf is None:
+                continue
+            gg = blocks_from_rows(gf, bs, nb).view(c, bs, nb * r)  # zero past n_out
+            for c0 in range(0, c, CONV_GROUP):
+                c1 = min(c, c0 + CONV_GROUP)
                 for i in range(s):
-                    zs = zc[..., i * r : (i + nb) * r].transpose(1, 2)
-                    grad_t[c0:c1, i, f * bs : (f + 1) * bs] = torch.bmm(gg, zs)
-        return None, grad_t, None
+                    zs = z2[c0:c1, :, i * r : (i + nb) * r].transpose(1, 2)
+                    grad_t[c0:c1, i, f * bs : (f + 1) * bs] = torch.bmm(gg[c0:c1], zs)
+        return None, _diagonal_sums(grad_t, fbs // bs, p), None

@@ -24,7 +24,8 @@ import torch
 from torch import Tensor, nn
 
 from musicgen.errors import MusicgenError
-from musicgen.model.positional import SineSPE, SPENoise
+from musicgen.model.positional import SineSPE
+from musicgen.model.spe_noise import SPENoise
 
 MUSICAL_SPE = ("none", "sine_spe")  # registry names of model.musical.spe
 MUSICAL_TAG = 1000  # noise tags of musical-time SPE modules (token-index SPE uses 0..n_layers-1)

@@ -35,7 +35,7 @@ from musicgen.errors import MusicgenError
 from musicgen.model.attention import AttentionCache
 from musicgen.model.base import LanguageModel
 from musicgen.model.dropout import Dropout
-from musicgen.model.positional import SPENoise
+from musicgen.model.spe_noise import SPENoise
 from musicgen.model.transformer import Block
 
 PAD_ID = 0  # docs/CONTRACTS.md: pad id is 0 for every tokenizer

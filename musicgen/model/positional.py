@@ -18,6 +18,8 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from musicgen.model import conv_filter
+from musicgen.model.shared_table import SharedTable
+from musicgen.model.spe_noise import SPENoise
 
 NOISE_BLOCK = 256  # convSPE white noise is drawn lazily in blocks of this many positions
 
@@ -58,49 +60,21 @@ class LearnedPE(nn.Module):
         return self.table(pos)
 
 
-class SPENoise:
-    """All randomness of SPE for one sequence: a seed and the (cached) draws made from it."""
-
-    def __init__(self, seed: int, device: torch.device | str) -> None:
-        self.seed, self.device = int(seed), torch.device(device)
-        self._cache: dict[tuple, Tensor] = {}
-
-    def _generator(self, key: tuple[int, ...]) -> torch.Generator:
-        s = self.seed % (2**61 - 1)
-        for k in key:
-            s = (s * 1_000_003 + k + 1) % (2**61 - 1)
-        return torch.Generator(device=self.device).manual_seed(s)
-
-    def gaussian(self, key: tuple[int, ...], shape: tuple[int, ...], keep: bool = True) -> Tensor:
-        """The draw named `key` (always the same for a seed); `keep=False`: do not cache it."""
-        if key in self._cache:
-            return self._cache[key]
-        out = torch.randn(shape, generator=self._generator(key), device=self.device)
-        if keep:
-            self._cache[key] = out
-        return out
-
-    def drop_below(self, prefix: tuple[int, ...], block: int) -> None:
-        """Forget cached noise blocks `prefix + (b,)` with b < block (they can be redrawn)."""
-        n = len(prefix)
-        for key in [k for k in self._cache if k[:n] == prefix and len(k) == n + 1]:
-            if key[n] < block:
-                del self._cache[key]
-
-
 class SPECodes:
     """Codes for one set of query and key positions; `project` contracts them with q or k.
 
     The codes are tables Qbar, Kbar of shape (N, H, D, R), or (B, N, H, D, R) for positions given
     per batch row, built once (lazily, the first time a side is projected) and shared by every
     layer that gets this object: per layer, one batched (B x D) @ (D x R) matmul per (position,
-    head) that reads the table in place.
+    head) that reads the table in place; the table's gradient is summed over the layers once
+    (`shared_table.SharedTable`).
     """
 
     def __init__(self, q_part, k_part, eps: Tensor | None, r: int) -> None:
         self.parts = {"q": q_part, "k": k_part}
         self.eps, self.r = eps, r  # eps (H, D, R) gate noise
         self._tables: dict[str, Tensor] = {}
+        self._shared: dict[str, SharedTable] = {}
 
     def _build(self, part) -> Tensor:
         """The (..., N, H, D, R) table of one side from its part (the part itself by default)."""
@@ -112,10 +86,9 @@ class SPECodes:
         return self._tables[side]
 
     def _contract(self, x: Tensor, side: str) -> Tensor:
-        t = self.table(side)
-        if t.dim() == 5:  # positions per batch row
-            return torch.einsum("bnhd,bnhdr->bnhr", x, t)
-        return torch.einsum("bnhd,nhdr->bnhr", x, t)
+        if side not in self._shared:  # its gradient is summed over the layers in one GEMM
+            self._shared[side] = SharedTable(self.table(side))
+        return self._shared[side].contract(x)
 
     def project(self, x: Tensor, side: str, gate: Tensor | None) -> Tensor:
         """x (B, N, H, D) float32 -> (B, N, H, R); `gate` (H, D) logits of delta or None."""
@@ -326,33 +299,54 @@ class ConvSPE(_SPE):
         return torch.stack(out)
 
     def _noise(self, noise: SPENoise, lo: int, hi: int) -> Tensor:
-        """Ztilde[lo:hi] as (hi - lo, H * D, R), assembled from seeded blocks."""
-        b0, b1 = lo // NOISE_BLOCK, (hi - 1) // NOISE_BLOCK
+        """Ztilde[lo : lo + nz bs] (nz bs >= hi - lo, lo a multiple of bs = CONV_BLOCK) in the
+        filter's block layout (HD, bs, nz, R), assembled from seeded blocks of NOISE_BLOCK
+        positions, each drawn in that layout: noise block b holds position b NOISE_BLOCK + k bs
+        + a at [:, a, k]."""
+        bs = conv_filter.CONV_BLOCK
+        per = NOISE_BLOCK // bs
+        k0, k1 = lo // bs, -(-hi // bs)  # blocks of bs positions [k0, k1)
+        b0, b1 = k0 // per, (k1 - 1) // per
         noise.drop_below((self.tag, 2), b0)
         keep = hi - lo <= 2 * NOISE_BLOCK  # cache for generation; long spans are used once
-        pieces = []
-        for b in range(b0, b1 + 1):
-            shape = (NOISE_BLOCK, self.h * self.d, self.r)
-            blk = noise.gaussian((self.tag, 2, b), shape, keep)
-            s, e = max(lo, b * NOISE_BLOCK) - b * NOISE_BLOCK, min(hi, (b + 1) * NOISE_BLOCK)
-            pieces.append(blk[s : e - b * NOISE_BLOCK])
-        return pieces[0] if len(pieces) == 1 else torch.cat(pieces, 0)
+        keys = [(self.tag, 2, b) for b in range(b0, b1 + 1)]
+        blocks = noise.gaussians(keys, (self.h * self.d, bs, per, self.r), keep)
+        pieces = [
+            blk[:, :, max(k0 - b * per, 0) : min(k1 - b * per, per)]
+            for b, blk in zip(range(b0, b1 + 1), blocks, strict=True)
+        ]
+        return pieces[0] if len(pieces) == 1 else torch.cat(pieces, 2)
 
-    def _filter(self, z: Tensor, n_out: int) -> tuple[Tensor, Tensor]:
-        """z (>= n_out + P - 1, HD, R) -> Qbar, Kbar (n_out, HD, R): blocked Toeplitz products."""
-        fq = self.filt_q.float().reshape(self.h * self.d, self.p)
-        fk = self.filt_k.float().reshape(self.h * self.d, self.p)
-        if n_out <= 4:  # generation: one window of P samples per filter
-            win = z[: n_out + self.p - 1].unfold(0, self.p, 1)  # (n_out, HD, R, P)
-            return torch.einsum("ncrp,cp->ncr", win, fq), torch.einsum("ncrp,cp->ncr", win, fk)
-        return conv_filter.correlate(z, torch.stack([fq, fk]), n_out)
+    def _filters(self) -> Tensor:
+        return torch.stack([self.filt_q.float(), self.filt_k.float()]).flatten(1, 2)  # (2, HD, P)
+
+    def _window(self, noise: SPENoise, lo: int, hi: int) -> tuple[Tensor, Tensor]:
+        """Qbar, Kbar (hi - lo, HD, R) for a few positions: one window of P samples each."""
+        bs, n = conv_filter.CONV_BLOCK, hi - lo
+        zb = self._noise(noise, lo - lo % bs, hi + self.p - 1)
+        j = torch.arange(lo % bs, lo % bs + n + self.p - 1, device=zb.device)
+        z = zb[:, j % bs, j // bs].transpose(0, 1)  # (n + P - 1, HD, R)
+        win = z.unfold(0, self.p, 1)  # (n, HD, R, P)
+        fq, fk = self._filters()
+        return torch.einsum("ncrp,cp->ncr", win, fq), torch.einsum("ncrp,cp->ncr", win, fk)
+
+    def _filter(self, noise: SPENoise, lo: int, hi: int) -> tuple[Tensor, Tensor]:
+        """Qbar, Kbar (hi - lo, HD, R): the blocked Toeplitz product, from the block of bs
+        positions that holds lo."""
+        if hi - lo <= 4:  # a generation step
+            return self._window(noise, lo, hi)
+        start = lo - lo % conv_filter.CONV_BLOCK
+        zb = self._noise(noise, start, start + conv_filter.noise_rows(hi - start, self.p))
+        qbar, kbar = conv_filter.correlate(zb, self._filters(), hi - start)
+        if lo == start:  # (a slice would zero-fill a full-size gradient in backward)
+            return qbar, kbar
+        return qbar[lo - start :], kbar[lo - start :]
 
     def codes(self, q_pos: Tensor, k_pos: Tensor, noise: SPENoise) -> ConvCodes:
         """Positions must be increasing (each set); codes are made for the span of both sets."""
         lo = int(min(q_pos.min(), k_pos.min()))
         hi = int(max(q_pos.max(), k_pos.max())) + 1
-        z = self._noise(noise, lo, hi + self.p - 1)  # (hi - lo + P - 1, HD, R)
-        qbar, kbar = self._filter(z, hi - lo)
+        qbar, kbar = self._filter(noise, lo, hi)
         qbar = qbar.view(hi - lo, self.h, self.d, self.r)  # (hi - lo, H, D, R)
         kbar = kbar.view(hi - lo, self.h, self.d, self.r)
         if len(q_pos) != hi - lo:

@@ -25,7 +25,8 @@ from musicgen.model.dropout import Dropout
 from musicgen.model.fused import StepPlan, quantize_int8
 from musicgen.model.local import LocalAttention, WindowCache, rotations
 from musicgen.model.musical import MusicalState, build_musical
-from musicgen.model.positional import RowCodes, SPENoise
+from musicgen.model.positional import RowCodes
+from musicgen.model.spe_noise import SPENoise
 
 
 @dataclass

@@ -1,0 +1,99 @@
+"""An SPE code table read by every layer, whose gradient is summed over the layers in one product.
+
+A table T (N, H, D, R) of codes (or (B, N, H, D, R), positions per batch row) is contracted by
+each layer l with its q or k: out_l[b, n, h] = x_l[b, n, h] @ T[n, h] (a (1 x D) @ (D x R)
+product per position and head). Autograd would give each layer's backward its own full-size
+gradient of T (the outer products x_l ⊗ g_l, 268 MB at 2048 tokens of the default width) and
+then add it into T's gradient: L table-sized writes and L additions. Here each layer's backward
+returns only x's gradient and leaves (x_l, g_l) with the table; once every layer has run (the
+table's node runs after all of them), T's gradient is sum_l x_l^T g_l as one batched GEMM whose
+inner dimension is the layers (and the batch): one table-sized write in all.
+
+The layers reach the table's node through a scalar `token` (its gradient is always zero): the
+table's own tensor is read detached, so autograd never builds a per-layer gradient of it.
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import Tensor
+
+
+class SharedTable:
+    """A code table and the (x, grad) pairs its layers have left for its gradient."""
+
+    def __init__(self, table: Tensor) -> None:
+        self.value = table.detach()  # (N, H, D, R) or (B, N, H, D, R)
+        self.pending: list[tuple[Tensor, Tensor]] = []
+        self.token = _Collect.apply(table, self) if table.requires_grad else None
+
+    def contract(self, x: Tensor) -> Tensor:
+        """x (B, N, H, D) -> (B, N, H, R): x[b, n, h] @ T[(b,) n, h]."""
+        b, n, h, d = x.shape
+        if self.token is None or not torch.is_grad_enabled():
+            return _rows_out(torch.bmm(_rows(x, self.value), _matrices(self.value)), b, n, h)
+        return _Contract.apply(x, self.token, self)
+
+
+def _matrices(t: Tensor) -> Tensor:
+    """The table as (M, D, R) matrices: M = N H, or B N H for positions per batch row."""
+    return t.reshape(-1, t.shape[-2], t.shape[-1])
+
+
+def _rows(x: Tensor, t: Tensor) -> Tensor:
+    """x (B, N, H, D) as the (M, B', D) rows that multiply each table matrix (B' = B for a table
+    shared by the batch, 1 for a table per batch row; a view at batch 1)."""
+    b, n, h, d = x.shape
+    if t.dim() == 5:
+        return x.reshape(b * n * h, 1, d)
+    return x.permute(1, 2, 0, 3).reshape(n * h, b, d)
+
+
+def _rows_out(out: Tensor, b: int, n: int, h: int) -> Tensor:
+    """(M, B', R) -> (B, N, H, R), the inverse layout of `_rows`."""
+    if out.shape[1] == 1 and out.shape[0] == b * n * h:
+        return out.view(b, n, h, -1)
+    return out.view(n, h, b, -1).permute(2, 0, 1, 3)
+
+
+class _Contract(torch.autograd.Function):
+    """One layer's contraction: x's gradient now, the table's left in `shared.pending`."""
+
+    @staticmethod
+    def forward(ctx, x: Tensor, token: Tensor, shared: SharedTable) -> Tensor:
+        rows = _rows(x, shared.value)  # (M, B', D)
+        ctx.save_for_backward(rows)
+        ctx.shared, ctx.shape = shared, x.shape
+        b, n, h, _ = x.shape
+        return _rows_out(torch.bmm(rows, _matrices(shared.value)), b, n, h)
+
+    @staticmethod
+    def backward(ctx, g: Tensor):
+        (rows,) = ctx.saved_tensors
+        shared, (b, n, h, _) = ctx.shared, ctx.shape
+        g_rows = _rows(g, shared.value)  # (M, B', R)
+        shared.pending.append((rows, g_rows))
+        grad_x = None
+        if ctx.needs_input_grad[0]:
+            gx = torch.bmm(g_rows, _matrices(shared.value).transpose(1, 2))  # (M, B', D)
+            grad_x = _rows_out(gx, b, n, h)
+        return grad_x, g.new_zeros(()), None
+
+
+class _Collect(torch.autograd.Function):
+    """The table's node: its gradient is sum over layers of x_l^T g_l, one batched GEMM."""
+
+    @staticmethod
+    def forward(ctx, table: Tensor, shared: SharedTable) -> Tensor:
+        ctx.shared, ctx.shape = shared, table.shape
+        return table.new_zeros(())
+
+    @staticmethod
+    def backward(ctx, _grad_token: Tensor):
+        shared = ctx.shared
+        if not shared.pending:
+            return None, None
+        xs = torch.cat([x for x, _ in shared.pending], 1)  # (M, L B', D)
+        gs = torch.cat([g for _, g in shared.pending], 1)  # (M, L B', R)
+        shared.pending.clear()
+        return torch.bmm(xs.transpose(1, 2), gs).view(ctx.shape), None

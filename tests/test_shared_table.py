@@ -1,0 +1,69 @@
+"""A code table read by several layers: values and gradients equal autograd's per-layer einsum."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from musicgen.model.shared_table import SharedTable
+
+
+def _layers(x0: torch.Tensor, table: torch.Tensor, contract, n_layers: int) -> torch.Tensor:
+    """A chain of layers that each contract with the table (x -> tanh(contraction) @ W)."""
+    gen = torch.Generator().manual_seed(5)
+    x = x0
+    for _ in range(n_layers):
+        out = contract(x, table)  # (B, N, H, R)
+        w = torch.randn(out.shape[-1], x.shape[-1], dtype=x.dtype, generator=gen)
+        x = torch.tanh(out) @ w + x
+    return x
+
+
+def _einsum(x: torch.Tensor, table: torch.Tensor) -> torch.Tensor:
+    if table.dim() == 5:
+        return torch.einsum("bnhd,bnhdr->bnhr", x, table)
+    return torch.einsum("bnhd,nhdr->bnhr", x, table)
+
+
+@pytest.mark.parametrize("batch, per_row", [(1, False), (3, False), (2, True)])
+def test_shared_table_equals_per_layer_einsum_with_gradients(batch, per_row):
+    """Three layers reading one table: the same outputs, the same gradient of x and of the
+    table (summed over the layers once) as autograd through an einsum per layer."""
+    gen = torch.Generator().manual_seed(0)
+    x = torch.randn(batch, 7, 2, 3, generator=gen, requires_grad=True)
+    shape = ((batch,) if per_row else ()) + (7, 2, 3, 4)
+    table = torch.randn(shape, generator=gen, requires_grad=True)
+    shared = SharedTable(table * 1.0)  # a non-leaf, as the codes are
+    got = _layers(x, None, lambda x, _: shared.contract(x), 3)
+    got.square().sum().backward()
+    got_gx, got_gt = x.grad.clone(), table.grad.clone()
+    x.grad = table.grad = None
+    want = _layers(x, table, _einsum, 3)
+    want.square().sum().backward()
+    assert torch.allclose(got, want, atol=1e-5)
+    assert torch.allclose(got_gx, x.grad, atol=1e-4)
+    assert torch.allclose(got_gt, table.grad, atol=1e-4)
+    assert not shared.pending  # consumed by the table's node
+
+
+def test_shared_table_backward_passes_gradcheck():
+    gen = torch.Generator().manual_seed(1)
+    x = torch.randn(2, 5, 2, 3, dtype=torch.double, generator=gen, requires_grad=True)
+    table = torch.randn(5, 2, 3, 4, dtype=torch.double, generator=gen, requires_grad=True)
+
+    def f(x, table):
+        shared = SharedTable(table)
+        return _layers(x, None, lambda x, _: shared.contract(x), 2)
+
+    assert torch.autograd.gradcheck(f, (x, table))
+
+
+def test_shared_table_without_gradient_is_a_plain_product():
+    """Under no_grad (generation, evaluation) nothing is left for a backward."""
+    table = torch.randn(4, 2, 3, 5, requires_grad=True)
+    shared = SharedTable(table)
+    x = torch.randn(2, 4, 2, 3)
+    with torch.no_grad():
+        out = shared.contract(x)
+    assert torch.allclose(out, _einsum(x, table.detach()), atol=1e-6)
+    assert not out.requires_grad and not shared.pending
