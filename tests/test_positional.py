@@ -281,3 +281,21 @@ def test_conv_blocked_toeplitz_backward_passes_gradcheck(monkeypatch):
 
     assert torch.autograd.gradcheck(f, (filt,))
     assert torch.autograd.gradcheck(lambda filt: f(filt)[1], (filt,))  # one side only used
+
+
+def test_noise_blocks_drawn_together_equal_blocks_drawn_one_by_one():
+    """The pool of threads draws each block from its own generator: the same values."""
+    keys = [(0, 2, b) for b in range(5)]
+    threads = torch.get_num_threads()
+    torch.set_num_threads(2)  # the pool is used from 2 threads on
+    try:
+        together = SPENoise(7, "cpu").gaussians(keys, (3, 4, 5), keep=False)
+    finally:
+        torch.set_num_threads(threads)
+    one = SPENoise(7, "cpu")
+    for key, got in zip(keys, together, strict=True):
+        assert torch.equal(got, one.gaussian(key, (3, 4, 5)))
+    cached = SPENoise(7, "cpu")
+    cached.gaussian(keys[2], (3, 4, 5))  # a cached block is returned, not drawn again
+    assert torch.equal(cached.gaussians(keys, (3, 4, 5), keep=True)[2], together[2])
+    assert all(k in cached._cache for k in keys)

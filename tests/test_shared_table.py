@@ -67,3 +67,19 @@ def test_shared_table_without_gradient_is_a_plain_product():
         out = shared.contract(x)
     assert torch.allclose(out, _einsum(x, table.detach()), atol=1e-6)
     assert not out.requires_grad and not shared.pending
+
+
+def test_the_table_is_freed_after_backward_while_the_graph_lives():
+    """No autograd node holds the table once backward has run (a reference cycle through the
+    token's node kept a table per step alive until the garbage collector ran)."""
+    import weakref
+
+    def run() -> tuple[torch.Tensor, weakref.ref]:
+        shared = SharedTable(torch.randn(4, 2, 3, 5, requires_grad=True) * 1.0)
+        x = torch.randn(1, 4, 2, 3, requires_grad=True)
+        out = _layers(x, None, lambda x, _: shared.contract(x), 2)
+        out.sum().backward()
+        return out, weakref.ref(shared.value)
+
+    out, value = run()
+    assert value() is None and out.grad_fn is not None

@@ -111,13 +111,13 @@ class _ConvFilter(torch.autograd.Function):
         r, nb = zb.shape[3], -(-n_out // bs)
         z2 = zb.reshape(c, bs, -1)
         grad_t = zb.new_zeros(c, s, fbs, bs)
-        for f, gf in enumerate(grads):  # a missing gradient (unused side) adds nothing
-            if gf is None:
-                continue
-            gg = blocks_from_rows(gf, bs, nb).view(c, bs, nb * r)  # zero past n_out
-            for c0 in range(0, c, CONV_GROUP):
-                c1 = min(c, c0 + CONV_GROUP)
+        for c0 in range(0, c, CONV_GROUP):  # a group at a time: its gradients' copy is small
+            c1 = min(c, c0 + CONV_GROUP)
+            for f, gf in enumerate(grads):  # a missing gradient (unused side) adds nothing
+                if gf is None:
+                    continue
+                gg = blocks_from_rows(gf[:, c0:c1], bs, nb).view(c1 - c0, bs, nb * r)
                 for i in range(s):
                     zs = z2[c0:c1, :, i * r : (i + nb) * r].transpose(1, 2)
-                    grad_t[c0:c1, i, f * bs : (f + 1) * bs] = torch.bmm(gg[c0:c1], zs)
+                    grad_t[c0:c1, i, f * bs : (f + 1) * bs] = torch.bmm(gg, zs)
         return None, _diagonal_sums(grad_t, fbs // bs, p), None

@@ -20,19 +20,23 @@ from torch import Tensor
 
 
 class SharedTable:
-    """A code table and the (x, grad) pairs its layers have left for its gradient."""
+    """A code table and the (x, grad) pairs its layers have left for its gradient.
+
+    The autograd nodes hold the pending list and their saved tensors, never this object (it
+    holds the token, whose node would then hold it back: a cycle that keeps the table alive
+    after backward)."""
 
     def __init__(self, table: Tensor) -> None:
         self.value = table.detach()  # (N, H, D, R) or (B, N, H, D, R)
         self.pending: list[tuple[Tensor, Tensor]] = []
-        self.token = _Collect.apply(table, self) if table.requires_grad else None
+        self.token = _Collect.apply(table, self.pending) if table.requires_grad else None
 
     def contract(self, x: Tensor) -> Tensor:
         """x (B, N, H, D) -> (B, N, H, R): x[b, n, h] @ T[(b,) n, h]."""
-        b, n, h, d = x.shape
+        b, n, h, _ = x.shape
         if self.token is None or not torch.is_grad_enabled():
             return _rows_out(torch.bmm(_rows(x, self.value), _matrices(self.value)), b, n, h)
-        return _Contract.apply(x, self.token, self)
+        return _Contract.apply(x, self.token, self.value, self.pending)
 
 
 def _matrices(t: Tensor) -> Tensor:
@@ -57,43 +61,43 @@ def _rows_out(out: Tensor, b: int, n: int, h: int) -> Tensor:
 
 
 class _Contract(torch.autograd.Function):
-    """One layer's contraction: x's gradient now, the table's left in `shared.pending`."""
+    """One layer's contraction: x's gradient now, the table's left in `pending`."""
 
     @staticmethod
-    def forward(ctx, x: Tensor, token: Tensor, shared: SharedTable) -> Tensor:
-        rows = _rows(x, shared.value)  # (M, B', D)
-        ctx.save_for_backward(rows)
-        ctx.shared, ctx.shape = shared, x.shape
+    def forward(ctx, x: Tensor, token: Tensor, table: Tensor, pending: list) -> Tensor:
+        rows = _rows(x, table)  # (M, B', D)
+        ctx.save_for_backward(rows, table)
+        ctx.pending, ctx.shape = pending, x.shape
         b, n, h, _ = x.shape
-        return _rows_out(torch.bmm(rows, _matrices(shared.value)), b, n, h)
+        return _rows_out(torch.bmm(rows, _matrices(table)), b, n, h)
 
     @staticmethod
     def backward(ctx, g: Tensor):
-        (rows,) = ctx.saved_tensors
-        shared, (b, n, h, _) = ctx.shared, ctx.shape
-        g_rows = _rows(g, shared.value)  # (M, B', R)
-        shared.pending.append((rows, g_rows))
+        rows, table = ctx.saved_tensors
+        b, n, h, _ = ctx.shape
+        g_rows = _rows(g, table)  # (M, B', R)
+        ctx.pending.append((rows, g_rows))
         grad_x = None
         if ctx.needs_input_grad[0]:
-            gx = torch.bmm(g_rows, _matrices(shared.value).transpose(1, 2))  # (M, B', D)
+            gx = torch.bmm(g_rows, _matrices(table).transpose(1, 2))  # (M, B', D)
             grad_x = _rows_out(gx, b, n, h)
-        return grad_x, g.new_zeros(()), None
+        return grad_x, g.new_zeros(()), None, None
 
 
 class _Collect(torch.autograd.Function):
     """The table's node: its gradient is sum over layers of x_l^T g_l, one batched GEMM."""
 
     @staticmethod
-    def forward(ctx, table: Tensor, shared: SharedTable) -> Tensor:
-        ctx.shared, ctx.shape = shared, table.shape
+    def forward(ctx, table: Tensor, pending: list) -> Tensor:
+        ctx.pending, ctx.shape = pending, table.shape
         return table.new_zeros(())
 
     @staticmethod
     def backward(ctx, _grad_token: Tensor):
-        shared = ctx.shared
-        if not shared.pending:
+        pending = ctx.pending
+        if not pending:
             return None, None
-        xs = torch.cat([x for x, _ in shared.pending], 1)  # (M, L B', D)
-        gs = torch.cat([g for _, g in shared.pending], 1)  # (M, L B', R)
-        shared.pending.clear()
+        xs = torch.cat([x for x, _ in pending], 1)  # (M, L B', D)
+        gs = torch.cat([g for _, g in pending], 1)  # (M, L B', R)
+        pending.clear()
         return torch.bmm(xs.transpose(1, 2), gs).view(ctx.shape), None

@@ -36,22 +36,20 @@ class SPENoise:
     def gaussians(self, keys: list[tuple[int, ...]], shape: tuple[int, ...], keep: bool) -> list:
         """`gaussian` of several keys; on CPU the missing ones are drawn by a pool of threads
         (torch draws one tensor on one thread; each key has its own generator, so the values do
-        not depend on which thread draws them)."""
+        not depend on which thread draws them). The tensors are allocated here, on the calling
+        thread, so that their memory returns to its allocator."""
         missing = [k for k in keys if k not in self._cache]
-        if self.device.type == "cpu" and len(missing) > 1 and torch.get_num_threads() > 1:
-            drawn = dict(zip(missing, _pool().map(self._draw(shape), missing), strict=True))
-            return [
-                self._cache[k] if k in self._cache else self._put(k, drawn[k], keep) for k in keys
-            ]
-        return [self.gaussian(k, shape, keep) for k in keys]
+        if self.device.type != "cpu" or len(missing) < 2 or torch.get_num_threads() < 2:
+            return [self.gaussian(k, shape, keep) for k in keys]
+        drawn = {k: torch.empty(shape) for k in missing}
 
-    def _draw(self, shape: tuple[int, ...]):
-        return lambda key: torch.randn(shape, generator=self._generator(key), device=self.device)
+        def draw(key: tuple[int, ...]) -> None:
+            torch.randn(shape, generator=self._generator(key), out=drawn[key])
 
-    def _put(self, key: tuple[int, ...], value: Tensor, keep: bool) -> Tensor:
+        list(_pool().map(draw, missing))
         if keep:
-            self._cache[key] = value
-        return value
+            self._cache.update(drawn)
+        return [drawn[k] if k in drawn else self._cache[k] for k in keys]
 
     def drop_below(self, prefix: tuple[int, ...], block: int) -> None:
         """Forget cached noise blocks `prefix + (b,)` with b < block (they can be redrawn)."""
