@@ -18,6 +18,7 @@ import signal
 import sys
 
 from musicgen import __version__
+from musicgen.allocator import keep_freed_memory
 from musicgen.errors import MusicgenError
 
 # Order shown in `musicgen --help`.
@@ -106,6 +107,7 @@ def main(argv: list[str] | None = None) -> int:
     if not getattr(args, "func", None):
         parser.print_help()
         return 2
+    keep_freed_memory()  # large tensors reused, not page-faulted anew (musicgen/allocator.py)
     try:
         return int(args.func(args) or 0)
     except MusicgenError as exc:

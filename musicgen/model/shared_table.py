@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import torch
 from torch import Tensor
+from torch.autograd.function import once_differentiable
 
 
 class SharedTable:
@@ -72,6 +73,7 @@ class _Contract(torch.autograd.Function):
         return _rows_out(torch.bmm(rows, _matrices(table)), b, n, h)
 
     @staticmethod
+    @once_differentiable  # the table's part goes by `pending`: no graph of it to differentiate
     def backward(ctx, g: Tensor):
         rows, table = ctx.saved_tensors
         b, n, h, _ = ctx.shape
@@ -93,6 +95,7 @@ class _Collect(torch.autograd.Function):
         return table.new_zeros(())
 
     @staticmethod
+    @once_differentiable
     def backward(ctx, _grad_token: Tensor):
         pending = ctx.pending
         if not pending:
