@@ -16,12 +16,14 @@ GEMM's is not far from it, the model's growth is the memory system, not an algor
 from __future__ import annotations
 
 import argparse
+import json
+import sys
 import time
 from pathlib import Path
 
 import torch
 import torch.nn.functional as F
-from benchlib import bandwidth_gbs, machine, write_section
+from benchlib import bandwidth_gbs, machine, run_worker, write_section
 
 ROOT = Path(__file__).resolve().parents[2]
 SECTION = "## growth"
@@ -99,25 +101,46 @@ def measure(lengths: tuple[int, int], repeats: int) -> dict[str, tuple[float, fl
     return out
 
 
-def section(args, res: dict, bw: dict) -> str:
+def worker(mode: str, lengths: tuple[int, int], threads: int, repeats: int) -> dict:
+    """One process: glibc's default allocator ("system") or `keep_freed_memory` ("keep")."""
+    from musicgen.allocator import keep_freed_memory
+
+    if mode == "keep":
+        keep_freed_memory()
+    torch.set_num_threads(threads)
+    bw = {"small": bandwidth_gbs(4 * 2**20, 50), "large": bandwidth_gbs(512 * 2**20, 5)}
+    return {"ops": measure(lengths, repeats), "bandwidth": bw}
+
+
+def section(args, res: dict) -> str:
     n0, n1 = args.lengths
-    rows = [
-        f"| {name} | {t0 * 1e3:.2f} | {t1 * 1e3:.2f} | {t1 / t0:.1f} |"
-        for name, (t0, t1) in res.items()
-    ]
+    sys_, keep = res["system"]["ops"], res["keep"]["ops"]
+    rows = []
+    for name, (t0, t1) in sys_.items():
+        k0, k1 = keep[name]
+        rows.append(
+            f"| {name} | {t0 * 1e3:.2f} | {t1 * 1e3:.2f} | {t1 / t0:.1f} | {k0 * 1e3:.2f} | "
+            f"{k1 * 1e3:.2f} | {k1 / k0:.1f} |"
+        )
+    bw = res["system"]["bandwidth"]
     return "\n".join(
         [
             SECTION,
             "",
             f"`scripts/bench/bench_growth.py --threads {args.threads}` on {machine()}: each "
             f"operator of one layer of the default width alone, best of {args.repeats} runs, "
-            f"three alternations of the two lengths in one process (best of them). Copy "
-            f"bandwidth (`benchlib.bandwidth_gbs`): {bw['small']:.1f} GB/s for a 4 MiB buffer, "
-            f"{bw['large']:.1f} GB/s for 512 MiB.",
+            f"three alternations of the two lengths in one process (best of them); one process "
+            f"with glibc's default allocator, one after `musicgen.allocator.keep_freed_memory()` "
+            f"(what every command does). Copy bandwidth (`benchlib.bandwidth_gbs`, first "
+            f"process): {bw['small']:.1f} GB/s for a 4 MiB buffer, {bw['large']:.1f} GB/s for "
+            f"512 MiB.",
             "",
-            f"| operator | {n0} tokens (ms) | {n1} tokens (ms) | ratio ({n1 // n0}x the tokens) |",
-            "|---|---:|---:|---:|",
+            f"| operator | {n0} (ms) | {n1} (ms) | ratio | kept: {n0} (ms) | kept: {n1} (ms) | "
+            "kept: ratio |",
+            "|---|---:|---:|---:|---:|---:|---:|",
             *rows,
+            "",
+            f"Ratio = time at {n1} tokens / time at {n0} ({n1 // n0}x the tokens).",
         ]
     )
 
@@ -128,11 +151,20 @@ def main() -> None:
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--repeats", type=int, default=5)
     ap.add_argument("--doc", default=str(ROOT / "docs" / "benchmarks.md"))
+    ap.add_argument("--worker", choices=("system", "keep"), help=argparse.SUPPRESS)
     args = ap.parse_args()
-    torch.set_num_threads(args.threads)
-    res = measure(tuple(args.lengths), args.repeats)
-    bw = {"small": bandwidth_gbs(4 * 2**20, 50), "large": bandwidth_gbs(512 * 2**20, 5)}
-    body = section(args, res, bw)
+    lengths = tuple(args.lengths)
+    if args.worker:
+        print(json.dumps(worker(args.worker, lengths, args.threads, args.repeats)))
+        return
+    res = {}
+    for mode in ("system", "keep"):
+        cmd = [sys.executable, __file__, "--worker", mode, "--threads", str(args.threads)]
+        cmd += ["--repeats", str(args.repeats), "--lengths", *map(str, lengths)]
+        res[mode] = run_worker(cmd, f"growth {mode}")
+        if res[mode] is None:
+            raise SystemExit(1)
+    body = section(args, res)
     write_section(args.doc, SECTION, body)
     print(body)
 
