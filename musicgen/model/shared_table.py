@@ -36,7 +36,8 @@ class SharedTable:
         """x (B, N, H, D) -> (B, N, H, R): x[b, n, h] @ T[(b,) n, h]."""
         b, n, h, _ = x.shape
         if self.token is None or not torch.is_grad_enabled():
-            return _rows_out(torch.bmm(_rows(x, self.value), _matrices(self.value)), b, n, h)
+            out = torch.bmm(_rows(x, self.value), _matrices(self.value))
+            return _rows_out(out, self.value, b, n, h)
         return _Contract.apply(x, self.token, self.value, self.pending)
 
 
@@ -54,9 +55,9 @@ def _rows(x: Tensor, t: Tensor) -> Tensor:
     return x.permute(1, 2, 0, 3).reshape(n * h, b, d)
 
 
-def _rows_out(out: Tensor, b: int, n: int, h: int) -> Tensor:
-    """(M, B', R) -> (B, N, H, R), the inverse layout of `_rows`."""
-    if out.shape[1] == 1 and out.shape[0] == b * n * h:
+def _rows_out(out: Tensor, t: Tensor, b: int, n: int, h: int) -> Tensor:
+    """(M, B', R) -> (B, N, H, R), the inverse layout of `_rows` for table t."""
+    if t.dim() == 5:
         return out.view(b, n, h, -1)
     return out.view(n, h, b, -1).permute(2, 0, 1, 3)
 
@@ -70,7 +71,7 @@ class _Contract(torch.autograd.Function):
         ctx.save_for_backward(rows, table)
         ctx.pending, ctx.shape = pending, x.shape
         b, n, h, _ = x.shape
-        return _rows_out(torch.bmm(rows, _matrices(table)), b, n, h)
+        return _rows_out(torch.bmm(rows, _matrices(table)), table, b, n, h)
 
     @staticmethod
     @once_differentiable  # the table's part goes by `pending`: no graph of it to differentiate
@@ -82,7 +83,7 @@ class _Contract(torch.autograd.Function):
         grad_x = None
         if ctx.needs_input_grad[0]:
             gx = torch.bmm(g_rows, _matrices(table).transpose(1, 2))  # (M, B', D)
-            grad_x = _rows_out(gx, b, n, h)
+            grad_x = _rows_out(gx, table, b, n, h)
         return grad_x, g.new_zeros(()), None, None
 
 

@@ -7,6 +7,9 @@ the step-by-step generation see the same noise, and noise blocks can be drawn co
 
 from __future__ import annotations
 
+import functools
+from concurrent.futures import ThreadPoolExecutor
+
 import torch
 from torch import Tensor
 
@@ -59,13 +62,7 @@ class SPENoise:
                 del self._cache[key]
 
 
-_POOL: list = []
-
-
-def _pool():
+@functools.cache
+def _pool() -> ThreadPoolExecutor:
     """The threads that draw noise blocks (made once, as many as torch's intra-op threads)."""
-    if not _POOL:
-        from concurrent.futures import ThreadPoolExecutor
-
-        _POOL.append(ThreadPoolExecutor(torch.get_num_threads(), thread_name_prefix="spe-noise"))
-    return _POOL[0]
+    return ThreadPoolExecutor(torch.get_num_threads(), thread_name_prefix="spe-noise")
