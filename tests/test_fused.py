@@ -9,7 +9,7 @@ from test_model import _tiny, _trained
 
 from musicgen.errors import MusicgenError
 from musicgen.model import build_model
-from musicgen.model.fused import quantize_int8
+from musicgen.model.fused import _gelu, quantize_int8
 from musicgen.model.local import rotary, rotations
 from musicgen.model.transformer import STEP_BLOCK
 
@@ -50,6 +50,14 @@ def test_spe_tables_are_made_once_per_block_and_follow_a_jump():
     assert state.code_block[0] == 10_000 - 10_000 % STEP_BLOCK
 
 
+@pytest.mark.parametrize("approximate", ["none", "tanh"])
+def test_the_steps_gelu_is_torchs_up_to_rounding(approximate):
+    x = torch.randn(4096, generator=torch.Generator().manual_seed(2)) * 4
+    want = torch.nn.functional.gelu(x, approximate=approximate)
+    got = _gelu(x.clone(), approximate)
+    assert torch.allclose(got, want, rtol=1e-6, atol=2e-6)
+
+
 def test_int8_rows_round_trip_within_half_a_step():
     w = torch.randn(12, 20, generator=torch.Generator().manual_seed(0))
     q, scales = quantize_int8(w)
@@ -68,7 +76,11 @@ def test_int8_step_is_close_and_can_be_turned_off(variant):
     def run() -> torch.Tensor:
         with torch.inference_mode():
             state = model.init_state(2, "cpu", seed=7)
-            return torch.stack([model.step(ids[:, t], state)[0] for t in range(30)], 1)
+            out = torch.stack([model.step(ids[:, t], state)[0] for t in range(30)], 1)
+        window = state.layers[1].k.dtype  # the local layer's keys: bf16 with int8 weights
+        assert window == (torch.bfloat16 if model.int8_weights is not None else torch.float32)
+        assert out.dtype == torch.float32
+        return out
 
     def forward() -> torch.Tensor:
         with torch.no_grad():

@@ -35,6 +35,18 @@ class _Norm:
         return F.layer_norm(x, self.shape, self.w, self.b, self.eps)
 
 
+_SQRT_HALF = 1 / math.sqrt(2)
+
+
+def _gelu(y: Tensor, approximate: str) -> Tensor:
+    """GELU of a new tensor, in place. The exact form is written out, x/2 (1 + erf(x/sqrt 2)),
+    the formula torch's kernel computes: for one token's activations its kernel takes several
+    times as long as erf alone (docs/benchmarks.md, issue 28, fourth session)."""
+    if approximate != "none":
+        return F.gelu(y, approximate=approximate)
+    return y.mul_(torch.mul(y, _SQRT_HALF).erf_().add_(1).mul_(0.5))
+
+
 def quantize_int8(weight: Tensor) -> tuple[Tensor, Tensor]:
     """Weight-only int8, symmetric per output row: (out, in) -> int8 (out, in), bf16 scales
     (out,) with weight ~ q * scale (round to nearest, |q| <= 127)."""
@@ -79,7 +91,7 @@ class _BlockStep:
         return self.norm2(x + self._ffn(x))
 
     def _ffn(self, x: Tensor) -> Tensor:
-        return self.down(F.gelu(self.up(x), approximate=self.act))
+        return self.down(_gelu(self.up(x), self.act))
 
     def attend(self, x: Tensor, codes, cache, rot: Tensor | None) -> Tensor:
         raise NotImplementedError
@@ -143,14 +155,23 @@ class LinearStep(_BlockStep):
 
 
 class LocalStep(_BlockStep):
-    """A windowed softmax block: rotary q and k (the step's shared matrix), the ring buffer."""
+    """A windowed softmax block: rotary q and k (the step's shared matrix), the ring buffer.
+    With int8 weights the window's keys and values are kept in bf16: its read is the block's
+    other large one (up to 2 MB a step at the small models' width)."""
+
+    def __init__(self, block, int8: dict | None) -> None:
+        super().__init__(block, int8)
+        self.kv = torch.bfloat16 if int8 is not None else None
 
     def attend(self, x: Tensor, codes, cache: WindowCache, rot: Tensor | None) -> Tensor:
         b = x.shape[0]
         qkv = self.qkv(x).view(b, 3, self.h, 1, self.d)
         qk = qkv[:, :2] if rot is None else qkv[:, :2] @ rot.to(qkv.dtype)  # (B, 2, H, 1, D)
-        out = cache.step(qk[:, 0], qk[:, 1], qkv[:, 2])  # (B, H, 1, D)
-        return self.out(out.reshape(b, -1))
+        v = qkv[:, 2]
+        if self.kv is not None:  # the buffer follows (WindowCache.step)
+            qk, v = qk.to(self.kv), v.to(self.kv)
+        out = cache.step(qk[:, 0], qk[:, 1], v)  # (B, H, 1, D)
+        return self.out(out.reshape(b, -1).to(x.dtype))
 
 
 class StepPlan:

@@ -109,7 +109,8 @@ def main() -> None:
             f"load average {load:.1f} at the start. Each validation song's first {args.tokens} "
             "tokens fed through `model.step` (teacher forcing, batch 1, the song's own SPE noise "
             "seed), with the float weights and with the int8 copy (`use_int8`, per-row scales; "
-            "the head and the embeddings stay float), the two alternating per song. NLL: mean "
+            "the windowed layers' keys and values in bf16; the head and the embeddings stay "
+            "float), the two alternating per song. NLL: mean "
             "over the song's positions, then over songs; the difference is int8 - float per "
             "song with a 95 % bootstrap CI; same first choice: the share of positions where "
             "both rank the same id first; ms/step: median over songs of each song's mean.",
