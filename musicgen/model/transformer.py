@@ -89,7 +89,8 @@ class Performer(LanguageModel):
     def use_int8(self, on: bool = True) -> None:
         """Weight-only int8 for the generation step (CPU): the blocks' Linear weights are
         quantized once, now (per output row), and every later `step` without autograd reads
-        them instead of the float weights (training, `forward` and the head keep the floats).
+        them instead of the float weights (training, `forward` and the head keep the floats);
+        the windowed softmax layers' keys and values are then kept in bf16.
         Call again after the weights change; `use_int8(False)` goes back to the floats."""
         if on and next(self.parameters()).device.type != "cpu":
             raise MusicgenError("int8: weight-only int8 decoding runs on the CPU only")

@@ -133,12 +133,13 @@ def main() -> None:
     with code_trees(args.baseline) as trees:
         for name in args.models.split(","):
             for threads in args.threads.split(","):
-                cmd = [sys.executable, __file__, "--worker", name, threads, str(args.steps)]
                 res = interleaved(
-                    trees[:1] if name.endswith("+int8") else trees,
+                    trees,
                     args.repeats,
-                    lambda label, tree, cmd=cmd, w=f"{name} {threads}": run_worker(
-                        cmd, f"{w} {label}", tree
+                    lambda label, tree, w=name, t=threads: run_worker(
+                        _worker_cmd(w if label == "new" else _base_name(w), t, args.steps),
+                        f"{w} {t} {label}",
+                        tree,
                     ),
                 )
                 lines.append(_row(Path(name).name, threads, res))
@@ -146,6 +147,16 @@ def main() -> None:
     minutes = (time.time() - start) / 60
     write_section(Path(args.doc), SECTION, _section(args, minutes, load, lines))
     print(f"wrote the decoding step section of {args.doc}")
+
+
+def _base_name(name: str) -> str:
+    """What the base tree runs beside `name`: an int8 row beside the base's float model (the
+    speed it replaces; the base may have no int8 form)."""
+    return name.removesuffix("+int8")
+
+
+def _worker_cmd(name: str, threads: str, steps: int) -> list[str]:
+    return [sys.executable, __file__, "--worker", name, threads, str(steps)]
 
 
 def _row(name: str, threads: str, res: dict) -> str:
@@ -165,7 +176,11 @@ def _row(name: str, threads: str, res: dict) -> str:
         up = f"x{bms_v / ms_v:.2f}" if ms_v and bms_v else "n/a"
         tup = f"x{tok_v / btok_v:.2f}" if tok_v and btok_v else "n/a"
         same = {r.get("ids") for r in res["new"] + res["base"]}
-        ids = "n/a" if same == {None} else ("equal" if len(same) == 1 else "differ")
+        ids = (
+            "n/a"
+            if same == {None} or name.endswith("+int8")
+            else ("equal" if len(same) == 1 else "differ")
+        )
         row += f" {bms} | {btok} | {up} | {tup} | {ids} |"
     return row
 
@@ -197,7 +212,9 @@ def _section(args, minutes: float, load: float, lines: list[str]) -> str:
             "of reading every float weight once at the copy bandwidth measured in the same "
             "worker (`benchlib.bandwidth_gbs`) over the measured step (1 = at the bound; an "
             "int8 row reads a quarter of those bytes, so it can pass 1). `+int8`: weight-only "
-            "int8 steps (`use_int8`), this tree only (the base has no int8 form).",
+            "int8 steps (`use_int8`; the windowed layers' keys and values in bf16), beside the "
+            "base tree's float model (the speed it replaces; the base may have no int8 form), "
+            "so their sampled ids are not compared.",
             "",
             head,
             rule,
