@@ -210,19 +210,26 @@ def test_sine_codes_for_positions_per_batch_row_equal_codes_per_row(monkeypatch,
             assert torch.allclose(got[b : b + 1], one, atol=1e-6)
 
 
+@pytest.mark.parametrize("scaled", [False, True], ids=["no-gate", "gate-scale"])
 @pytest.mark.parametrize("batch, per_row", [(1, False), (2, False), (2, True)])
-def test_blocked_sine_contraction_backward_passes_gradcheck(monkeypatch, batch, per_row):
+def test_blocked_sine_contraction_backward_passes_gradcheck(monkeypatch, batch, per_row, scaled):
     """The per-layer sine contraction's hand-written backward (blocks of 7 positions) against
-    finite differences, for Omega shared by the batch and given per row."""
+    finite differences, for Omega shared by the batch and given per row, with and without the
+    gate's (H, D) scale folded in."""
     import musicgen.model.positional as positional
 
     monkeypatch.setattr(positional, "SINE_BLOCK", 7)
     g = torch.Generator().manual_seed(0)
     x = torch.randn(batch, 20, 2, 3, dtype=torch.double, generator=g, requires_grad=True)
+    scale = torch.rand(2, 3, dtype=torch.double, generator=g, requires_grad=True)
     om_shape = ((batch,) if per_row else ()) + (20, 2, 3, 4)
     omega = torch.randn(om_shape, dtype=torch.double, generator=g, requires_grad=True)
     lz = torch.randn(2, 3, 4, 5, dtype=torch.double, generator=g, requires_grad=True)
-    assert torch.autograd.gradcheck(positional._SineContract.apply, (x, omega, lz))
+    args = (x, scale if scaled else None, omega, lz)
+    assert torch.autograd.gradcheck(positional._SineContract.apply, args)
+    if scaled:  # the same as scaling x first
+        want = positional._SineContract.apply(x * scale, None, omega, lz)
+        assert torch.allclose(positional._SineContract.apply(*args), want)
 
 
 def _fft_filter(spe: ConvSPE, z: torch.Tensor, n_out: int) -> tuple[torch.Tensor, torch.Tensor]:

@@ -46,6 +46,32 @@ def test_shared_table_equals_per_layer_einsum_with_gradients(batch, per_row):
     assert not shared.pending  # consumed by the table's node
 
 
+@pytest.mark.parametrize("per_row", [False, True])
+def test_a_scale_is_folded_in_with_its_gradient(per_row):
+    """contract(x, s) == contract(x * s), also in the gradients of x, the (H, D) scale (one per
+    layer, like the SPE gate's) and the table."""
+    gen = torch.Generator().manual_seed(2)
+    x = torch.randn(2, 6, 2, 3, generator=gen, requires_grad=True)
+    scales = [torch.rand(2, 3, generator=gen, requires_grad=True) for _ in range(2)]
+    table = torch.randn(((2,) if per_row else ()) + (6, 2, 3, 4), generator=gen, requires_grad=True)
+
+    def run(fold: bool) -> list[torch.Tensor]:
+        shared, it = SharedTable(table * 1.0), iter(scales)
+
+        def contract(x, _):
+            s = next(it)
+            return shared.contract(x, s) if fold else _einsum(x * s, table)
+
+        _layers(x, None, contract, 2).square().sum().backward()
+        grads = [t.grad.clone() for t in (x, table, *scales)]
+        for t in (x, table, *scales):
+            t.grad = None
+        return grads
+
+    for got, want in zip(run(True), run(False), strict=True):
+        assert torch.allclose(got, want, atol=1e-4)
+
+
 def test_shared_table_backward_passes_gradcheck():
     gen = torch.Generator().manual_seed(1)
     x = torch.randn(2, 5, 2, 3, dtype=torch.double, generator=gen, requires_grad=True)

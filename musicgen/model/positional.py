@@ -85,10 +85,11 @@ class SPECodes:
             self._tables[side] = self._build(self.parts[side])
         return self._tables[side]
 
-    def _contract(self, x: Tensor, side: str) -> Tensor:
+    def _contract(self, x: Tensor, side: str, scale: Tensor | None = None) -> Tensor:
+        """x (B, N, H, D), times `scale` (H, D) if given -> (B, N, H, R)."""
         if side not in self._shared:  # its gradient is summed over the layers in one GEMM
             self._shared[side] = SharedTable(self.table(side))
-        return self._shared[side].contract(x)
+        return self._shared[side].contract(x, scale)
 
     def project(self, x: Tensor, side: str, gate: Tensor | None) -> Tensor:
         """x (B, N, H, D) float32 -> (B, N, H, R); `gate` (H, D) logits of delta or None."""
@@ -96,7 +97,7 @@ class SPECodes:
             out = self._contract(x, side)
         else:
             delta = torch.sigmoid(gate.float())
-            out = self._contract(x * (1 - delta).sqrt(), side)
+            out = self._contract(x, side, (1 - delta).sqrt())
             out = out + torch.einsum("bnhd,hdr->bnhr", x * delta.sqrt(), self.eps)
         return out / math.sqrt(self.r)
 
@@ -134,57 +135,64 @@ class SineCodes(SPECodes):
         omega, lz = part  # omega (..., N, H, D, 2K), lz (H, D, 2K, R)
         return torch.einsum("...hdj,hdjr->...hdr", omega, lz).contiguous()
 
-    def _contract(self, x: Tensor, side: str) -> Tensor:
+    def _contract(self, x: Tensor, side: str, scale: Tensor | None = None) -> Tensor:
         # a few positions (a generation step): the table is tiny, built once for all layers
         small = x.shape[1] <= TABLE_MAX_STEP
         if small or x.shape[0] >= TABLE_MIN_BATCH or side in self._tables:
-            return super()._contract(x, side)
+            return super()._contract(x, side, scale)
         omega, lz = self.parts[side]
-        return _SineContract.apply(x, omega, lz)  # (B, N, H, R)
+        return _SineContract.apply(x, scale, omega, lz)  # (B, N, H, R)
 
 
 class _SineContract(torch.autograd.Function):
-    """out[b,n,h,r] = sum_{d,j} x[b,n,h,d] Omega[(b,)n,h,d,j] lambdaZ[h,d,j,r], in position
-    blocks of SINE_BLOCK. Saves only its inputs: the (B, block, H, D, 2K) product is rebuilt per
-    block in backward (what checkpointing did, without autograd's slice or split gradients), and
-    every product is laid out (H, B * block, D * 2K) for one batched GEMM over heads."""
+    """out[b,n,h,r] = sum_{d,j} x[b,n,h,d] s[h,d] Omega[(b,)n,h,d,j] lambdaZ[h,d,j,r], in
+    position blocks of SINE_BLOCK, s the gate's scale (or 1). Saves only its inputs: x s and the
+    (B, block, H, D, 2K) product are rebuilt per block in backward (what checkpointing did,
+    without autograd's slice or split gradients; x is the layer's q or k, which autograd keeps
+    anyway), and every product is laid out (H, B * block, D * 2K) for one batched GEMM over
+    heads."""
 
     @staticmethod
-    def forward(ctx, x: Tensor, omega: Tensor, lz: Tensor) -> Tensor:
-        ctx.save_for_backward(x, omega, lz)
+    def forward(ctx, x: Tensor, scale: Tensor | None, omega: Tensor, lz: Tensor) -> Tensor:
+        ctx.save_for_backward(x, scale, omega, lz)
         h, d, j, r = lz.shape
         w = lz.reshape(h, d * j, r)
         b, outs = x.shape[0], []
         for xb, ob in _sine_blocks(x, omega):
+            xb = xb if scale is None else xb * scale
             out = torch.bmm(_modulate(xb, ob), w)  # (H, B nb, R)
             outs.append(out.view(h, b, xb.shape[1], r).permute(1, 2, 0, 3))
         return torch.cat(outs, 1)  # (B, N, H, R)
 
     @staticmethod
     def backward(ctx, g: Tensor):
-        x, omega, lz = ctx.saved_tensors
+        x, scale, omega, lz = ctx.saved_tensors
         h, d, j, r = lz.shape
         b = x.shape[0]
         w = lz.reshape(h, d * j, r)
-        gx, gom, glz = [], [], torch.zeros_like(w) if ctx.needs_input_grad[2] else None
+        gx, gom, glz = [], [], torch.zeros_like(w) if ctx.needs_input_grad[3] else None
+        g_scale = torch.zeros_like(scale) if ctx.needs_input_grad[1] else None
         g_blocks = g.split(SINE_BLOCK, 1)
-        for (xb, ob), gb in zip(_sine_blocks(x, omega), g_blocks, strict=True):
-            nb = xb.shape[1]
+        for (x0, ob), gb in zip(_sine_blocks(x, omega), g_blocks, strict=True):
+            xb, nb = (x0 if scale is None else x0 * scale), x0.shape[1]
             gh = gb.permute(2, 0, 1, 3).reshape(h, b * nb, r)  # (H, B nb, R)
             if glz is not None:
                 glz.baddbmm_(_modulate(xb, ob).transpose(1, 2), gh)
             ga = torch.bmm(gh, w.transpose(1, 2)).view(h, b, nb, d, j)  # grad of the product
-            if ctx.needs_input_grad[0]:  # sum_j grad * Omega -> (B, nb, H, D)
-                gx.append((ga * _omega_heads(ob)).sum(-1).permute(1, 2, 0, 3))
-            if ctx.needs_input_grad[1]:  # grad * x, summed over B when Omega is shared
+            if ctx.needs_input_grad[0] or g_scale is not None:  # of x s: sum_j grad * Omega
+                gxs = (ga * _omega_heads(ob)).sum(-1).permute(1, 2, 0, 3)  # (B, nb, H, D)
+                if g_scale is not None:
+                    g_scale += (gxs * x0).sum((0, 1))
+                gx.append(gxs if scale is None else gxs.mul_(scale))
+            if ctx.needs_input_grad[2]:  # grad * x s, summed over B when Omega is shared
                 go = ga.mul_(xb.permute(2, 0, 1, 3).unsqueeze(-1))  # (H, B, nb, D, 2K)
                 if ob.dim() == 5:
                     gom.append(go.permute(1, 2, 0, 3, 4))
                 else:  # batch 1: a view, no reduction pass
                     gom.append((go[:, 0] if b == 1 else go.sum(1)).transpose(0, 1))
-        grad_x = torch.cat(gx, 1) if gx else None
+        grad_x = torch.cat(gx, 1) if gx and ctx.needs_input_grad[0] else None
         grad_om = torch.cat(gom, -4) if gom else None
-        return grad_x, grad_om, None if glz is None else glz.view(h, d, j, r)
+        return grad_x, g_scale, grad_om, None if glz is None else glz.view(h, d, j, r)
 
 
 def _sine_blocks(x: Tensor, omega: Tensor):

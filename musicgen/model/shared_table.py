@@ -32,13 +32,15 @@ class SharedTable:
         self.pending: list[tuple[Tensor, Tensor]] = []
         self.token = _Collect.apply(table, self.pending) if table.requires_grad else None
 
-    def contract(self, x: Tensor) -> Tensor:
-        """x (B, N, H, D) -> (B, N, H, R): x[b, n, h] @ T[(b,) n, h]."""
+    def contract(self, x: Tensor, scale: Tensor | None = None) -> Tensor:
+        """x (B, N, H, D), times `scale` (H, D) if given (the SPE gate's) -> (B, N, H, R):
+        (x s)[b, n, h] @ T[(b,) n, h]."""
         b, n, h, _ = x.shape
         if self.token is None or not torch.is_grad_enabled():
-            out = torch.bmm(_rows(x, self.value), _matrices(self.value))
+            xs = x if scale is None else x * scale
+            out = torch.bmm(_rows(xs, self.value), _matrices(self.value))
             return _rows_out(out, self.value, b, n, h)
-        return _Contract.apply(x, self.token, self.value, self.pending)
+        return _Contract.apply(x, scale, self.token, self.value, self.pending)
 
 
 def _matrices(t: Tensor) -> Tensor:
@@ -63,28 +65,36 @@ def _rows_out(out: Tensor, t: Tensor, b: int, n: int, h: int) -> Tensor:
 
 
 class _Contract(torch.autograd.Function):
-    """One layer's contraction: x's gradient now, the table's left in `pending`."""
+    """One layer's contraction: x's gradient now, the table's left in `pending`. With a scale,
+    x s is rebuilt in backward rather than kept from forward: x (the layer's q or k) is kept by
+    autograd anyway, so the forward's peak holds one tensor per layer fewer."""
 
     @staticmethod
-    def forward(ctx, x: Tensor, token: Tensor, table: Tensor, pending: list) -> Tensor:
-        rows = _rows(x, table)  # (M, B', D)
-        ctx.save_for_backward(rows, table)
-        ctx.pending, ctx.shape = pending, x.shape
+    def forward(
+        ctx, x: Tensor, scale: Tensor | None, token: Tensor, table: Tensor, pending: list
+    ) -> Tensor:
+        ctx.save_for_backward(x, scale, table)
+        ctx.pending = pending
         b, n, h, _ = x.shape
+        rows = _rows(x if scale is None else x * scale, table)  # (M, B', D)
         return _rows_out(torch.bmm(rows, _matrices(table)), table, b, n, h)
 
     @staticmethod
     @once_differentiable  # the table's part goes by `pending`: no graph of it to differentiate
     def backward(ctx, g: Tensor):
-        rows, table = ctx.saved_tensors
-        b, n, h, _ = ctx.shape
+        x, scale, table = ctx.saved_tensors
+        b, n, h, _ = x.shape
         g_rows = _rows(g, table)  # (M, B', R)
-        ctx.pending.append((rows, g_rows))
-        grad_x = None
-        if ctx.needs_input_grad[0]:
+        ctx.pending.append((_rows(x if scale is None else x * scale, table), g_rows))
+        grad_x = grad_scale = None
+        if ctx.needs_input_grad[0] or ctx.needs_input_grad[1]:
             gx = torch.bmm(g_rows, _matrices(table).transpose(1, 2))  # (M, B', D)
-            grad_x = _rows_out(gx, table, b, n, h)
-        return grad_x, g.new_zeros(()), None, None
+            gxs = _rows_out(gx, table, b, n, h)  # the gradient of x s, (B, N, H, D)
+            if ctx.needs_input_grad[1]:
+                grad_scale = (gxs * x).sum((0, 1))
+            if ctx.needs_input_grad[0]:
+                grad_x = gxs if scale is None else gxs * scale
+        return grad_x, grad_scale, g.new_zeros(()), None, None
 
 
 class _Collect(torch.autograd.Function):
