@@ -8,6 +8,7 @@ import pytest
 import torch
 
 from musicgen.errors import MusicgenError
+from musicgen.model import sine_ops
 from musicgen.model.positional import (
     NOISE_BLOCK,
     ConvSPE,
@@ -170,7 +171,7 @@ def test_sine_tables_and_blocked_contraction_equal_the_direct_one_with_gradients
     import musicgen.model.positional as positional
 
     monkeypatch.setattr(positional, "TABLE_MIN_BATCH", 1 if tables else 100)
-    monkeypatch.setattr(positional, "SINE_BLOCK", block)
+    monkeypatch.setattr(sine_ops, "SINE_BLOCK", block)
     torch.manual_seed(0)
     spe = SineSPE(2, 4, 8, 3)
     pos = torch.arange(50)
@@ -216,9 +217,7 @@ def test_blocked_sine_contraction_backward_passes_gradcheck(monkeypatch, batch, 
     """The per-layer sine contraction's hand-written backward (blocks of 7 positions) against
     finite differences, for Omega shared by the batch and given per row, with and without the
     gate's (H, D) scale folded in."""
-    import musicgen.model.positional as positional
-
-    monkeypatch.setattr(positional, "SINE_BLOCK", 7)
+    monkeypatch.setattr(sine_ops, "SINE_BLOCK", 7)
     g = torch.Generator().manual_seed(0)
     x = torch.randn(batch, 20, 2, 3, dtype=torch.double, generator=g, requires_grad=True)
     scale = torch.rand(2, 3, dtype=torch.double, generator=g, requires_grad=True)
@@ -226,10 +225,18 @@ def test_blocked_sine_contraction_backward_passes_gradcheck(monkeypatch, batch, 
     omega = torch.randn(om_shape, dtype=torch.double, generator=g, requires_grad=True)
     lz = torch.randn(2, 3, 4, 5, dtype=torch.double, generator=g, requires_grad=True)
     args = (x, scale if scaled else None, omega, lz)
-    assert torch.autograd.gradcheck(positional._SineContract.apply, args)
+    assert torch.autograd.gradcheck(sine_ops.SineContract.apply, args)
     if scaled:  # the same as scaling x first
-        want = positional._SineContract.apply(x * scale, None, omega, lz)
-        assert torch.allclose(positional._SineContract.apply(*args), want)
+        want = sine_ops.SineContract.apply(x * scale, None, omega, lz)
+        assert torch.allclose(sine_ops.SineContract.apply(*args), want)
+
+
+def test_cos_sin_backward_from_its_output_passes_gradcheck():
+    from musicgen.model.sine_ops import CosSin
+
+    ang = torch.randn(5, 2, 3, 4, dtype=torch.double, requires_grad=True)
+    assert torch.equal(CosSin.apply(ang), torch.cat([ang.cos(), ang.sin()], -1))
+    assert torch.autograd.gradcheck(CosSin.apply, (ang,))
 
 
 def _fft_filter(spe: ConvSPE, z: torch.Tensor, n_out: int) -> tuple[torch.Tensor, torch.Tensor]:

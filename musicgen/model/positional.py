@@ -19,6 +19,7 @@ from torch import Tensor, nn
 
 from musicgen.model import conv_filter
 from musicgen.model.shared_table import SharedTable
+from musicgen.model.sine_ops import CosSin, SineContract
 from musicgen.model.spe_noise import SPENoise
 
 NOISE_BLOCK = 256  # convSPE white noise is drawn lazily in blocks of this many positions
@@ -120,7 +121,6 @@ def project_pair(codes, qk: Tensor, gate: Tensor | None) -> Tensor:
     return torch.stack([q[:, 0], k[:, 0]]).transpose(1, 2)
 
 
-SINE_BLOCK = 512  # positions per block of the per-layer sine contraction (bounds its temporary)
 TABLE_MIN_BATCH = 3  # sineSPE: shared tables from this batch size on, per-layer contraction below
 TABLE_MAX_STEP = 4  # sineSPE: shared tables also for inputs of at most this many positions
 
@@ -141,77 +141,7 @@ class SineCodes(SPECodes):
         if small or x.shape[0] >= TABLE_MIN_BATCH or side in self._tables:
             return super()._contract(x, side, scale)
         omega, lz = self.parts[side]
-        return _SineContract.apply(x, scale, omega, lz)  # (B, N, H, R)
-
-
-class _SineContract(torch.autograd.Function):
-    """out[b,n,h,r] = sum_{d,j} x[b,n,h,d] s[h,d] Omega[(b,)n,h,d,j] lambdaZ[h,d,j,r], in
-    position blocks of SINE_BLOCK, s the gate's scale (or 1). Saves only its inputs: x s and the
-    (B, block, H, D, 2K) product are rebuilt per block in backward (what checkpointing did,
-    without autograd's slice or split gradients; x is the layer's q or k, which autograd keeps
-    anyway), and every product is laid out (H, B * block, D * 2K) for one batched GEMM over
-    heads."""
-
-    @staticmethod
-    def forward(ctx, x: Tensor, scale: Tensor | None, omega: Tensor, lz: Tensor) -> Tensor:
-        ctx.save_for_backward(x, scale, omega, lz)
-        h, d, j, r = lz.shape
-        w = lz.reshape(h, d * j, r)
-        b, outs = x.shape[0], []
-        for xb, ob in _sine_blocks(x, omega):
-            xb = xb if scale is None else xb * scale
-            out = torch.bmm(_modulate(xb, ob), w)  # (H, B nb, R)
-            outs.append(out.view(h, b, xb.shape[1], r).permute(1, 2, 0, 3))
-        return torch.cat(outs, 1)  # (B, N, H, R)
-
-    @staticmethod
-    def backward(ctx, g: Tensor):
-        x, scale, omega, lz = ctx.saved_tensors
-        h, d, j, r = lz.shape
-        b = x.shape[0]
-        w = lz.reshape(h, d * j, r)
-        gx, gom, glz = [], [], torch.zeros_like(w) if ctx.needs_input_grad[3] else None
-        g_scale = torch.zeros_like(scale) if ctx.needs_input_grad[1] else None
-        g_blocks = g.split(SINE_BLOCK, 1)
-        for (x0, ob), gb in zip(_sine_blocks(x, omega), g_blocks, strict=True):
-            xb, nb = (x0 if scale is None else x0 * scale), x0.shape[1]
-            gh = gb.permute(2, 0, 1, 3).reshape(h, b * nb, r)  # (H, B nb, R)
-            if glz is not None:
-                glz.baddbmm_(_modulate(xb, ob).transpose(1, 2), gh)
-            ga = torch.bmm(gh, w.transpose(1, 2)).view(h, b, nb, d, j)  # grad of the product
-            if ctx.needs_input_grad[0] or g_scale is not None:  # of x s: sum_j grad * Omega
-                gxs = (ga * _omega_heads(ob)).sum(-1).permute(1, 2, 0, 3)  # (B, nb, H, D)
-                if g_scale is not None:
-                    g_scale += (gxs * x0).sum((0, 1))
-                gx.append(gxs if scale is None else gxs.mul_(scale))
-            if ctx.needs_input_grad[2]:  # grad * x s, summed over B when Omega is shared
-                go = ga.mul_(xb.permute(2, 0, 1, 3).unsqueeze(-1))  # (H, B, nb, D, 2K)
-                if ob.dim() == 5:
-                    gom.append(go.permute(1, 2, 0, 3, 4))
-                else:  # batch 1: a view, no reduction pass
-                    gom.append((go[:, 0] if b == 1 else go.sum(1)).transpose(0, 1))
-        grad_x = torch.cat(gx, 1) if gx and ctx.needs_input_grad[0] else None
-        grad_om = torch.cat(gom, -4) if gom else None
-        return grad_x, g_scale, grad_om, None if glz is None else glz.view(h, d, j, r)
-
-
-def _sine_blocks(x: Tensor, omega: Tensor):
-    """Matching position blocks of x (B, N, H, D) and Omega ((B,) N, H, D, 2K)."""
-    return zip(x.split(SINE_BLOCK, 1), omega.split(SINE_BLOCK, -4), strict=True)
-
-
-def _omega_heads(omega: Tensor) -> Tensor:
-    """Omega block ((B,) n, H, D, 2K) -> a (H, B or 1, n, D, 2K) view."""
-    return omega.permute(2, 0, 1, 3, 4) if omega.dim() == 5 else omega.transpose(0, 1)[:, None]
-
-
-def _modulate(x: Tensor, omega: Tensor) -> Tensor:
-    """x (B, n, H, D) * Omega -> (H, B n, D 2K), contiguous: one multiply, no copy."""
-    b, n, h, d = x.shape
-    j = omega.shape[-1]
-    out = x.new_empty(h, b, n, d, j)
-    torch.mul(x.permute(2, 0, 1, 3).unsqueeze(-1), _omega_heads(omega), out=out)
-    return out.view(h, b * n, d * j)
+        return SineContract.apply(x, scale, omega, lz)  # (B, N, H, R)
 
 
 class ConvCodes(SPECodes):
@@ -264,7 +194,7 @@ class SineSPE(_SPE):
         """Angles (..., N, H, D, K) -> [cos, sin] (..., N, H, D, 2K), with the phase for q."""
         if with_phase:
             ang = ang + self.phase.float()
-        return torch.cat([ang.cos(), ang.sin()], -1)
+        return CosSin.apply(ang)
 
     def codes(self, q_pos: Tensor, k_pos: Tensor, noise: SPENoise) -> SineCodes:
         z = noise.gaussian((self.tag, 0), (self.h, self.d, 2 * self.k, self.r))

@@ -1,6 +1,7 @@
 """Forward + backward of sineSPE's per-layer contraction alone (batch 1, default width: H 8, D 64,
-2K 10, R 64), the current `_SineContract` beside the code it replaced (blocks sliced, or split,
-under activation checkpointing), stepped in turn in one process so machine load hits all alike.
+2K 10, R 64), the current `sine_ops.SineContract` beside the code it replaced (blocks sliced, or
+split, under activation checkpointing), stepped in turn in one process so machine load hits all
+alike.
 
     python scripts/bench/bench_sine_contract.py --lengths 1024,2048,4096,8192 --threads 1
 
@@ -19,7 +20,7 @@ from torch.utils.checkpoint import checkpoint
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
-from musicgen.model import positional  # noqa: E402
+from musicgen.model import sine_ops  # noqa: E402
 
 BLOCK = 512
 
@@ -45,7 +46,9 @@ def split(x, omega, lz):
 
 
 VARIANTS = {"sliced + checkpoint (2b79612)": sliced, "split + checkpoint": split}
-VARIANTS["_SineContract"] = positional._SineContract.apply
+VARIANTS["sine_ops.SineContract"] = lambda x, omega, lz: sine_ops.SineContract.apply(
+    x, None, omega, lz
+)
 
 
 def main() -> None:
