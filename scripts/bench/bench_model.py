@@ -249,13 +249,18 @@ def main() -> None:
                 rows[(v, n)] = summarise(res)
                 print(f"{v:>22} {n:>5}: {json.dumps(rows[(v, n)])}", flush=True)
     base = f", side by side with `{describe(args.baseline)}` (base)" if args.baseline else ""
+    depth = (
+        "and the default depth (24 layers)"
+        if args.layers == 24
+        else f"but only **{args.layers} layers, not 24**"
+    )
     header = (
         f"`scripts/bench/bench_model.py --lengths {args.lengths} --layers {args.layers} --threads "
         f"{args.threads} --repeats {args.repeats}"
         + (f" --baseline {args.baseline}`" if args.baseline else "`")
         + f"{base}: forward + backward of one batch (batch 1, random tokens, vocabulary 340) "
         f"through the default model width (d_model 512, 8 heads, FFN 2048, FAVOR+ 128 features, "
-        f"R = 64, K = 5, P = 128, chunk 64) but only **{args.layers} layers, not 24**, on this "
+        f"R = 64, K = 5, P = 128, chunk 64) {depth}, on this "
         f"CPU machine ({platform.processor() or platform.machine()}, {os.cpu_count()} logical "
         f"CPUs, torch {torch.__version__}, float32, {args.threads} threads), "
         f"{(time.time() - start) / 60:.1f} min. Each cell is `time / peak extra resident memory "
