@@ -25,6 +25,7 @@ from benchlib import (
     code_trees,
     describe,
     interleaved,
+    keep_freed_memory,
     matmul_peak_gflops,
     median,
     rss_mib,
@@ -55,12 +56,7 @@ def worker(variant: str, length: int, layers: int, reps: int, threads: int) -> d
     from musicgen.config import ModelConfig
     from musicgen.model import build_model
 
-    try:  # as every command does; trees before issue 28's third session lack it
-        from musicgen.allocator import keep_freed_memory
-
-        keep_freed_memory()
-    except ImportError:
-        pass
+    keep_freed_memory()
     torch.set_num_threads(threads)
     torch.manual_seed(0)
     peak_gflops = matmul_peak_gflops()

@@ -31,6 +31,7 @@ from benchlib import (
     code_trees,
     describe,
     interleaved,
+    keep_freed_memory,
     machine,
     matmul_peak_gflops,
     median,
@@ -57,6 +58,7 @@ def one(size: str, pe: str, steps: int, threads: int, compile: bool = False) -> 
     from musicgen.model import build_model
     from musicgen.tokenizers import build_tokenizer
 
+    keep_freed_memory()
     torch.set_num_threads(threads)
     torch.manual_seed(0)
     code = Path(musicgen.__file__).resolve().parents[1]

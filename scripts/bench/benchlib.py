@@ -37,6 +37,16 @@ def machine() -> str:
     return f"{cpu}, {os.cpu_count()} logical CPUs{t}, Python {platform.python_version()}"
 
 
+def keep_freed_memory() -> None:
+    """What every command does first (`musicgen.allocator`), where the tree under test has it
+    (trees before issue 28's third session do not): a worker then measures what a user runs."""
+    try:
+        from musicgen.allocator import keep_freed_memory as keep
+    except ImportError:
+        return
+    keep()
+
+
 def write_section(path: str | Path, heading: str, body: str) -> None:
     """Replace the text from `heading` (e.g. '## model') to the next `## ` heading, or append."""
     from musicgen.io import atomic_write_text
