@@ -52,14 +52,15 @@ class SineContract(torch.autograd.Function):
                 gxs = (ga * _omega_heads(ob)).sum(-1).permute(1, 2, 0, 3)  # (B, nb, H, D)
                 if g_scale is not None:
                     g_scale += (gxs * x0).sum((0, 1))
-                gx.append(gxs if scale is None else gxs.mul_(scale))
+                if ctx.needs_input_grad[0]:
+                    gx.append(gxs if scale is None else gxs.mul_(scale))
             if ctx.needs_input_grad[2]:  # grad * x s, summed over B when Omega is shared
                 go = ga.mul_(xb.permute(2, 0, 1, 3).unsqueeze(-1))  # (H, B, nb, D, 2K)
                 if ob.dim() == 5:
                     gom.append(go.permute(1, 2, 0, 3, 4))
                 else:  # batch 1: a view, no reduction pass
                     gom.append((go[:, 0] if b == 1 else go.sum(1)).transpose(0, 1))
-        grad_x = torch.cat(gx, 1) if gx and ctx.needs_input_grad[0] else None
+        grad_x = torch.cat(gx, 1) if gx else None
         grad_om = torch.cat(gom, -4) if gom else None
         return grad_x, g_scale, grad_om, None if glz is None else glz.view(h, d, j, r)
 
