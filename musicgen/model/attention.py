@@ -139,18 +139,21 @@ class AttentionCache:
     def advance(self, phi_q: Tensor, phi_k: Tensor, v: Tensor, shift: Tensor, eps: float) -> Tensor:
         """phi_q, phi_k (B, H, M) (phi_k stabilised by the new `shift` (B, H)), v (B, H, Dv)
         -> (B, H, Dv), float32."""
-        scale = torch.exp(self.shift - shift)  # (B, H)
-        outer = phi_k.unsqueeze(-1) * v.unsqueeze(-2)  # (B, H, M, Dv)
         if torch.is_grad_enabled():  # keep the old sums intact for autograd
-            self.s = self.s * scale[..., None, None] + outer
+            scale = torch.exp(self.shift - shift)  # (B, H)
+            self.s = self.s * scale[..., None, None] + phi_k.unsqueeze(-1) * v.unsqueeze(-2)
             self.z = self.z * scale[..., None] + phi_k
-        else:  # generation: no new state tensors per step
-            self.s.mul_(scale[..., None, None]).add_(outer)
-            self.z.mul_(scale[..., None]).add_(phi_k)
+        else:  # generation: in place, no new state tensors per step
+            if not torch.equal(shift, self.shift):  # the stabiliser rose: rescale (a factor 1
+                scale = torch.exp(self.shift - shift)  # would leave the sums as they are)
+                self.s.mul_(scale[..., None, None])
+                self.z.mul_(scale[..., None])
+            self.s.addcmul_(phi_k.unsqueeze(-1), v.unsqueeze(-2))  # + phi_k v^T, (B, H, M, Dv)
+            self.z.add_(phi_k)
         self.shift = shift
         num = (phi_q.unsqueeze(-2) @ self.s).squeeze(-2)  # (B, H, Dv)
         den = (phi_q * self.z).sum(-1, keepdim=True)
-        return num / (den + eps)
+        return num.div_(den.add_(eps))
 
 
 class CausalSelfAttention(nn.Module):

@@ -71,6 +71,11 @@ class _Linear:
         return y if self.b is None else y.add_(self.b)
 
 
+def _as(x: Tensor, dtype: torch.dtype) -> Tensor:
+    """x in `dtype`, without an operator call when it is already (a call costs microseconds)."""
+    return x if x.dtype == dtype else x.to(dtype)
+
+
 class _BlockStep:
     """What both block kinds share: the norms, the residuals and the FFN."""
 
@@ -111,14 +116,17 @@ class LinearStep(_BlockStep):
             self.q_bias, self.k_sq = 0.5 * math.log(f.n_features), 0.5 * f.scale**2
             self.k_norm = 1 / math.sqrt(f.n_features)
         self.keep = self.mix = self.gate_eps = None
-        if self.gate is not None:  # SPE gate: w = keep * code + mix * eps, per (head, feature)
-            delta = torch.sigmoid(self.gate.float())[..., None]  # (H, D, 1)
-            self.keep, self.mix = (1 - delta).sqrt(), delta.sqrt()
+        if self.gate is not None:  # SPE gate: w = keep * code + mix * eps, per (head, feature),
+            delta = torch.sigmoid(self.gate.float())[..., None]  # (H, D, 1); / sqrt(R) folded in
+            root_r = math.sqrt(block.attn.features.in_dim)
+            self.keep, self.mix = (1 - delta).sqrt() / root_r, delta.sqrt() / root_r
 
     def attend(self, x: Tensor, codes, cache: AttentionCache, rot: Tensor | None) -> Tensor:
         b = x.shape[0]
         qkv = self.qkv(x)
-        parts = qkv.float().view(b, 3, self.h, self.d).permute(1, 2, 0, 3)  # (3, H, B, D)
+        parts = (
+            _as(qkv, torch.float32).view(b, 3, self.h, self.d).permute(1, 2, 0, 3)
+        )  # (3, H, B, D)
         qk, v = parts[:2], parts[2]
         if codes is not None:
             qk = self._spe(qk, codes)  # (2, H, B, R)
@@ -126,7 +134,7 @@ class LinearStep(_BlockStep):
         out = cache.advance(
             phi_q.transpose(0, 1), phi_k.transpose(0, 1), v.transpose(0, 1), shift.T, self.eps
         )  # (B, H, D)
-        return self.out(out.reshape(b, -1).to(qkv.dtype))
+        return self.out(_as(out.reshape(b, -1), qkv.dtype))
 
     def _spe(self, qk: Tensor, codes) -> Tensor:
         """qk (2, H, B, D) -> (2, H, B, R). A position's own codes (`RowCodes`, its q and k
@@ -135,11 +143,11 @@ class LinearStep(_BlockStep):
         if not isinstance(codes, RowCodes):
             return project_pair(codes, qk, self.gate)
         w = codes.qk[:, 0]  # (2, H, D, R)
-        if self.gate is not None:
-            if self.gate_eps is None:  # the sequence's gate noise: fixed for the generation
-                self.gate_eps = codes.eps * self.mix
-            w = torch.addcmul(self.gate_eps, w, self.keep)
-        return torch.matmul(qk, w).div_(math.sqrt(codes.r))
+        if self.gate is None:
+            return torch.matmul(qk, w).div_(math.sqrt(codes.r))
+        if self.gate_eps is None:  # the sequence's gate noise: fixed for the generation
+            self.gate_eps = codes.eps * self.mix
+        return torch.matmul(qk, torch.addcmul(self.gate_eps, w, self.keep))
 
     def _features(self, qk: Tensor, shift: Tensor) -> tuple[Tensor, Tensor, Tensor]:
         """The feature map's `query` and `key` of one position, both sides through one product:
@@ -149,7 +157,7 @@ class LinearStep(_BlockStep):
             return phi[0], phi[1], shift
         wq, wk = (qk @ self.proj).unbind(0)  # (H, B, M) each
         phi_q = wq.sub_(wq.amax(-1, keepdim=True).add_(self.q_bias)).exp_()
-        u = wk.sub_(qk[1].square().sum(-1, keepdim=True).mul_(self.k_sq))
+        u = wk.sub_(qk[1].square().sum(-1, keepdim=True), alpha=self.k_sq)
         new = torch.maximum(shift, u.amax(-1))
         return phi_q, u.sub_(new[..., None]).exp_().mul_(self.k_norm), new
 
@@ -171,7 +179,7 @@ class LocalStep(_BlockStep):
         if self.kv is not None:  # the buffer follows (WindowCache.step)
             qk, v = qk.to(self.kv), v.to(self.kv)
         out = cache.step(qk[:, 0], qk[:, 1], v)  # (B, H, 1, D)
-        return self.out(out.reshape(b, -1).to(x.dtype))
+        return self.out(_as(out.reshape(b, -1), x.dtype))
 
 
 class StepPlan:
