@@ -109,3 +109,24 @@ def test_the_table_is_freed_after_backward_while_the_graph_lives():
 
     out, value = run()
     assert value() is None and out.grad_fn is not None
+
+
+@pytest.mark.parametrize("per_row", [False, True])
+def test_a_layer_without_gradient_adds_nothing_to_the_table(per_row):
+    """Three contractions, the middle one outside the loss: its block of the layers' buffers is
+    never written, and the table's gradient is the other two's (as autograd's einsum gives)."""
+    gen = torch.Generator().manual_seed(4)
+    x = torch.randn(2, 5, 2, 3, generator=gen, requires_grad=True)
+    table = torch.randn(((2,) if per_row else ()) + (5, 2, 3, 4), generator=gen, requires_grad=True)
+
+    def loss(contract) -> torch.Tensor:
+        first, unused, last = (contract(x * (i + 1)) for i in range(3))
+        return (first.square() + last.sin()).sum() + 0 * unused.detach().sum()
+
+    shared = SharedTable(table * 1.0)
+    loss(shared.contract).backward()
+    got = table.grad.clone()
+    table.grad = None
+    loss(lambda x: _einsum(x, table)).backward()
+    assert torch.allclose(got, table.grad, atol=1e-5)
+    assert not shared.pending

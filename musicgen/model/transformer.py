@@ -186,27 +186,27 @@ class Performer(LanguageModel):
 
     def step(self, ids: Tensor, state: PerformerState) -> tuple[Tensor, PerformerState]:
         """ids (B,) at position state.pos -> logits (B, V); advances `state` (in place)."""
-        pos = torch.tensor([state.pos], device=ids.device)
         onset = self.musical.time.step(ids, state.time)[:, None] if self.musical else None
         notes = state.time.notes[:, None] if self.musical and self.musical.counts_notes else None
         if self.training or torch.is_grad_enabled():  # the modules' own forward
+            pos = torch.tensor([state.pos], device=ids.device)
             x = self._inputs(ids[:, None], pos, onset, notes)  # (B, 1, d_model)
             codes = self._codes(pos, state.noise, onset)
             for block, c, cache in zip(self.blocks, codes, state.layers, strict=True):
                 x = block(x, c, cache)
             x = x[:, 0]
         else:  # generation: the fused one-token step of each block (fused.py)
-            x = self._fused(ids, pos, onset, notes, state)
+            x = self._fused(ids, onset, notes, state)
         state.pos += 1
         return self.logits(x), state
 
-    def _fused(self, ids, pos, onset, notes, state: PerformerState) -> Tensor:
+    def _fused(self, ids, onset, notes, state: PerformerState) -> Tensor:
         """`step` in eval mode without autograd, through the state's `StepPlan` -> (B, d_model)."""
         if state.plan is None:
             state.plan = StepPlan(self)
         x = state.plan.inputs(ids, onset, notes)  # (B, d_model)
         if self.ape is not None:
-            x = x + self.ape(pos).to(x.dtype)
+            x = x + self.ape(torch.tensor([state.pos], device=ids.device)).to(x.dtype)
         codes = self._step_codes(state)
         if self.musical is not None:
             codes = self.musical.add_codes(codes, onset, state.noise)
