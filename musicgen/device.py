@@ -1,4 +1,4 @@
-"""Device choice, shared by every command: CUDA when present, else Apple's MPS, else the CPU."""
+"""Device and dtype choices shared by every command: CUDA, else Apple's MPS, else the CPU."""
 
 from __future__ import annotations
 
@@ -37,3 +37,9 @@ def pick_device(name: str = "auto", index: int = 0) -> torch.device:
             f"device: unsupported device '{name}'; use auto, cpu, cuda, cuda:N or mps"
         )
     return device
+
+
+def as_dtype(x: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
+    """x in `dtype`, without an operator call when it already is: on the one-token paths
+    (the fused step, the sampler) every call costs microseconds, even one that changes nothing."""
+    return x if x.dtype == dtype else x.to(dtype)

@@ -12,6 +12,8 @@ from typing import TYPE_CHECKING
 
 import torch
 
+from musicgen.device import as_dtype
+
 if TYPE_CHECKING:
     from musicgen.generation.sample import SamplingOptions
 
@@ -56,7 +58,7 @@ def top_p_filter(logits: torch.Tensor, p: float) -> torch.Tensor:
     if p >= 1:
         return logits
     sorted_logits, order = torch.sort(logits, dim=-1, descending=True)  # [B, V]
-    probs = torch.softmax(_float32(sorted_logits), dim=-1)
+    probs = torch.softmax(as_dtype(sorted_logits, torch.float32), dim=-1)
     mass_before = torch.cumsum(probs, dim=-1) - probs
     drop_sorted = mass_before >= p
     drop = drop_sorted.scatter(-1, order, drop_sorted)  # back to id order (every id written)
@@ -71,7 +73,7 @@ def filter_logits(
 ) -> torch.Tensor:
     """Temperature, the additive `bonus` ([B, V]: the grammar's own and the bar-copy rule's),
     grammar mask, then top-k and top-p: the logits to sample from, [B, V]."""
-    logits = _float32(logits)
+    logits = as_dtype(logits, torch.float32)
     if options.temperature > 0:
         logits = apply_temperature(logits, options.temperature)
     if bonus is not None:
@@ -88,11 +90,5 @@ def sample_from_logits(
     logits: torch.Tensor, generator: torch.Generator | None = None
 ) -> torch.Tensor:
     """Draw one id per row from softmax(logits): [B, V] -> [B]."""
-    probs = torch.softmax(_float32(logits), dim=-1)
+    probs = torch.softmax(as_dtype(logits, torch.float32), dim=-1)
     return torch.multinomial(probs, 1, generator=generator).squeeze(-1)
-
-
-def _float32(x: torch.Tensor) -> torch.Tensor:
-    """x as float32, without an operator call when it is already: one sampled token costs about
-    25 operators here, each several microseconds after a model step has filled the caches."""
-    return x if x.dtype == torch.float32 else x.float()

@@ -18,6 +18,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+from musicgen.device import as_dtype
 from musicgen.model.attention import AttentionCache, CausalSelfAttention
 from musicgen.model.features import FavorFeatures
 from musicgen.model.local import WindowCache
@@ -71,11 +72,6 @@ class _Linear:
         return y if self.b is None else y.add_(self.b)
 
 
-def _as(x: Tensor, dtype: torch.dtype) -> Tensor:
-    """x in `dtype`, without an operator call when it is already (a call costs microseconds)."""
-    return x if x.dtype == dtype else x.to(dtype)
-
-
 class _BlockStep:
     """What both block kinds share: the norms, the residuals and the FFN."""
 
@@ -118,15 +114,14 @@ class LinearStep(_BlockStep):
         self.keep = self.mix = self.gate_eps = None
         if self.gate is not None:  # SPE gate: w = keep * code + mix * eps, per (head, feature),
             delta = torch.sigmoid(self.gate.float())[..., None]  # (H, D, 1); / sqrt(R) folded in
-            root_r = math.sqrt(block.attn.features.in_dim)
+            root_r = math.sqrt(f.in_dim)  # R
             self.keep, self.mix = (1 - delta).sqrt() / root_r, delta.sqrt() / root_r
 
     def attend(self, x: Tensor, codes, cache: AttentionCache, rot: Tensor | None) -> Tensor:
         b = x.shape[0]
         qkv = self.qkv(x)
-        parts = (
-            _as(qkv, torch.float32).view(b, 3, self.h, self.d).permute(1, 2, 0, 3)
-        )  # (3, H, B, D)
+        parts = as_dtype(qkv, torch.float32).view(b, 3, self.h, self.d)
+        parts = parts.permute(1, 2, 0, 3)  # (3, H, B, D)
         qk, v = parts[:2], parts[2]
         if codes is not None:
             qk = self._spe(qk, codes)  # (2, H, B, R)
@@ -134,7 +129,7 @@ class LinearStep(_BlockStep):
         out = cache.advance(
             phi_q.transpose(0, 1), phi_k.transpose(0, 1), v.transpose(0, 1), shift.T, self.eps
         )  # (B, H, D)
-        return self.out(_as(out.reshape(b, -1), qkv.dtype))
+        return self.out(as_dtype(out.reshape(b, -1), qkv.dtype))
 
     def _spe(self, qk: Tensor, codes) -> Tensor:
         """qk (2, H, B, D) -> (2, H, B, R). A position's own codes (`RowCodes`, its q and k
@@ -179,7 +174,7 @@ class LocalStep(_BlockStep):
         if self.kv is not None:  # the buffer follows (WindowCache.step)
             qk, v = qk.to(self.kv), v.to(self.kv)
         out = cache.step(qk[:, 0], qk[:, 1], v)  # (B, H, 1, D)
-        return self.out(_as(out.reshape(b, -1), x.dtype))
+        return self.out(as_dtype(out.reshape(b, -1), x.dtype))
 
 
 class StepPlan:
