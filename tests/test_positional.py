@@ -211,12 +211,12 @@ def test_sine_codes_for_positions_per_batch_row_equal_codes_per_row(monkeypatch,
             assert torch.allclose(got[b : b + 1], one, atol=1e-6)
 
 
-@pytest.mark.parametrize("scaled", [False, True], ids=["no-gate", "gate-scale"])
+@pytest.mark.parametrize("gate", ["none", "scale", "scale+noise"])
 @pytest.mark.parametrize("batch, per_row", [(1, False), (2, False), (2, True)])
-def test_blocked_sine_contraction_backward_passes_gradcheck(monkeypatch, batch, per_row, scaled):
+def test_blocked_sine_contraction_backward_passes_gradcheck(monkeypatch, batch, per_row, gate):
     """The per-layer sine contraction's hand-written backward (blocks of 7 positions) against
     finite differences, for Omega shared by the batch and given per row, with and without the
-    gate's (H, D) scale folded in."""
+    gate's (H, D) scale and its (H, D, R) noise term folded in."""
     monkeypatch.setattr(sine_ops, "SINE_BLOCK", 7)
     g = torch.Generator().manual_seed(0)
     x = torch.randn(batch, 20, 2, 3, dtype=torch.double, generator=g, requires_grad=True)
@@ -224,10 +224,13 @@ def test_blocked_sine_contraction_backward_passes_gradcheck(monkeypatch, batch, 
     om_shape = ((batch,) if per_row else ()) + (20, 2, 3, 4)
     omega = torch.randn(om_shape, dtype=torch.double, generator=g, requires_grad=True)
     lz = torch.randn(2, 3, 4, 5, dtype=torch.double, generator=g, requires_grad=True)
-    args = (x, scale if scaled else None, omega, lz)
+    extra = torch.randn(2, 3, 5, dtype=torch.double, generator=g, requires_grad=True)
+    args = (x, None if gate == "none" else scale, omega, lz, extra if "noise" in gate else None)
     assert torch.autograd.gradcheck(sine_ops.SineContract.apply, args)
-    if scaled:  # the same as scaling x first
-        want = sine_ops.SineContract.apply(x * scale, None, omega, lz)
+    if gate != "none":  # the same as scaling x first (and adding x @ extra)
+        want = sine_ops.SineContract.apply(x * scale, None, omega, lz, None)
+        if args[4] is not None:
+            want = want + torch.einsum("bnhd,hdr->bnhr", x, extra)
         assert torch.allclose(sine_ops.SineContract.apply(*args), want)
 
 
@@ -251,6 +254,18 @@ def _fft_filter(spe: ConvSPE, z: torch.Tensor, n_out: int) -> tuple[torch.Tensor
     return out[0], out[1]
 
 
+def _filter_grad(filt, zb, g, n_out: int, group: int) -> torch.Tensor:
+    """The filters' gradient of sum_f <out_f, g_f> by `conv_filter.filters_token`."""
+    from musicgen.model import conv_filter
+
+    def grads(c0, c1):
+        return [gf[:, c0:c1] for gf in g]
+
+    filt = filt.detach().requires_grad_()
+    conv_filter.filters_token(filt, n_out, lambda: zb, grads, group).backward()
+    return filt.grad
+
+
 @pytest.mark.parametrize("n_out, p, block, group", [(50, 7, 16, 3), (64, 16, 16, 8), (5, 9, 4, 64)])
 def test_conv_blocked_toeplitz_equals_the_fft_correlation_with_filter_gradients(
     monkeypatch, n_out, p, block, group
@@ -268,33 +283,106 @@ def test_conv_blocked_toeplitz_equals_the_fft_correlation_with_filter_gradients(
     z = torch.randn(n_out + p - 1, 6, 5)
     g = torch.randn(2, n_out, 6, 5)
     nz = conv_filter.noise_rows(n_out, p) // block
-    got = conv_filter.correlate(conv_filter.blocks_from_rows(z, block, nz), spe._filters(), n_out)
-    (got[0] * g[0] + got[1] * g[1]).sum().backward()
-    grads = [spe.filt_q.grad.clone(), spe.filt_k.grad.clone()]
-    spe.zero_grad()
+    zb = conv_filter.blocks_from_rows(z, block, nz)
+    got = conv_filter.correlate(zb, spe._filters(), n_out)
+    grad = _filter_grad(spe._filters(), zb, g, n_out, group)  # (2, HD, P)
     want = _fft_filter(spe, z, n_out)
     (want[0] * g[0] + want[1] * g[1]).sum().backward()
     for a, b in zip(got, want, strict=True):
         assert torch.allclose(a, b, atol=1e-5)
-    assert torch.allclose(grads[0], spe.filt_q.grad, atol=1e-4)
-    assert torch.allclose(grads[1], spe.filt_k.grad, atol=1e-4)
+    assert torch.allclose(grad[0].view(2, 3, p), spe.filt_q.grad, atol=1e-4)
+    assert torch.allclose(grad[1].view(2, 3, p), spe.filt_k.grad, atol=1e-4)
 
 
-def test_conv_blocked_toeplitz_backward_passes_gradcheck(monkeypatch):
+@pytest.mark.parametrize("sides", [(0, 1), (1,)])
+def test_conv_filters_gradient_equals_central_differences(sides):
+    """The token's gradient is the derivative of sum_f <correlate(filt)_f, g_f> (float64 central
+    differences), one side's gradient missing included (that table unused). Not gradcheck: the
+    token's own gradient is always 0, so its backward ignores it by design."""
     from musicgen.model import conv_filter
 
-    monkeypatch.setattr(conv_filter, "CONV_GROUP", 2)
     gen = torch.Generator().manual_seed(0)
     z = torch.randn(23, 3, 2, dtype=torch.double, generator=gen)
-    filt = torch.randn(2, 3, 6, dtype=torch.double, generator=gen, requires_grad=True)
-
+    filt = torch.randn(2, 3, 6, dtype=torch.double, generator=gen)
+    g = torch.randn(2, 18, 3, 2, dtype=torch.double, generator=gen)
     zb = conv_filter.blocks_from_rows(z, 4, 7)  # 5 output blocks + 3 Toeplitz blocks - 1
 
-    def f(filt):
-        return conv_filter._ConvFilter.apply(zb, filt, 18)
+    def value(filt):
+        out = conv_filter.correlate(zb, filt, 18)
+        return sum((out[i] * g[i]).sum() for i in sides)
 
-    assert torch.autograd.gradcheck(f, (filt,))
-    assert torch.autograd.gradcheck(lambda filt: f(filt)[1], (filt,))  # one side only used
+    def grads(c0, c1):
+        return [g[i, :, c0:c1] if i in sides else None for i in range(2)]
+
+    leaf = filt.clone().requires_grad_()
+    conv_filter.filters_token(leaf, 18, lambda: zb, grads, 2).backward()
+    numeric = torch.zeros_like(filt)
+    for i in range(filt.numel()):
+        e = torch.zeros_like(filt).view(-1)
+        e[i] = 1e-6
+        e = e.view_as(filt)
+        numeric.view(-1)[i] = (value(filt + e) - value(filt - e)) / 2e-6
+    assert torch.allclose(leaf.grad, numeric, atol=1e-7)
+    assert bool(leaf.grad[0].any()) == (0 in sides)  # the unused side's filter gets none
+
+
+def _conv_reference_codes(spe: ConvSPE, noise: SPENoise, q_pos, k_pos):
+    """Codes with autograd through the FFT correlation (the filters' gradient by autograd)."""
+    from musicgen.model import conv_filter
+    from musicgen.model.positional import SPECodes
+
+    start = int(min(q_pos.min(), k_pos.min())) // conv_filter.CONV_BLOCK * conv_filter.CONV_BLOCK
+    n_out = int(max(q_pos.max(), k_pos.max())) + 1 - start
+    zb = spe._noise(noise, start, start + conv_filter.noise_rows(n_out, spe.p))
+    z = zb.permute(2, 1, 0, 3).reshape(-1, zb.shape[0], zb.shape[3])  # (L, HD, R)
+    qbar, kbar = _fft_filter(spe, z, n_out)
+    tables = [
+        t[pos - start].view(len(pos), spe.h, spe.d, spe.r)
+        for t, pos in ((qbar, q_pos), (kbar, k_pos))
+    ]
+    return SPECodes(tables[0], tables[1], spe.gate_noise(noise), spe.r)
+
+
+@pytest.mark.parametrize(
+    "q_pos, k_pos, sides",
+    [
+        (torch.arange(130), torch.arange(130), "qk"),  # training: both tables, every row
+        (torch.arange(70, 100), torch.arange(40, 100), "qk"),  # rows of a later span
+        (torch.tensor([70, 75, 99]), torch.arange(90, 100), "q"),  # gathered rows, k unused
+        (torch.arange(2 * NOISE_BLOCK + 40), torch.arange(2 * NOISE_BLOCK + 40), "qk"),  # redrawn
+    ],
+)
+def test_conv_codes_gradients_equal_autograd_through_the_tables(q_pos, k_pos, sides):
+    """Layers projecting q and k through one ConvCodes (gated) get the values and the gradients
+    (x, gate, both filters) of autograd through differentiable tables: the filters' node sums
+    the layers' pairs one head at a time, scatters rows, and redraws noise it did not keep."""
+    torch.manual_seed(0)
+    spe = ConvSPE(2, 3, 4, 9)
+    with torch.no_grad():
+        spe.filt_k.normal_()
+    gate = torch.randn(2, 3, requires_grad=True)
+    gen = torch.Generator().manual_seed(1)
+    xs = {
+        s: [torch.randn(2, len(p), 2, 3, generator=gen) for _ in range(3)]
+        for s, p in (("q", q_pos), ("k", k_pos))
+    }
+    params = [spe.filt_q, spe.filt_k, gate]
+
+    def run(codes):
+        loss, leaves = 0.0, []
+        for side in sides:
+            for x in xs[side]:
+                x = x.clone().requires_grad_()
+                leaves.append(x)
+                loss = loss + codes.project(x, side, gate).sin().sum()
+        grads = torch.autograd.grad(loss, params + leaves, allow_unused=True)
+        return loss.detach(), [torch.zeros(()) if g is None else g for g in grads]
+
+    got = run(spe.codes(q_pos, k_pos, SPENoise(5, "cpu")))
+    want = run(_conv_reference_codes(spe, SPENoise(5, "cpu"), q_pos, k_pos))
+    assert torch.allclose(got[0], want[0], rtol=1e-5)
+    for a, b in zip(got[1], want[1], strict=True):
+        assert torch.allclose(a, b, atol=1e-4, rtol=1e-4)
 
 
 def test_noise_blocks_drawn_together_equal_blocks_drawn_one_by_one():

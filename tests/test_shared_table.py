@@ -47,29 +47,50 @@ def test_shared_table_equals_per_layer_einsum_with_gradients(batch, per_row):
 
 
 @pytest.mark.parametrize("per_row", [False, True])
-def test_a_scale_is_folded_in_with_its_gradient(per_row):
-    """contract(x, s) == contract(x * s), also in the gradients of x, the (H, D) scale (one per
-    layer, like the SPE gate's) and the table."""
+def test_a_scale_and_a_noise_term_are_folded_in_with_their_gradients(per_row):
+    """contract(x, s, e) == contract(x * s) + x @ e, also in the gradients of x, the (H, D)
+    scale and the (H, D, R) term (one each per layer, like the SPE gate's) and the table."""
     gen = torch.Generator().manual_seed(2)
     x = torch.randn(2, 6, 2, 3, generator=gen, requires_grad=True)
     scales = [torch.rand(2, 3, generator=gen, requires_grad=True) for _ in range(2)]
+    extras = [torch.randn(2, 3, 4, generator=gen, requires_grad=True) for _ in range(2)]
     table = torch.randn(((2,) if per_row else ()) + (6, 2, 3, 4), generator=gen, requires_grad=True)
+    leaves = (x, table, *scales, *extras)
 
     def run(fold: bool) -> list[torch.Tensor]:
-        shared, it = SharedTable(table * 1.0), iter(scales)
+        shared, it = SharedTable(table * 1.0), iter(zip(scales, extras, strict=True))
 
         def contract(x, _):
-            s = next(it)
-            return shared.contract(x, s) if fold else _einsum(x * s, table)
+            s, e = next(it)
+            if fold:
+                return shared.contract(x, s, e)
+            return _einsum(x * s, table) + torch.einsum("bnhd,hdr->bnhr", x, e)
 
         _layers(x, None, contract, 2).square().sum().backward()
-        grads = [t.grad.clone() for t in (x, table, *scales)]
-        for t in (x, table, *scales):
+        grads = [t.grad.clone() for t in leaves]
+        for t in leaves:
             t.grad = None
         return grads
 
     for got, want in zip(run(True), run(False), strict=True):
         assert torch.allclose(got, want, atol=1e-4)
+
+
+def test_head_gradient_is_the_table_gradient_of_one_head():
+    """With another node's token (a leaf here), the layers' pairs stay pending, and
+    head_gradient over them == head h's rows of autograd's table gradient."""
+    from musicgen.model.shared_table import head_gradient
+
+    gen = torch.Generator().manual_seed(3)
+    x = torch.randn(1, 6, 3, 2, generator=gen, requires_grad=True)
+    table = torch.randn(6, 3, 2, 4, generator=gen, requires_grad=True)
+    _layers(x, table, _einsum, 3).square().sum().backward()
+    token, pending = torch.zeros((), requires_grad=True), []
+    shared = SharedTable(table.detach(), token, pending)
+    _layers(x, None, lambda x, _: shared.contract(x), 3).square().sum().backward()
+    assert len(pending) == 3 and token.grad == 0
+    for h in range(3):
+        assert torch.allclose(head_gradient(pending, 3, h), table.grad[:, h], atol=1e-5)
 
 
 def test_shared_table_backward_passes_gradcheck():

@@ -9,14 +9,48 @@ about (P + bs) / P of the direct correlation's FLOPs. It replaced full-length FF
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
+
 import torch
 from torch import Tensor
+from torch.autograd.function import once_differentiable
 
 
+@torch.no_grad()
 def correlate(zb: Tensor, filt: Tensor, n_out: int) -> tuple[Tensor, ...]:
     """Noise in block layout (C, bs, nz, R) (`blocks_from_rows`) with nz >= the output blocks +
-    S - 1, filters (F, C, P) -> F tensors (n_out, C, R)."""
-    return _ConvFilter.apply(zb, filt, n_out)
+    S - 1, filters (F, C, P) -> F tensors (n_out, C, R), without a graph (the filters get their
+    gradient from `filters_token`): per group of channels, S products (F bs x bs) @ (bs x
+    blocks R), each operand a view of the block layout."""
+    t = _toeplitz(filt, zb.shape[1])
+    c, s, fbs, bs = t.shape
+    nf, r, nb = fbs // bs, zb.shape[3], -(-n_out // bs)
+    if zb.shape[1] != bs or zb.shape[2] < nb + s - 1:
+        raise ValueError(f"noise blocks {tuple(zb.shape)} do not cover {n_out} outputs")
+    z2 = zb.reshape(c, bs, -1)  # (C, bs, nz R), a view of the block layout
+    out = zb.new_empty(nf, nb, bs, c, r)  # F x (nb bs, C, R): rows beyond n_out dropped
+    for c0 in range(0, c, CONV_GROUP):
+        c1 = min(c, c0 + CONV_GROUP)
+        acc = torch.bmm(t[c0:c1, 0], z2[c0:c1, :, : nb * r])  # (g, F bs, nb R)
+        for i in range(1, s):
+            acc.baddbmm_(t[c0:c1, i], z2[c0:c1, :, i * r : (i + nb) * r])
+        acc = acc.view(c1 - c0, nf, bs, nb, r).permute(1, 3, 2, 0, 4)  # (F, nb, bs, g, R)
+        out[:, :, :, c0:c1] = acc
+    return tuple(o.view(nb * bs, c, r)[:n_out] for o in out)
+
+
+GroupGrads = Callable[[int, int], Sequence[Tensor | None]]
+
+
+def filters_token(
+    filt: Tensor, n_out: int, draw: Callable[[], Tensor], grads: GroupGrads, group: int
+) -> Tensor:
+    """A scalar (always 0) whose backward gives the filters (F, C, P) their gradient: from the
+    outputs' gradients, asked for one group of `group` channels at a time (`grads(c0, c1)` -> F
+    tensors (n_out, c1 - c0, R) or None), times the noise, drawn again by `draw()` rather than
+    kept from forward. Codes that read the outputs take the token as an input, so it runs after
+    all of them."""
+    return _FiltersToken.apply(filt, n_out, draw, grads, group)
 
 
 def noise_rows(n_out: int, p: int) -> int:
@@ -75,49 +109,33 @@ def blocks_from_rows(z: Tensor, bs: int, nz: int | None = None) -> Tensor:
     return out
 
 
-class _ConvFilter(torch.autograd.Function):
-    """out[f, m, c, r] = sum_p filt[f, c, p] z[m + p, c, r] by blocked Toeplitz GEMMs: per group
-    of channels, S products (F bs x bs) @ (bs x blocks R), about (P + bs) / P times the direct
-    FLOPs at the matmul rate, instead of full-length FFTs of every (channel, realisation) signal.
-    The noise comes in block layout, so each group's operand is a view; saves only the noise.
-    The blocks' gradient is grad @ Z^T in the same blocks, summed along the blocks' diagonals
-    into the filters' (z is noise, it gets none)."""
+class _FiltersToken(torch.autograd.Function):
+    """The filters' node (`filters_token`). The blocks' gradient is grad @ Z^T in the same
+    blocks, one group of channels at a time, summed along the blocks' diagonals into the
+    filters' (z is noise, it gets none). Neither the full outputs' gradients nor the noise live
+    through the layers' backward: only one group's gradients at a time, the noise once."""
 
     @staticmethod
-    def forward(ctx, zb: Tensor, filt: Tensor, n_out: int) -> tuple[Tensor, ...]:
-        t = _toeplitz(filt, zb.shape[1])
-        c, s, fbs, bs = t.shape
-        nf, r, nb = fbs // bs, zb.shape[3], -(-n_out // bs)
-        if zb.shape[1] != bs or zb.shape[2] < nb + s - 1:
-            raise ValueError(f"noise blocks {tuple(zb.shape)} do not cover {n_out} outputs")
-        z2 = zb.reshape(c, bs, -1)  # (C, bs, nz R), a view of the block layout
-        out = zb.new_empty(nf, nb, bs, c, r)  # F x (nb bs, C, R): rows beyond n_out dropped
-        for c0 in range(0, c, CONV_GROUP):
-            c1 = min(c, c0 + CONV_GROUP)
-            acc = torch.bmm(t[c0:c1, 0], z2[c0:c1, :, : nb * r])  # (g, F bs, nb R)
-            for i in range(1, s):
-                acc.baddbmm_(t[c0:c1, i], z2[c0:c1, :, i * r : (i + nb) * r])
-            acc = acc.view(c1 - c0, nf, bs, nb, r).permute(1, 3, 2, 0, 4)  # (F, nb, bs, g, R)
-            out[:, :, :, c0:c1] = acc
-        ctx.save_for_backward(zb)
-        ctx.shape = (c, s, fbs, bs, n_out, filt.shape[2])
-        # one output per filter: no zero-filled gradient of the other
-        return tuple(o.view(nb * bs, c, r)[:n_out] for o in out)
+    def forward(ctx, filt: Tensor, n_out: int, draw, grads: GroupGrads, group: int) -> Tensor:
+        ctx.args = (filt.shape, n_out, draw, grads, group)
+        return filt.new_zeros(())
 
     @staticmethod
-    def backward(ctx, *grads: Tensor):
-        (zb,) = ctx.saved_tensors
-        c, s, fbs, bs, n_out, p = ctx.shape
-        r, nb = zb.shape[3], -(-n_out // bs)
+    @once_differentiable
+    def backward(ctx, _grad: Tensor):
+        (nf, c, p), n_out, draw, grads, group = ctx.args
+        zb = draw()  # (C, bs, nz, R)
+        bs, r = zb.shape[1], zb.shape[3]
+        nb, s = -(-n_out // bs), -(-(bs + p - 1) // bs)
         z2 = zb.reshape(c, bs, -1)
-        grad_t = zb.new_zeros(c, s, fbs, bs)
-        for c0 in range(0, c, CONV_GROUP):  # a group at a time: its gradients' copy is small
-            c1 = min(c, c0 + CONV_GROUP)
-            for f, gf in enumerate(grads):  # a missing gradient (unused side) adds nothing
+        grad_t = zb.new_zeros(c, s, nf * bs, bs)
+        for c0 in range(0, c, group):
+            c1 = min(c, c0 + group)
+            for f, gf in enumerate(grads(c0, c1)):  # a missing gradient (unused side) adds nothing
                 if gf is None:
                     continue
-                gg = blocks_from_rows(gf[:, c0:c1], bs, nb).view(c1 - c0, bs, nb * r)
+                gg = blocks_from_rows(gf, bs, nb).view(c1 - c0, bs, nb * r)
                 for i in range(s):
                     zs = z2[c0:c1, :, i * r : (i + nb) * r].transpose(1, 2)
                     grad_t[c0:c1, i, f * bs : (f + 1) * bs] = torch.bmm(gg, zs)
-        return None, _diagonal_sums(grad_t, fbs // bs, p), None
+        return _diagonal_sums(grad_t, nf, p), None, None, None, None

@@ -11,6 +11,7 @@ the same seed gives the same codes in the parallel and the step-by-step forms.
 
 from __future__ import annotations
 
+import functools
 import math
 
 import torch
@@ -18,7 +19,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from musicgen.model import conv_filter
-from musicgen.model.shared_table import SharedTable
+from musicgen.model.shared_table import SharedTable, head_gradient
 from musicgen.model.sine_ops import CosSin, SineContract
 from musicgen.model.spe_noise import SPENoise
 
@@ -86,21 +87,22 @@ class SPECodes:
             self._tables[side] = self._build(self.parts[side])
         return self._tables[side]
 
-    def _contract(self, x: Tensor, side: str, scale: Tensor | None = None) -> Tensor:
-        """x (B, N, H, D), times `scale` (H, D) if given -> (B, N, H, R)."""
+    def _contract(self, x: Tensor, side: str, scale: Tensor, extra: Tensor | None) -> Tensor:
+        """x (B, N, H, D) -> (x scale) @ table + x @ extra (if given): (B, N, H, R)."""
         if side not in self._shared:  # its gradient is summed over the layers in one GEMM
             self._shared[side] = SharedTable(self.table(side))
-        return self._shared[side].contract(x, scale)
+        return self._shared[side].contract(x, scale, extra)
 
     def project(self, x: Tensor, side: str, gate: Tensor | None) -> Tensor:
-        """x (B, N, H, D) float32 -> (B, N, H, R); `gate` (H, D) logits of delta or None."""
+        """x (B, N, H, D) float32 -> (B, N, H, R); `gate` (H, D) logits of delta or None. The
+        scales go on the small factors (H, D) and (H, D, R), not on x: no (B, N, H, .) products
+        beyond the contraction's own (each layer's would leave holes in the heap)."""
+        inv = 1 / math.sqrt(self.r)
         if gate is None:
-            out = self._contract(x, side)
-        else:
-            delta = torch.sigmoid(gate.float())
-            out = self._contract(x, side, (1 - delta).sqrt())
-            out = out + torch.einsum("bnhd,hdr->bnhr", x * delta.sqrt(), self.eps)
-        return out / math.sqrt(self.r)
+            return self._contract(x, side, x.new_full(x.shape[2:], inv), None)
+        delta = torch.sigmoid(gate.float())
+        eps = (delta.sqrt() * inv).unsqueeze(-1) * self.eps  # (H, D, R)
+        return self._contract(x, side, (1 - delta).sqrt() * inv, eps)
 
 
 class RowCodes(SPECodes):
@@ -135,17 +137,49 @@ class SineCodes(SPECodes):
         omega, lz = part  # omega (..., N, H, D, 2K), lz (H, D, 2K, R)
         return torch.einsum("...hdj,hdjr->...hdr", omega, lz).contiguous()
 
-    def _contract(self, x: Tensor, side: str, scale: Tensor | None = None) -> Tensor:
+    def _contract(self, x: Tensor, side: str, scale: Tensor, extra: Tensor | None) -> Tensor:
         # a few positions (a generation step): the table is tiny, built once for all layers
         small = x.shape[1] <= TABLE_MAX_STEP
         if small or x.shape[0] >= TABLE_MIN_BATCH or side in self._tables:
-            return super()._contract(x, side, scale)
+            return super()._contract(x, side, scale, extra)
         omega, lz = self.parts[side]
-        return SineContract.apply(x, scale, omega, lz)  # (B, N, H, R)
+        return SineContract.apply(x, scale, omega, lz, extra)  # (B, N, H, R)
 
 
 class ConvCodes(SPECodes):
-    """Qbar, Kbar built by the blocked Toeplitz product (`_ConvFilter`): (N, H, D, R)."""
+    """Qbar, Kbar (N, H, D, R), made by the blocked Toeplitz product without a graph
+    (`conv_filter.correlate`); `train_filters` gives both tables one gradient node."""
+
+    def train_filters(self, filt: Tensor, n_out: int, draw, rows: tuple[Tensor, Tensor]) -> None:
+        """The layers' pending pairs of both tables become the filters' (F, C, P) gradient one
+        head at a time (`conv_filter.filters_token`): no table-sized gradient, and the noise
+        `draw()` is drawn again in backward. rows: each table's rows among the n_out codes."""
+        h, d = self.parts["q"].shape[1:3]
+        pending: tuple[list, list] = ([], [])
+        grads = functools.partial(_table_grads, pending, rows, n_out, h)
+        token = conv_filter.filters_token(filt, n_out, draw, grads, d)
+        self._shared = {
+            s: SharedTable(self.parts[s], token, p) for s, p in zip("qk", pending, strict=True)
+        }
+
+
+def _table_grads(pending, rows, n_out: int, n_heads: int, c0: int, c1: int) -> list:
+    """Both tables' gradients for the channels c0..c1 of one head: (n_out, D, R) each (None for a
+    table no layer read); the pairs are dropped after the last head (they would otherwise live
+    as long as the graph)."""
+    out = []
+    for side, idx in zip(pending, rows, strict=True):
+        if not side:
+            out.append(None)
+            continue
+        g = head_gradient(side, n_heads, c0 // (c1 - c0))  # (len(idx), D, R)
+        if len(idx) != n_out:  # rows of the codes no table holds get none
+            g = g.new_zeros(n_out, *g.shape[1:]).index_copy_(0, idx, g)
+        out.append(g)
+    if c1 == n_heads * (c1 - c0):
+        for side in pending:
+            side.clear()
+    return out
 
 
 class _SPE(nn.Module):
@@ -268,30 +302,35 @@ class ConvSPE(_SPE):
         fq, fk = self._filters()
         return torch.einsum("ncrp,cp->ncr", win, fq), torch.einsum("ncrp,cp->ncr", win, fk)
 
-    def _filter(self, noise: SPENoise, lo: int, hi: int) -> tuple[Tensor, Tensor]:
-        """Qbar, Kbar (hi - lo, HD, R): the blocked Toeplitz product, from the block of bs
-        positions that holds lo."""
-        if hi - lo <= 4:  # a generation step
-            return self._window(noise, lo, hi)
-        start = lo - lo % conv_filter.CONV_BLOCK
-        zb = self._noise(noise, start, start + conv_filter.noise_rows(hi - start, self.p))
-        qbar, kbar = conv_filter.correlate(zb, self._filters(), hi - start)
-        if lo == start:  # (a slice would zero-fill a full-size gradient in backward)
-            return qbar, kbar
-        return qbar[lo - start :], kbar[lo - start :]
+    def _table(self, bar: Tensor, rows: Tensor) -> Tensor:
+        """Codes (n, HD, R) -> the table (len(rows), H, D, R) of those (increasing) rows: a view
+        for a range of rows."""
+        a, b = int(rows[0]), int(rows[-1]) + 1
+        bar = bar[a:b] if b - a == len(rows) else bar.index_select(0, rows)
+        return bar.view(len(rows), self.h, self.d, self.r)
 
     def codes(self, q_pos: Tensor, k_pos: Tensor, noise: SPENoise) -> ConvCodes:
-        """Positions must be increasing (each set); codes are made for the span of both sets."""
+        """Positions must be increasing (each set); codes are made for the span of both sets:
+        a window of P samples per position for a generation step, else the blocked Toeplitz
+        product from the block of bs positions that holds the first."""
         lo = int(min(q_pos.min(), k_pos.min()))
         hi = int(max(q_pos.max(), k_pos.max())) + 1
-        qbar, kbar = self._filter(noise, lo, hi)
-        qbar = qbar.view(hi - lo, self.h, self.d, self.r)  # (hi - lo, H, D, R)
-        kbar = kbar.view(hi - lo, self.h, self.d, self.r)
-        if len(q_pos) != hi - lo:
-            qbar = qbar.index_select(0, q_pos - lo)
-        if len(k_pos) != hi - lo:
-            kbar = kbar.index_select(0, k_pos - lo)
-        return ConvCodes(qbar, kbar, self.gate_noise(noise), self.r)
+        eps = self.gate_noise(noise)
+        if hi - lo <= 4:  # a generation step
+            qbar, kbar = self._window(noise, lo, hi)
+            return ConvCodes(
+                self._table(qbar, q_pos - lo), self._table(kbar, k_pos - lo), eps, self.r
+            )
+        start = lo - lo % conv_filter.CONV_BLOCK
+        n_out, rows = hi - start, (q_pos - start, k_pos - start)
+        end = start + conv_filter.noise_rows(n_out, self.p)
+        draw = functools.partial(self._noise, noise, start, end)  # (C, bs, nz, R)
+        filt = self._filters()
+        qbar, kbar = conv_filter.correlate(draw(), filt, n_out)
+        codes = ConvCodes(self._table(qbar, rows[0]), self._table(kbar, rows[1]), eps, self.r)
+        if filt.requires_grad:
+            codes.train_filters(filt, n_out, draw, rows)
+        return codes
 
 
 SPE_KINDS = ("sine_spe", "conv_spe")

@@ -27,20 +27,40 @@ class SharedTable:
     holds the token, whose node would then hold it back: a cycle that keeps the table alive
     after backward)."""
 
-    def __init__(self, table: Tensor) -> None:
+    def __init__(self, table: Tensor, token: Tensor | None = None, pending: list | None = None):
+        """`token`, `pending`: another node takes the gradient from `pending` (see
+        `head_gradient`); by default the table's own node sums it into the table's gradient."""
         self.value = table.detach()  # (N, H, D, R) or (B, N, H, D, R)
-        self.pending: list[tuple[Tensor, Tensor]] = []
-        self.token = _Collect.apply(table, self.pending) if table.requires_grad else None
+        self.pending: list[tuple[Tensor, Tensor]] = [] if pending is None else pending
+        if token is None and table.requires_grad:
+            token = _Collect.apply(table, self.pending)
+        self.token = token
 
-    def contract(self, x: Tensor, scale: Tensor | None = None) -> Tensor:
+    def contract(self, x: Tensor, scale: Tensor | None = None, extra: Tensor | None = None):
         """x (B, N, H, D), times `scale` (H, D) if given (the SPE gate's) -> (B, N, H, R):
-        (x s)[b, n, h] @ T[(b,) n, h]."""
-        b, n, h, _ = x.shape
+        (x s)[b, n, h] @ T[(b,) n, h], plus x[b, n, h] @ extra[h] if given ((H, D, R), the
+        gate's noise term: added in place, no (B, N, H, R) temporaries that a layer would
+        leave as holes in the heap)."""
         if self.token is None or not torch.is_grad_enabled():
-            xs = x if scale is None else x * scale
-            out = torch.bmm(_rows(xs, self.value), _matrices(self.value))
-            return _rows_out(out, self.value, b, n, h)
-        return _Contract.apply(x, scale, self.token, self.value, self.pending)
+            return _forward(x, scale, extra, self.value)
+        return _Contract.apply(x, scale, extra, self.token, self.value, self.pending)
+
+
+def _forward(x: Tensor, scale: Tensor | None, extra: Tensor | None, table: Tensor) -> Tensor:
+    """(x s) @ T + x @ extra (`SharedTable.contract`) -> (B, N, H, R)."""
+    b, n, h, _ = x.shape
+    rows = _rows(x if scale is None else x * scale, table)  # (M, B', D)
+    out = _rows_out(torch.bmm(rows, _matrices(table)), table, b, n, h)
+    return out if extra is None else out.add_(torch.einsum("bnhd,hdr->bnhr", x, extra))
+
+
+def head_gradient(pending: list[tuple[Tensor, Tensor]], n_heads: int, h: int) -> Tensor:
+    """Head h's rows of an (N, H, D, R) table's gradient, sum_l x_l^T g_l over the layers'
+    pending pairs: (N, D, R), one GEMM per position, without the full table's gradient."""
+    n = pending[0][0].shape[0] // n_heads
+    xs = torch.cat([x.view(n, n_heads, -1, x.shape[-1])[:, h] for x, _ in pending], 1)
+    gs = torch.cat([g.view(n, n_heads, -1, g.shape[-1])[:, h] for _, g in pending], 1)
+    return torch.bmm(xs.transpose(1, 2), gs)  # (N, D, L B') @ (N, L B', R)
 
 
 def _matrices(t: Tensor) -> Tensor:
@@ -70,23 +90,19 @@ class _Contract(torch.autograd.Function):
     autograd anyway, so the forward's peak holds one tensor per layer fewer."""
 
     @staticmethod
-    def forward(
-        ctx, x: Tensor, scale: Tensor | None, token: Tensor, table: Tensor, pending: list
-    ) -> Tensor:
-        ctx.save_for_backward(x, scale, table)
+    def forward(ctx, x, scale, extra, token: Tensor, table: Tensor, pending: list) -> Tensor:
+        ctx.save_for_backward(x, scale, extra, table)
         ctx.pending = pending
-        b, n, h, _ = x.shape
-        rows = _rows(x if scale is None else x * scale, table)  # (M, B', D)
-        return _rows_out(torch.bmm(rows, _matrices(table)), table, b, n, h)
+        return _forward(x, scale, extra, table)
 
     @staticmethod
     @once_differentiable  # the table's part goes by `pending`: no graph of it to differentiate
     def backward(ctx, g: Tensor):
-        x, scale, table = ctx.saved_tensors
+        x, scale, extra, table = ctx.saved_tensors
         b, n, h, _ = x.shape
         g_rows = _rows(g, table)  # (M, B', R)
         ctx.pending.append((_rows(x if scale is None else x * scale, table), g_rows))
-        grad_x = grad_scale = None
+        grad_x = grad_scale = grad_extra = None
         if ctx.needs_input_grad[0] or ctx.needs_input_grad[1]:
             gx = torch.bmm(g_rows, _matrices(table).transpose(1, 2))  # (M, B', D)
             gxs = _rows_out(gx, table, b, n, h)  # the gradient of x s, (B, N, H, D)
@@ -94,7 +110,11 @@ class _Contract(torch.autograd.Function):
                 grad_scale = (gxs * x).sum((0, 1))
             if ctx.needs_input_grad[0]:
                 grad_x = gxs if scale is None else gxs * scale
-        return grad_x, grad_scale, g.new_zeros(()), None, None
+                if extra is not None:
+                    grad_x = grad_x.add_(torch.einsum("bnhr,hdr->bnhd", g, extra))
+        if ctx.needs_input_grad[2]:
+            grad_extra = torch.einsum("bnhd,bnhr->hdr", x, g)
+        return grad_x, grad_scale, grad_extra, g.new_zeros(()), None, None
 
 
 class _Collect(torch.autograd.Function):

@@ -14,16 +14,17 @@ SINE_BLOCK = 512  # positions per block of the per-layer sine contraction (bound
 
 
 class SineContract(torch.autograd.Function):
-    """out[b,n,h,r] = sum_{d,j} x[b,n,h,d] s[h,d] Omega[(b,)n,h,d,j] lambdaZ[h,d,j,r], in
-    position blocks of SINE_BLOCK, s the gate's scale (or 1). Saves only its inputs: x s and the
+    """out[b,n,h,r] = sum_{d,j} x[b,n,h,d] s[h,d] Omega[(b,)n,h,d,j] lambdaZ[h,d,j,r] (+ sum_d
+    x[b,n,h,d] extra[h,d,r], the gate's noise term, added in place), in position blocks of
+    SINE_BLOCK, s the gate's scale (or 1). Saves only its inputs: x s and the
     (B, block, H, D, 2K) product are rebuilt per block in backward (what checkpointing did,
     without autograd's slice or split gradients; x is the layer's q or k, which autograd keeps
     anyway), and every product is laid out (H, B * block, D * 2K) for one batched GEMM over
     heads."""
 
     @staticmethod
-    def forward(ctx, x: Tensor, scale: Tensor | None, omega: Tensor, lz: Tensor) -> Tensor:
-        ctx.save_for_backward(x, scale, omega, lz)
+    def forward(ctx, x: Tensor, scale, omega: Tensor, lz: Tensor, extra=None) -> Tensor:
+        ctx.save_for_backward(x, scale, omega, lz, extra)
         h, d, j, r = lz.shape
         w = lz.reshape(h, d * j, r)
         b, outs = x.shape[0], []
@@ -31,11 +32,12 @@ class SineContract(torch.autograd.Function):
             xb = xb if scale is None else xb * scale
             out = torch.bmm(_modulate(xb, ob), w)  # (H, B nb, R)
             outs.append(out.view(h, b, xb.shape[1], r).permute(1, 2, 0, 3))
-        return torch.cat(outs, 1)  # (B, N, H, R)
+        out = torch.cat(outs, 1)  # (B, N, H, R)
+        return out if extra is None else out.add_(torch.einsum("bnhd,hdr->bnhr", x, extra))
 
     @staticmethod
     def backward(ctx, g: Tensor):
-        x, scale, omega, lz = ctx.saved_tensors
+        x, scale, omega, lz, extra = ctx.saved_tensors
         h, d, j, r = lz.shape
         b = x.shape[0]
         w = lz.reshape(h, d * j, r)
@@ -61,8 +63,12 @@ class SineContract(torch.autograd.Function):
                 else:  # batch 1: a view, no reduction pass
                     gom.append((go[:, 0] if b == 1 else go.sum(1)).transpose(0, 1))
         grad_x = torch.cat(gx, 1) if gx else None
+        if grad_x is not None and extra is not None:
+            grad_x.add_(torch.einsum("bnhr,hdr->bnhd", g, extra))
         grad_om = torch.cat(gom, -4) if gom else None
-        return grad_x, g_scale, grad_om, None if glz is None else glz.view(h, d, j, r)
+        grad_lz = None if glz is None else glz.view(h, d, j, r)
+        grad_extra = torch.einsum("bnhd,bnhr->hdr", x, g) if ctx.needs_input_grad[4] else None
+        return grad_x, g_scale, grad_om, grad_lz, grad_extra
 
 
 def _sine_blocks(x: Tensor, omega: Tensor):
