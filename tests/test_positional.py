@@ -172,6 +172,7 @@ def test_sine_tables_and_blocked_contraction_equal_the_direct_one_with_gradients
 
     monkeypatch.setattr(positional, "TABLE_MIN_BATCH", 1 if tables else 100)
     monkeypatch.setattr(sine_ops, "SINE_BLOCK", block)
+    monkeypatch.setattr(sine_ops, "COLLECT_BLOCK", block)
     torch.manual_seed(0)
     spe = SineSPE(2, 4, 8, 3)
     pos = torch.arange(50)
@@ -211,13 +212,25 @@ def test_sine_codes_for_positions_per_batch_row_equal_codes_per_row(monkeypatch,
             assert torch.allclose(got[b : b + 1], one, atol=1e-6)
 
 
+def _two_layers(x, scale, omega, lz, extra):
+    """Two layers' contractions through one side's codes (the second reads another x and is
+    scaled by 1/2), and a third layer whose output is unused: Omega's and lambda Z's gradients
+    are summed over the layers that got one."""
+    side = sine_ops.SineSide(omega, lz)
+    side.contract(x.cos(), scale, extra)  # a layer without gradient leaves nothing pending
+    first = side.contract(x, scale, extra)
+    return torch.cat([first, 0.5 * side.contract(x.sin(), scale, extra)], 1)
+
+
 @pytest.mark.parametrize("gate", ["none", "scale", "scale+noise"])
 @pytest.mark.parametrize("batch, per_row", [(1, False), (2, False), (2, True)])
 def test_blocked_sine_contraction_backward_passes_gradcheck(monkeypatch, batch, per_row, gate):
-    """The per-layer sine contraction's hand-written backward (blocks of 7 positions) against
-    finite differences, for Omega shared by the batch and given per row, with and without the
-    gate's (H, D) scale and its (H, D, R) noise term folded in."""
+    """The per-layer sine contraction's hand-written backward (blocks of 7 positions) and its
+    Omega / lambda Z node (their gradients from the layers' pending pairs) against finite
+    differences, for Omega shared by the batch and given per row, with and without the gate's
+    (H, D) scale and its (H, D, R) noise term folded in."""
     monkeypatch.setattr(sine_ops, "SINE_BLOCK", 7)
+    monkeypatch.setattr(sine_ops, "COLLECT_BLOCK", 6)  # blocks across the batch rows too
     g = torch.Generator().manual_seed(0)
     x = torch.randn(batch, 20, 2, 3, dtype=torch.double, generator=g, requires_grad=True)
     scale = torch.rand(2, 3, dtype=torch.double, generator=g, requires_grad=True)
@@ -226,12 +239,15 @@ def test_blocked_sine_contraction_backward_passes_gradcheck(monkeypatch, batch, 
     lz = torch.randn(2, 3, 4, 5, dtype=torch.double, generator=g, requires_grad=True)
     extra = torch.randn(2, 3, 5, dtype=torch.double, generator=g, requires_grad=True)
     args = (x, None if gate == "none" else scale, omega, lz, extra if "noise" in gate else None)
-    assert torch.autograd.gradcheck(sine_ops.SineContract.apply, args)
-    if gate != "none":  # the same as scaling x first (and adding x @ extra)
-        want = sine_ops.SineContract.apply(x * scale, None, omega, lz, None)
-        if args[4] is not None:
-            want = want + torch.einsum("bnhd,hdr->bnhr", x, extra)
-        assert torch.allclose(sine_ops.SineContract.apply(*args), want)
+    assert torch.autograd.gradcheck(_two_layers, args)
+    xs = x if gate == "none" else x * scale
+    direct = torch.einsum("bnhdj,hdjr->bnhr", xs.unsqueeze(-1) * omega, lz)
+    if args[4] is not None:
+        direct = direct + torch.einsum("bnhd,hdr->bnhr", x, extra)
+    assert torch.allclose(sine_ops.SineSide(omega, lz).contract(*args[:2], args[4]), direct)
+    side = sine_ops.SineSide(omega, lz)
+    side.contract(*args[:2], args[4]).sum().backward()
+    assert side.pending == []  # the pairs are dropped once the gradients are formed
 
 
 def test_cos_sin_backward_from_its_output_passes_gradcheck():

@@ -20,7 +20,7 @@ from torch import Tensor, nn
 
 from musicgen.model import conv_filter
 from musicgen.model.shared_table import SharedTable, head_gradient
-from musicgen.model.sine_ops import CosSin, SineContract
+from musicgen.model.sine_ops import CosSin, SineSide
 from musicgen.model.spe_noise import SPENoise
 
 NOISE_BLOCK = 256  # convSPE white noise is drawn lazily in blocks of this many positions
@@ -133,6 +133,10 @@ class SineCodes(SPECodes):
     gradient written) in every layer costs more than the 2K-fold FLOPs (at batch 1 the tables
     also took 1.7x the memory, see docs/model.md)."""
 
+    def __init__(self, q_part, k_part, eps: Tensor | None, r: int) -> None:
+        super().__init__(q_part, k_part, eps, r)
+        self._sides: dict[str, SineSide] = {}
+
     def _build(self, part) -> Tensor:
         omega, lz = part  # omega (..., N, H, D, 2K), lz (H, D, 2K, R)
         return torch.einsum("...hdj,hdjr->...hdr", omega, lz).contiguous()
@@ -142,8 +146,9 @@ class SineCodes(SPECodes):
         small = x.shape[1] <= TABLE_MAX_STEP
         if small or x.shape[0] >= TABLE_MIN_BATCH or side in self._tables:
             return super()._contract(x, side, scale, extra)
-        omega, lz = self.parts[side]
-        return SineContract.apply(x, scale, omega, lz, extra)  # (B, N, H, R)
+        if side not in self._sides:  # Omega's gradient summed over the layers once
+            self._sides[side] = SineSide(*self.parts[side])
+        return self._sides[side].contract(x, scale, extra)  # (B, N, H, R)
 
 
 class ConvCodes(SPECodes):

@@ -49,17 +49,20 @@ class SharedTable:
 def _forward(x: Tensor, scale: Tensor | None, extra: Tensor | None, table: Tensor) -> Tensor:
     """(x s) @ T + x @ extra (`SharedTable.contract`) -> (B, N, H, R)."""
     b, n, h, _ = x.shape
-    rows = _rows(x if scale is None else x * scale, table)  # (M, B', D)
+    rows = table_rows(x if scale is None else x * scale, table)  # (M, B', D)
     out = _rows_out(torch.bmm(rows, _matrices(table)), table, b, n, h)
     return out if extra is None else out.add_(torch.einsum("bnhd,hdr->bnhr", x, extra))
 
 
-def head_gradient(pending: list[tuple[Tensor, Tensor]], n_heads: int, h: int) -> Tensor:
+def head_gradient(
+    pending: list[tuple[Tensor, Tensor]], n_heads: int, h: int, rows: slice = slice(None)
+) -> Tensor:
     """Head h's rows of an (N, H, D, R) table's gradient, sum_l x_l^T g_l over the layers'
-    pending pairs: (N, D, R), one GEMM per position, without the full table's gradient."""
+    pending pairs: (N, D, R) (the positions `rows` of N only), one GEMM per position, without
+    the full table's gradient."""
     n = pending[0][0].shape[0] // n_heads
-    xs = torch.cat([x.view(n, n_heads, -1, x.shape[-1])[:, h] for x, _ in pending], 1)
-    gs = torch.cat([g.view(n, n_heads, -1, g.shape[-1])[:, h] for _, g in pending], 1)
+    xs = torch.cat([x.view(n, n_heads, -1, x.shape[-1])[rows, h] for x, _ in pending], 1)
+    gs = torch.cat([g.view(n, n_heads, -1, g.shape[-1])[rows, h] for _, g in pending], 1)
     return torch.bmm(xs.transpose(1, 2), gs)  # (N, D, L B') @ (N, L B', R)
 
 
@@ -68,7 +71,7 @@ def _matrices(t: Tensor) -> Tensor:
     return t.reshape(-1, t.shape[-2], t.shape[-1])
 
 
-def _rows(x: Tensor, t: Tensor) -> Tensor:
+def table_rows(x: Tensor, t: Tensor) -> Tensor:
     """x (B, N, H, D) as the (M, B', D) rows that multiply each table matrix (B' = B for a table
     shared by the batch, 1 for a table per batch row; a view at batch 1)."""
     b, n, h, d = x.shape
@@ -78,7 +81,7 @@ def _rows(x: Tensor, t: Tensor) -> Tensor:
 
 
 def _rows_out(out: Tensor, t: Tensor, b: int, n: int, h: int) -> Tensor:
-    """(M, B', R) -> (B, N, H, R), the inverse layout of `_rows` for table t."""
+    """(M, B', R) -> (B, N, H, R), the inverse layout of `table_rows` for table t."""
     if t.dim() == 5:
         return out.view(b, n, h, -1)
     return out.view(n, h, b, -1).permute(2, 0, 1, 3)
@@ -100,8 +103,8 @@ class _Contract(torch.autograd.Function):
     def backward(ctx, g: Tensor):
         x, scale, extra, table = ctx.saved_tensors
         b, n, h, _ = x.shape
-        g_rows = _rows(g, table)  # (M, B', R)
-        ctx.pending.append((_rows(x if scale is None else x * scale, table), g_rows))
+        g_rows = table_rows(g, table)  # (M, B', R)
+        ctx.pending.append((table_rows(x if scale is None else x * scale, table), g_rows))
         grad_x = grad_scale = grad_extra = None
         if ctx.needs_input_grad[0] or ctx.needs_input_grad[1]:
             gx = torch.bmm(g_rows, _matrices(table).transpose(1, 2))  # (M, B', D)
