@@ -1,8 +1,9 @@
-"""sineSPE's autograd Functions: the per-layer code contraction and the angles' [cos, sin].
+"""sineSPE's autograd Functions: the per-layer code contraction, the node that forms Omega's
+and lambda Z's gradients once for every layer, and the angles' [cos, sin].
 
-Both keep for backward only what autograd keeps anyway (their inputs, or an output another
-node saves), and rebuild the rest: the (B, block, H, D, 2K) product of q and Omega, q times the
-gate's scale, the angles. docs/model.md, "Positional encodings", says when which path runs.
+They keep for backward only what autograd keeps anyway (their inputs, or an output another
+node saves) and the layers' (x s, g) pairs, and rebuild the rest: q times the gate's scale, the
+angles. docs/model.md, "Positional encodings", says when which path runs.
 """
 
 from __future__ import annotations
