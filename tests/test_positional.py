@@ -162,12 +162,14 @@ def test_learned_table_refuses_positions_past_max_len():
 
 @pytest.mark.parametrize("tables", [True, False])
 @pytest.mark.parametrize("block", [16, 10_000])
+@pytest.mark.parametrize("per_row", [False, True])
 def test_sine_tables_and_blocked_contraction_equal_the_direct_one_with_gradients(
-    monkeypatch, tables, block
+    monkeypatch, tables, block, per_row
 ):
     """Both contraction paths (shared (N, H, D, R) tables; per layer, in position blocks with a
-    hand-written backward) give the paper's sum_d q_d Qbar_d[m] and the gradients (frequencies,
-    gains, q) of contracting (q * Omega) with lambda Z directly."""
+    hand-written backward), for positions shared by the batch or given per row, give the
+    paper's sum_d q_d Qbar_d[m] and the gradients (frequencies, gains, q) of contracting
+    (q * Omega) with lambda Z directly."""
     import musicgen.model.positional as positional
 
     monkeypatch.setattr(positional, "TABLE_MIN_BATCH", 1 if tables else 100)
@@ -175,7 +177,7 @@ def test_sine_tables_and_blocked_contraction_equal_the_direct_one_with_gradients
     monkeypatch.setattr(sine_ops, "COLLECT_BLOCK", block)
     torch.manual_seed(0)
     spe = SineSPE(2, 4, 8, 3)
-    pos = torch.arange(50)
+    pos = torch.stack([torch.arange(50), torch.arange(50) + 7]) if per_row else torch.arange(50)
     x = torch.randn(2, 50, 2, 4, generator=torch.Generator().manual_seed(1)).requires_grad_()
     codes = spe.codes(pos, pos, SPENoise(3, "cpu"))
     out = codes.project(x, "q", None)

@@ -139,16 +139,22 @@ class SineCodes(SPECodes):
 
     def _build(self, part) -> Tensor:
         omega, lz = part  # omega (..., N, H, D, 2K), lz (H, D, 2K, R)
-        return torch.einsum("...hdj,hdjr->...hdr", omega, lz).contiguous()
+        with torch.no_grad():  # its gradient goes to Omega and lambda Z by the side's node
+            return torch.einsum("...hdj,hdjr->...hdr", omega, lz).contiguous()
 
     def _contract(self, x: Tensor, side: str, scale: Tensor, extra: Tensor | None) -> Tensor:
+        """Both paths leave the layers' (x s, g) pairs with the side's `SineSide`, whose node
+        forms Omega's and lambda Z's gradients once: no table-sized gradient on either."""
+        if side not in self._sides:
+            self._sides[side] = SineSide(*self.parts[side])
+        codes = self._sides[side]
         # a few positions (a generation step): the table is tiny, built once for all layers
         small = x.shape[1] <= TABLE_MAX_STEP
         if small or x.shape[0] >= TABLE_MIN_BATCH or side in self._tables:
-            return super()._contract(x, side, scale, extra)
-        if side not in self._sides:  # Omega's gradient summed over the layers once
-            self._sides[side] = SineSide(*self.parts[side])
-        return self._sides[side].contract(x, scale, extra)  # (B, N, H, R)
+            if side not in self._shared:
+                self._shared[side] = SharedTable(self.table(side), codes.token, codes.pending)
+            return self._shared[side].contract(x, scale, extra)
+        return codes.contract(x, scale, extra)  # (B, N, H, R)
 
 
 class ConvCodes(SPECodes):
