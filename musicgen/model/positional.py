@@ -129,9 +129,9 @@ TABLE_MAX_STEP = 4  # sineSPE: shared tables also for inputs of at most this man
 
 class SineCodes(SPECodes):
     """Tables at batch >= TABLE_MIN_BATCH; below, per layer `(q ⊙ Omega)` (B, N, H, D, 2K) then
-    lambda Z: 2K / B times the table's bytes per layer, which wins when the table read (and its
-    gradient written) in every layer costs more than the 2K-fold FLOPs (at batch 1 the tables
-    also took 1.7x the memory, see docs/model.md)."""
+    lambda Z: 2K / B times the table's bytes per layer, which wins when the table read in every
+    layer (forward and for q's gradient) costs more than the 2K-fold FLOPs (at batch 1 the
+    tables also take about 1.5x APE's memory, see docs/model.md)."""
 
     def __init__(self, q_part, k_part, eps: Tensor | None, r: int) -> None:
         super().__init__(q_part, k_part, eps, r)
