@@ -110,7 +110,7 @@ class TrainConfig:
     max_steps: int = 100_000
     seed: int = 0
     device: str = "auto"  # auto | cpu | cuda | mps
-    precision: str = "auto"  # auto (bf16 on CUDA, fp32 elsewhere) | fp32 | bf16 | fp16
+    precision: str = "auto"  # auto (bf16 on CUDA and bf16 CPUs, else fp32) | fp32 | bf16 | fp16
     val_every: int = 500
     val_songs: int = 32  # held-out songs per validation
     val_max_len: int = 4096  # validate per position up to here (2 x crop: extrapolation)

@@ -32,7 +32,7 @@ from musicgen.checkpoint import checked_weights, payload_tokenizer, read_payload
 from musicgen.config import Config, config_from_dict, to_dict
 from musicgen.data.dataset import PreparedSplit, load_songs
 from musicgen.data.segments import make_train_dataset
-from musicgen.device import pick_device
+from musicgen.device import pick_device, resolve_precision
 from musicgen.errors import MusicgenError
 from musicgen.io import atomic_write_text, ensure_dir, remove_stale_temps
 from musicgen.model import build_model
@@ -160,7 +160,7 @@ def build_run(
     torch.manual_seed(cfg.train.seed)  # the same initial weights on every rank
     model = build_model(cfg.model, tok).to(device)
     optim = make_optimizer(model, cfg)
-    amp, precision = autocast_for(device, cfg.train.precision)
+    amp, precision, why = autocast_for(device, cfg.train.precision, cfg.model.d_model)
     scaler = torch.amp.GradScaler(device.type, enabled=precision == "fp16")
     if payload is not None:
         if payload["tokenizer"] != tok.to_dict():
@@ -181,6 +181,7 @@ def build_run(
         scaler=scaler,
         amp=amp,
         precision=precision,
+        precision_why=why,
         tok=tok,
         data=data,
         loader=loader,
@@ -268,14 +269,16 @@ def make_optimizer(model: torch.nn.Module, cfg: Config) -> torch.optim.Optimizer
     )
 
 
-def autocast_for(device: torch.device, precision: str) -> tuple[AbstractContextManager, str]:
-    """bf16 autocast on CUDA by default; fp32 elsewhere (CPU autocast is slower here)."""
-    if precision == "auto":
-        precision = "bf16" if device.type == "cuda" else "fp32"
+def autocast_for(
+    device: torch.device, precision: str, d_model: int
+) -> tuple[AbstractContextManager, str, str]:
+    """The autocast context of `precision` on `device`, the precision it resolved to and why
+    (`device.resolve_precision`): fp32 runs without autocast."""
+    precision, why = resolve_precision(device, precision, d_model)
     if precision == "fp32":
-        return nullcontext(), precision
+        return nullcontext(), precision, why
     dtype = torch.bfloat16 if precision == "bf16" else torch.float16
-    return torch.autocast(device_type=device.type, dtype=dtype), precision
+    return torch.autocast(device_type=device.type, dtype=dtype), precision, why
 
 
 def wrap_model(
@@ -341,7 +344,7 @@ def open_outputs(run: Run, start_step: int) -> None:
         n_params = sum(p.numel() for p in run.model.parameters())
         print(
             f"musicgen train: {n_params / 1e6:.1f} M parameters, device {run.device}, "
-            f"precision {run.precision}, world {run.ranks.world}, "
+            f"precision {run.precision} ({run.precision_why}), world {run.ranks.world}, "
             f"steps {start_step}->{run.cfg.train.max_steps}"
         )
         print(json.dumps(to_dict(run.cfg), indent=None))

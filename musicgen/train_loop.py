@@ -156,6 +156,7 @@ def report_step(run: Run, state: TrainState, done: StepDone) -> None:
                 "lr": done.lr,
                 "tok_per_s": tps,
                 "time": time.time() - state.t0,
+                "precision": run.precision,
             },
         )
 
@@ -222,7 +223,12 @@ def maybe_checkpoint(run: Run, state: TrainState, leave: bool) -> None:
 
 def save_state(run: Run, state: TrainState, name: str) -> None:
     """RUN/name: the weights plus what an exact resume needs (step, best, optimiser, scaler)."""
-    train_state = {"step": state.step, "best": state.best, "optimizer": run.optim.state_dict()}
+    train_state = {
+        "step": state.step,
+        "best": state.best,
+        "optimizer": run.optim.state_dict(),
+        "precision": run.precision,
+    }
     if run.scaler.is_enabled():  # fp16: the loss scale and its growth counter
         train_state["scaler"] = run.scaler.state_dict()
     save_checkpoint(run.out / name, run.model, run.cfg, run.tok, train_state)

@@ -66,6 +66,7 @@ class Run:
     scaler: torch.amp.GradScaler  # enabled for fp16 only
     amp: AbstractContextManager  # the autocast context (a null one for fp32)
     precision: str  # fp32, bf16 or fp16 ("auto" resolved)
+    precision_why: str  # how it was chosen ("auto: this CPU has amx_bf16", "as configured")
     tok: Tokenizer
     data: torch.utils.data.Dataset  # the training crops (pass_of(index) gives the epoch)
     loader: DataLoader

@@ -159,11 +159,13 @@ def median(values: list[float]) -> float:
 # ------------------------------------------------------------------ FLOPs
 
 
-def matmul_peak_gflops(n: int = 2048, repeats: int = 4) -> float:
-    """fp32 GFLOP/s of an n x n matmul in this process (threads as set): the best of `repeats`."""
+def matmul_peak_gflops(n: int = 2048, repeats: int = 4, dtype: str = "fp32") -> float:
+    """GFLOP/s of an n x n matmul in `dtype` (fp32 or bf16) in this process (threads as set): the
+    best of `repeats`. bf16 runs on the CPU's bf16 units where it has them (AMX, AVX512-BF16)."""
     import torch
 
-    a, b = torch.randn(n, n), torch.randn(n, n)
+    dt = {"fp32": torch.float32, "bf16": torch.bfloat16}[dtype]
+    a, b = torch.randn(n, n, dtype=dt), torch.randn(n, n, dtype=dt)
     a @ b  # warm-up
     best = float("inf")
     for _ in range(repeats):
