@@ -76,8 +76,8 @@ def train(cfg: Config, out_dir: str | Path, resume: bool = False) -> TrainResult
 def _train_locked(
     cfg: Config, out: Path, resume: bool, device: torch.device, ranks: Ranks
 ) -> TrainResult:
-    state, payload = resume_state(cfg, out) if resume else (TrainState(), None)
-    run = build_run(cfg, out, device, ranks, payload, state.step)
+    state, payload = resume_state(cfg, out, ranks) if resume else (TrainState(), None)
+    run = build_run(cfg, out, device, ranks, payload, state)
     del payload  # its weights and optimiser state are in the run now
     open_outputs(run, state.step)
     stop = StopRequest().install()
@@ -109,9 +109,10 @@ def setup_distributed(device: torch.device) -> Ranks:
     return Ranks(dist.get_rank(), dist.get_world_size())
 
 
-def resume_state(cfg: Config, out: Path) -> tuple[TrainState, dict]:
-    """The step and best loss of out/last.pt and its payload (weights, optimiser, scaler), after
-    checking that it can continue this config (same model and tokenizer, step <= max_steps)."""
+def resume_state(cfg: Config, out: Path, ranks: Ranks) -> tuple[TrainState, dict]:
+    """The step, best loss and crops read of out/last.pt and its payload (weights, optimiser,
+    scaler), after checking that it can continue this config (same model and tokenizer, step <=
+    max_steps). A checkpoint that did not count its crops read them at this world size."""
     last = out / "last.pt"
     if not last.is_file():
         raise MusicgenError(f"{out}: nothing to resume (no last.pt)")
@@ -142,7 +143,10 @@ def resume_state(cfg: Config, out: Path) -> tuple[TrainState, dict]:
             f"config: train.max_steps: must be >= {step} (the step of {last}) to resume, "
             f"got {cfg.train.max_steps}"
         )
-    return TrainState(step=step, best=float(best)), payload
+    items = saved_state.get("items", step * ranks.world * crops_per_step(cfg))
+    if not isinstance(items, int) or isinstance(items, bool) or items < 0:
+        raise MusicgenError(f"{last}: training state 'items' must be a count, got {items!r}")
+    return TrainState(step=step, best=float(best), items=items), payload
 
 
 def build_run(
@@ -151,10 +155,10 @@ def build_run(
     device: torch.device,
     ranks: Ranks,
     payload: dict | None,
-    start_step: int,
+    state: TrainState,
 ) -> Run:
     """Model, optimiser, scaler (restored from `payload` when resuming), data loader from
-    `start_step` on, and validation songs."""
+    `state`'s step and crop on, and validation songs."""
     split = PreparedSplit(cfg.data.path, "train")
     tok = data_tokenizer(cfg, split)
     torch.manual_seed(cfg.train.seed)  # the same initial weights on every rank
@@ -169,7 +173,7 @@ def build_run(
         restore_training_state(optim, scaler, payload["train_state"], out / "last.pt")
     elif cfg.train.init_from:
         init_weights(model, cfg.train.init_from, tok)
-    data, loader = make_loader(cfg, split, ranks, start_step)
+    data, loader = make_loader(cfg, split, ranks, state)
     return Run(
         cfg=cfg,
         out=out,
@@ -296,20 +300,19 @@ def wrap_model(
 
 
 class StepSampler(Sampler[int]):
-    """Dataset indices for steps start..max: step s, rank r, slot j -> a unique index."""
+    """Dataset indices for steps start..max: step s, rank r, slot j -> a unique index. The
+    steps from `start` on read the crops after the first `start_item` ones, whatever the world
+    size that read those: a run resumed on another number of ranks neither skips nor repeats."""
 
-    def __init__(self, start_step: int, max_steps: int, per_step: int, rank: int, world: int):
-        self.start, self.max, self.per_step, self.rank, self.world = (
-            start_step,
-            max_steps,
-            per_step,
-            rank,
-            world,
-        )
+    def __init__(
+        self, start: int, max_steps: int, per_step: int, rank: int, world: int, start_item: int
+    ):
+        self.start, self.max, self.per_step = start, max_steps, per_step
+        self.rank, self.world, self.start_item = rank, world, start_item
 
     def __iter__(self):
         for step in range(self.start, self.max):
-            base = (step * self.world + self.rank) * self.per_step
+            base = self.start_item + ((step - self.start) * self.world + self.rank) * self.per_step
             yield from range(base, base + self.per_step)
 
     def __len__(self) -> int:
@@ -317,12 +320,14 @@ class StepSampler(Sampler[int]):
 
 
 def make_loader(
-    cfg: Config, split: PreparedSplit, ranks: Ranks, start_step: int
+    cfg: Config, split: PreparedSplit, ranks: Ranks, state: TrainState
 ) -> tuple[torch.utils.data.Dataset, DataLoader]:
-    """The crops of every step and rank, and a loader giving this rank's from `start_step` on."""
-    per_step = crops_per_step(cfg)
-    data = make_train_dataset(cfg, split, cfg.train.max_steps * per_step * ranks.world)
-    sampler = StepSampler(start_step, cfg.train.max_steps, per_step, ranks.rank, ranks.world)
+    """The crops of every step and rank, and a loader giving this rank's from `state` on."""
+    per_step, remaining = crops_per_step(cfg), cfg.train.max_steps - state.step
+    data = make_train_dataset(cfg, split, state.items + remaining * per_step * ranks.world)
+    sampler = StepSampler(
+        state.step, cfg.train.max_steps, per_step, ranks.rank, ranks.world, state.items
+    )
     loader = DataLoader(
         data,
         batch_size=cfg.train.batch_size,

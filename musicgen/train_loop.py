@@ -87,6 +87,7 @@ def train_step(run: Run, state: TrainState, batches: Iterator[dict], stop: StopR
     run.scaler.update()
     run.optim.zero_grad(set_to_none=True)
     state.step += 1
+    state.items += crops_per_step(cfg) * run.ranks.world
     return StepDone(loss, lr, leave, overtime)
 
 
@@ -145,7 +146,7 @@ def report_step(run: Run, state: TrainState, done: StepDone) -> None:
     run.bar.update(1)
     run.bar.set_postfix(loss=f"{done.loss:.3f}", lr=f"{done.lr:.2e}", tok_s=f"{tps:.0f}")
     if step % run.cfg.log.every == 0 or step == run.cfg.train.max_steps:
-        epoch = run.data.pass_of((step - 1) * world * per_step)
+        epoch = run.data.pass_of(state.items - world * per_step)
         _log(
             run.log,
             {
@@ -228,6 +229,7 @@ def save_state(run: Run, state: TrainState, name: str) -> None:
         "best": state.best,
         "optimizer": run.optim.state_dict(),
         "precision": run.precision,
+        "items": state.items,
     }
     if run.scaler.is_enabled():  # fp16: the loss scale and its growth counter
         train_state["scaler"] = run.scaler.state_dict()

@@ -48,6 +48,7 @@ class TrainState:
 
     step: int = 0
     best: float = math.inf  # best validation loss so far
+    items: int = 0  # crops all ranks read before this step: the next step's first is this one
     tokens: int = 0  # target tokens this process trained on since it started (for tokens/s)
     t0: float = 0.0  # wall time the loop started (time limit, tokens/s, log)
 

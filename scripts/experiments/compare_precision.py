@@ -31,7 +31,8 @@ def train(preset: str, data: str, out: Path, precision: str, seed: int, sets: li
     cmd = [sys.executable, "-m", "musicgen.cli", "train", "--config", preset, "--data", data]
     cmd += ["--out", str(run), *overrides] + (["--resume"] if (run / "last.pt").exists() else [])
     print(" ".join(cmd), flush=True)
-    subprocess.run(cmd, check=True)
+    if subprocess.run(cmd).returncode != 0:
+        raise SystemExit(f"error: {run}: training failed (see its output above)")
     return run
 
 
