@@ -189,7 +189,10 @@ def api_options(args: argparse.Namespace) -> dict:
 
 def prepare(args: argparse.Namespace, bars: int | None, bars_name: str = "bars") -> Model:
     """Check every option (before anything is loaded), then load the model."""
-    check_arguments(args.num, bars, seed=args.seed, bars_name=bars_name, **api_options(args))
+    check_arguments(
+        args.num, bars, seed=args.seed, bars_name=bars_name, chords=args.chords,
+        **api_options(args),
+    )  # fmt: skip
     if Path(args.out).exists() and not Path(args.out).is_dir():
         raise MusicgenError(f"{args.out}: is a file, not a folder (--out)")
     return load(args.checkpoint, args.device, int8=args.int8)

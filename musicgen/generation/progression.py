@@ -267,7 +267,7 @@ def load_progression(spec, tokenizer: Tokenizer, where: str = "chords") -> Progr
     chord_midi.txt, or a progression string."""
     if isinstance(spec, Progression):
         return spec
-    if isinstance(spec, Path) or (isinstance(spec, str) and _looks_like_file(spec)):
+    if isinstance(spec, Path) or (isinstance(spec, str) and looks_like_file(spec)):
         path = Path(spec)
         check_chord_path(path, where)
         if path.suffix.lower() in (".mid", ".midi"):
@@ -298,7 +298,7 @@ def check_chord_path(path: Path, where: str = "chords") -> bytes:
         raise MusicgenError(f"{where}: {path}: {exc}") from None
 
 
-def _looks_like_file(text: str) -> bool:
+def looks_like_file(text: str) -> bool:
     return text.lower().endswith((".mid", ".midi", ".txt")) or Path(text).name == CHORD_FILE
 
 
