@@ -2,7 +2,7 @@
 
 Only regular files are read: a FIFO named `x.mid` would block `open` forever and a link to
 /dev/zero would read without end, so the file type is checked on the opened descriptor (opened
-non-blocking) and at most `max_bytes + 1` bytes are read.
+non-blocking) and at most `max_bytes + 1` bytes are read (`musicgen.io.read_regular`).
 """
 
 from __future__ import annotations
