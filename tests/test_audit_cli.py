@@ -262,12 +262,16 @@ def _odd_chord_paths(tmp_path: Path) -> dict[str, tuple[Path, str]]:
     }
 
 
-def test_chords_path_kinds_are_named(remi, tmp_path, capsys):
+def test_chords_path_kinds_are_named(tmp_path, capsys, monkeypatch):
+    loads = []
+    monkeypatch.setattr("musicgen.commands.generate.load", lambda *a, **k: loads.append(a))
     for case, (path, what) in _odd_chord_paths(tmp_path).items():
-        line = refused(capsys, *gen(remi, tmp_path / "o", "--chords", path), names=str(path))
+        argv = gen("missing.pt", tmp_path / "o", "--chords", path)
+        line = refused(capsys, *argv, names=f"--chords: {path}: ")
         assert what in line, (case, line)
         if case != "missing":
             assert "not found" not in line, case
+    assert not loads  # each refused before the model is loaded
 
 
 def test_prompt_bars_negative_is_one_line(remi, tmp_path, capsys):

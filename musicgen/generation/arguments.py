@@ -4,9 +4,10 @@ sampled; messages name the API's parameters (`bars: must be >= 1, got 0`)."""
 from __future__ import annotations
 
 import secrets
+from pathlib import Path
 
 from musicgen.errors import SEED_MAX, MusicgenError, check_int
-from musicgen.generation.progression import looks_like_file, parse_progression
+from musicgen.generation.progression import check_chord_path, looks_like_file, parse_progression
 from musicgen.generation.sample import SamplingOptions
 from musicgen.limits import MAX_BATCH, MAX_NEW_BARS, MAX_NEW_TOKENS
 
@@ -71,7 +72,9 @@ def check_arguments(
             "chord_tones: has an effect only with chords (a progression); give chords too, "
             "or leave chord_tones out"
         )
-    if (isinstance(chords, str) and not looks_like_file(chords)) or _bar_list(chords):
+    if isinstance(chords, Path) or (isinstance(chords, str) and looks_like_file(chords)):
+        check_chord_path(Path(chords))  # its kind and size; its chords once the model is loaded
+    elif isinstance(chords, str) or _bar_list(chords):
         parse_progression(chords)  # the model's vocabulary is checked once it is loaded
 
 

@@ -222,7 +222,7 @@ def check_seconds(option: str, seconds) -> float:
         raise MusicgenError(f"{option}: must be a number of seconds, got {seconds!r}")
     if not math.isfinite(seconds):
         raise MusicgenError(f"{option}: must be a finite number of seconds, got {seconds}")
-    check_range(option, seconds, PROMPT_SECONDS.low, low_open=True)
+    check_range(option, seconds, 0, low_open=True)
     return float(check_range(option, seconds, None, PROMPT_SECONDS.high))
 
 
