@@ -139,9 +139,12 @@ def run_files(out: Path) -> list[Path]:
 def refuse_existing_run(out: Path, resume: bool) -> None:
     """A new run (no `resume`) into a folder holding a run is refused before any work: it
     would replace best.pt with a worse one, cut log.jsonl and leave old step_*.pt beside the
-    new run. `musicgen train --force` moves the old run aside first (`move_run_aside`)."""
+    new run. `musicgen train --force` moves the old run aside first (`move_run_aside`). A run
+    that another `train` is writing gets that process's lock message instead."""
     files = [] if resume else run_files(out)
     if files:
+        with RunLock(out):  # a run still being written is named as such first
+            pass
         names = ", ".join(f.name for f in files[:3]) + (", ..." if len(files) > 3 else "")
         raise MusicgenError(
             f"{out}: already holds a run ({names}); give --resume to continue it, --force to "
