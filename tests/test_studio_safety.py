@@ -148,9 +148,9 @@ def test_a_result_address_with_another_token_or_path_is_not_found(studio):
     midi = Path(result[2][0]["path"])
     folder = midi.parent
     guesses = [
-        folder.parent / "A" * 32 / midi.name,  # another page's token, guessed
+        folder.parent / ("A" * 32) / midi.name,  # another page's token, guessed
         folder,  # the page's folder itself
-        folder / ".." / folder.name / midi.name,  # a detour
+        folder / ".." / ".." / "gradio",  # a detour out of the pages' folders
         folder / "nope.mid",
         MODEL / "README.md",
         Path("/etc/passwd"),
@@ -263,7 +263,7 @@ def test_twenty_clients_submitting_and_cancelling_keep_one_job_at_a_time(studio)
         ({"seed": 1.5}, "seed: must be a whole number, got 1.5"),
         ({"top_k": 2.5}, "top_k: must be a whole number, got 2.5"),
         ({"temperature": "hot"}, "temperature: must be a number"),
-        ({"chords": ["C"]}, "chords: must be text"),
+        ({"chords": ["C"]}, "chords: unknown chord"),
     ],
 )
 def test_a_bad_number_through_the_api_is_one_line_naming_it(studio, change, message):
@@ -286,20 +286,34 @@ def test_ten_million_chord_repeats_are_refused_without_holding_the_slot(studio):
     assert "1 piece(s)" in result[-1]  # the slot is free
 
 
-def test_the_audio_of_a_prompt_at_the_slowest_tempo_is_capped(studio, tmp_path, monkeypatch):
-    _, root, _ = studio
+def slow_prompt(folder: Path, tempo: bytes) -> Path:
+    """A 1-bar prompt (C E G C quarters) at the tempo of `tempo` (3 bytes, microseconds a beat)."""
+    path = folder / f"tempo_{tempo.hex()}.mid"
+    events = [(0, b"\xff\x51\x03" + tempo), *hostile.notes([60, 64, 67, 72], 0, 480)]
+    path.write_bytes(hostile.midi_bytes(events))
+    return path
+
+
+def test_the_audio_of_a_prompt_at_the_slowest_tempo_is_capped(tmp_path, monkeypatch):
     monkeypatch.setattr(jobs, "MAX_AUDIO_SECONDS", 6.0)
-    tempo = (0, b"\xff\x51\x03\xff\xff\xff")  # 16.8 s a beat
-    slow_song = tmp_path / "slow.mid"
-    slow_song.write_bytes(hostile.midi_bytes([tempo, *hostile.notes([60, 64, 67, 72], 0, 480)]))
+    song = slow_prompt(tmp_path, (3_000_000).to_bytes(3, "big"))  # 20 bpm: 12 s a bar
     model = jobs.ModelCache({LABEL: MODEL}, "cpu").get(LABEL)
     session = jobs.Session(tmp_path / "root")
-    [piece] = jobs.run_continue(model, session, LABEL, slow_song, prompt_bars=1, new_bars=1)
+    [piece] = jobs.run_continue(model, session, LABEL, song, prompt_bars=1, new_bars=1)
     from musicgen.generation.render import read_wav
 
     frames, rate = read_wav(piece.audio)
     assert len(frames) / rate <= 6.0 + 3.0  # the cap, and the synthesizer's release tail
-    assert [p.name for p in session.dir().glob("*.wav")] == [piece.audio.name]
+    assert [p.name for p in session.dir().glob("*.wav")] == [piece.audio.name]  # one copy
+
+
+def test_a_prompt_with_tempo_ff_ff_ff_is_one_line_before_any_job(tmp_path):
+    song = slow_prompt(tmp_path, b"\xff\xff\xff")
+    model = jobs.ModelCache({LABEL: MODEL}, "cpu").get(LABEL)
+    session = jobs.Session(tmp_path / "root")
+    with pytest.raises(MusicgenError, match="tempo") as refused:
+        jobs.run_continue(model, session, LABEL, song, prompt_bars=1, new_bars=4)
+    assert "\n" not in str(refused.value) and not session.pieces and not session.running
 
 
 # ---------------------------------------------------------------------------------------------
@@ -402,8 +416,7 @@ def test_a_host_other_than_loopback_warns_and_auth_is_parsed(monkeypatch, capsys
     import musicgen.studio as studio_pkg
     from musicgen.studio import app
 
-    launched = {}
-    monkeypatch.setattr(app, "launch", lambda *a: launched.setdefault("args", a) or _Page())
+    monkeypatch.setattr(app, "launch", lambda *a: _Page())
     studio_pkg.serve([MODEL], host="0.0.0.0", device="cpu")  # nothing binds: launch is stubbed
     assert "warning: --host 0.0.0.0: the studio is reachable" in capsys.readouterr().err
     studio_pkg.serve([MODEL], host="127.0.0.1", device="cpu")
