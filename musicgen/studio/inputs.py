@@ -2,8 +2,10 @@
 
 Widgets send floats and None, a file upload is whatever a browser sent: every value is checked
 here with a one-line `MusicgenError` naming the API's parameter (`bars`, `top_p`) or the file,
-and the page shows that line. The limits are the page's own (tighter than the API's, so one
-request cannot hold a shared machine for long); uploads are also held to `musicgen.limits`.
+and the page shows that line. The sizes (bars, pieces, prompt length) are the page's own,
+tighter than the API's so that one request cannot hold a shared machine for long; the sampling
+numbers and the chord progression go through the library's own checks (one range each, the
+same as the CLI's); uploads are also held to `musicgen.limits`.
 """
 
 from __future__ import annotations
