@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import contextvars
 import functools
 import inspect
 import sys
@@ -18,6 +19,7 @@ import threading
 import time
 import traceback
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -83,6 +85,9 @@ def _guarded(fn: Callable) -> Callable:
     return run
 
 
+WORKERS = ThreadPoolExecutor(64, thread_name_prefix="studio-job")  # --concurrency is <= 64
+
+
 class JobFlag(threading.Event):
     """A job's stop flag for the sampler's `cancel=`: set by Stop or a cancelled request, and
     also set once the client that asked has gone (`gone()`: its connection closed)."""
@@ -99,7 +104,8 @@ async def in_thread(work: Callable[[threading.Event], object], flag: JobFlag):
     """`work(flag)` in a worker thread. When Gradio cancels the request (Stop, gradio_client's
     `job.cancel()`, its cancel route), the flag stops the sampler at its next step and the
     request ends only when the thread has: the concurrency slot is never freed early."""
-    task = asyncio.ensure_future(asyncio.to_thread(work, flag))
+    context = contextvars.copy_context()  # gradio's progress tracker lives in a context var
+    task = asyncio.get_running_loop().run_in_executor(WORKERS, context.run, work, flag)
     try:
         return await asyncio.shield(task)
     except asyncio.CancelledError:
