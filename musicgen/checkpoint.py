@@ -15,6 +15,7 @@ Every loader here accepts a `.pt` file, a run folder or a model folder.
 from __future__ import annotations
 
 import json
+import warnings
 import zipfile
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -110,7 +111,7 @@ def save_checkpoint(
         except RuntimeError as exc:  # torch's zip writer reports a full disk this way
             first = str(exc).strip().splitlines()[0] if str(exc).strip() else "write failed"
             raise MusicgenError(
-                f"{path}: cannot write ({first[:120]}; is the disk full?)"
+                f"{path}: cannot write ({short(first)}; is the disk full?)"
             ) from None
     return path
 
@@ -130,10 +131,12 @@ def read_payload(path: str | Path) -> dict:
                 return read_payload(path / name)
         raise MusicgenError(f"{path}: folder holds no best.pt, last.pt or model.pt checkpoint")
     try:
-        payload = torch.load(path, map_location="cpu", weights_only=True)
+        with warnings.catch_warnings():  # torch warns about a raw pickle before refusing it
+            warnings.simplefilter("ignore")
+            payload = torch.load(path, map_location="cpu", weights_only=True)
     except (RuntimeError, EOFError, OSError, zipfile.BadZipFile, ValueError) as exc:
         reason = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-        raise MusicgenError(f"{path}: not a readable checkpoint ({reason[:120]})") from None
+        raise MusicgenError(f"{path}: not a readable checkpoint ({short(reason)})") from None
     except Exception as exc:  # the unpickler refuses anything that is not plain data
         raise MusicgenError(f"{path}: not a musicgen checkpoint ({type(exc).__name__})") from None
     if not isinstance(payload, dict) or payload.get("format") != FORMAT:
@@ -145,6 +148,14 @@ def read_payload(path: str | Path) -> dict:
         raise MusicgenError(f"{path}: 'train_state' must be a mapping")
     payload["path"] = str(path)
     return _checked(payload, str(path), str(path))
+
+
+def short(text: str, limit: int = 120) -> str:
+    """`text` cut to about `limit` characters at a word boundary ("..." marks the cut)."""
+    if len(text) <= limit:
+        return text
+    cut = text[:limit].rsplit(" ", 1)[0].rstrip(" ,;:")
+    return f"{cut} ..."
 
 
 def _checked(payload: dict, config_where: str, weights_where: str) -> dict:
@@ -174,6 +185,19 @@ def checked_weights(
             _check_tensor(name, tensor, mine, where)
         out[name] = tensor.float() if tensor.is_floating_point() else tensor
     return out
+
+
+def check_names(model: nn.Module, weights: dict[str, torch.Tensor], where: str) -> None:
+    """The weights' names are the model's: the first missing or foreign tensor is named (with
+    how many more), as `load_state_dict`'s first line names none."""
+    own = set(model.state_dict())
+    for names, what in (
+        (sorted(own - set(weights)), "is missing (the saved config's model needs it)"),
+        (sorted(set(weights) - own), "is not a tensor of the saved config's model"),
+    ):
+        if names:
+            more = f" (and {len(names) - 1} more)" if len(names) > 1 else ""
+            raise MusicgenError(f"{where}: weights do not fit: tensor {names[0]} {what}{more}")
 
 
 def _check_tensor(name: str, tensor: torch.Tensor, mine: torch.Tensor, where: str) -> None:
@@ -344,6 +368,7 @@ def load_checkpoint(path: str | Path, device: str | torch.device = "cpu") -> Loa
         where = str(Path(where) / "model.safetensors")
     # half files mix float16 and float32 tensors; the model computes in float32
     weights = checked_weights(model, payload["model"], where)
+    check_names(model, weights, where)
     try:
         model.load_state_dict(weights)
     except RuntimeError as exc:

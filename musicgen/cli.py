@@ -97,8 +97,28 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+# Options whose value may start with '-' (`--prompt-bars -2:1`): argparse would take the value
+# for an option and print its usage; joined as `--prompt-bars=-2:1`, the value reaches the
+# command's own check, which says in one line what is wrong with it.
+DASH_VALUES = ("--prompt-bars",)
+
+
+def join_dash_values(argv: list[str]) -> list[str]:
+    """`[..., "--prompt-bars", "-2:1", ...]` -> `[..., "--prompt-bars=-2:1", ...]`."""
+    out, k = [], 0
+    while k < len(argv):
+        if argv[k] in DASH_VALUES and k + 1 < len(argv) and argv[k + 1].startswith("-"):
+            out.append(f"{argv[k]}={argv[k + 1]}")
+            k += 2
+        else:
+            out.append(argv[k])
+            k += 1
+    return out
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
+    argv = join_dash_values(list(sys.argv[1:] if argv is None else argv))
     args, extra = parser.parse_known_args(argv)
     if extra and not hasattr(args, "overrides"):
         parser.error(f"unrecognized arguments: {' '.join(extra)}")

@@ -20,6 +20,7 @@ from typing import Any
 import yaml
 
 from musicgen.errors import MusicgenError, check_choice, check_range, check_seed
+from musicgen.limits import check_option
 
 
 @dataclass
@@ -364,10 +365,8 @@ def validate(cfg: Config) -> Config:
     check_range("config: optim.lr", o.lr, 0, low_open=True)
     check_range("config: optim.grad_clip", o.grad_clip, 0, low_open=True)
     check_range("config: data.drop_instrument_p", d.drop_instrument_p, 0, 1)
-    check_range("config: sample.temperature", cfg.sample.temperature, 0)
-    check_range("config: sample.top_k", cfg.sample.top_k, 0)
-    check_range("config: sample.top_p", cfg.sample.top_p, 0, 1, low_open=True)
-    check_range("config: sample.repeat", cfg.sample.repeat, 0)
+    for name in ("temperature", "top_k", "top_p", "repeat"):  # the API's ranges (limits.py)
+        check_option(name, getattr(cfg.sample, name), f"config: sample.{name}")
     check_seed("config: train.seed", t.seed)
     check_choice("config: train.precision", t.precision, PRECISIONS)
     check_choice("config: optim.schedule", o.schedule, SCHEDULES)

@@ -101,6 +101,49 @@ _KINDS = {
 }
 
 
+class Unreadable(Exception):
+    """Why a file was not read (`prepare`: its skip reason; elsewhere a one-line error)."""
+
+
+def read_regular(path: str | Path, max_bytes: int, what: str = "a MIDI file") -> bytes:
+    """The bytes of the regular file `path` (links followed), or `Unreadable` with the reason:
+    a folder, a special file (FIFO, device, socket), a link loop, over `max_bytes`, or an
+    OSError. Opened non-blocking and type-checked on the descriptor (a FIFO would block `open`,
+    a link to /dev/zero would read without end); at most `max_bytes + 1` bytes are read."""
+    try:
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
+    except IsADirectoryError:
+        raise Unreadable(f"is a directory, not {what}") from None
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            raise Unreadable("is a symbolic link loop (links that never reach a file)") from None
+        raise Unreadable(f"cannot read file ({exc.strerror or type(exc).__name__})") from None
+    try:
+        st = os.fstat(fd)
+        if stat.S_ISDIR(st.st_mode):
+            raise Unreadable(f"is a directory, not {what}")
+        if not stat.S_ISREG(st.st_mode):
+            kind = _KINDS.get(stat.S_IFMT(st.st_mode), "not a regular file")
+            raise Unreadable(f"{kind}, not a regular file: only regular files are read")
+        if st.st_size > max_bytes:
+            raise Unreadable(_too_big(st.st_size, max_bytes))
+        chunks, total = [], 0
+        while total <= max_bytes and (chunk := os.read(fd, min(1 << 20, max_bytes + 1 - total))):
+            chunks.append(chunk)
+            total += len(chunk)
+    except OSError as exc:
+        raise Unreadable(f"cannot read file ({exc.strerror or type(exc).__name__})") from None
+    finally:
+        os.close(fd)
+    if total > max_bytes:  # the file grew while it was read
+        raise Unreadable(_too_big(total, max_bytes))
+    return b"".join(chunks)
+
+
+def _too_big(size: int, max_bytes: int) -> str:
+    return f"over the size limit ({size / 2**20:.1f} MB > {max_bytes / 2**20:g} MB)"
+
+
 def write_target(path: Path) -> Path:
     """The file a write to `path` replaces: a symbolic link's target (links followed, so the
     link survives the rename), `path` itself otherwise; a non-regular file is refused."""

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from musicgen.errors import MusicgenError
+from musicgen.errors import MusicgenError, check_int, check_number
 
 MAX_BARS = 4096
 MAX_MINUTES = 90.0
@@ -95,3 +95,64 @@ def check_tokens(n_tokens: int, where: str, limits: Limits = Limits()) -> None:
 MAX_NEW_BARS = MAX_BARS
 MAX_NEW_TOKENS = MAX_TOKENS
 MAX_BATCH = 1024  # sequences decoded together (each holds its own recurrent state)
+
+# A chord annotation (POP909's chord_midi.txt is a few KB), read by `prepare` and at generation
+# time: its size and its times (a line at 1e9 s would ask for 500 million bars).
+MAX_CHORD_FILE_BYTES = 1 << 20
+MAX_CHORD_SECONDS = MAX_MINUTES * 60
+MAX_CHORD_TEXT = MAX_CHORD_FILE_BYTES  # characters of a progression given as text
+
+
+# Every sampling number a user gives, ONE range each: the CLI, the API (`SamplingOptions`), a
+# model's config (`sample:`) and the studio all check through `check_option`. The bounds keep
+# the arithmetic finite: logits / 1e-300 and a bonus of 1e39 nats are inf in float32, and a
+# top-p of 1e-300 is 0 there (nothing kept); such a value is refused, not sampled into NaN.
+@dataclass(frozen=True)
+class Range:
+    """low <= value <= high (low < value when `low_open`); `zero`: 0 is allowed below `low`
+    (a temperature of 0 = greedy); `integer`: a whole number; `note`: what a value means."""
+
+    low: float | None
+    high: float | None
+    low_open: bool = False
+    zero: bool = False
+    integer: bool = False
+    note: str = ""
+
+
+SAMPLING_RANGES: dict[str, Range] = {
+    "temperature": Range(0.01, 100.0, zero=True, note="0 = greedy"),
+    "top_k": Range(0, None, integer=True, note="0 = off"),
+    "top_p": Range(0.001, 1.0, note="1 = off"),
+    "repeat": Range(0.0, 100.0, note="nats; 0 = off"),
+    "chord_tones": Range(0.0, 100.0, note="nats; 0 = off"),
+    "min_tokens": Range(0, MAX_NEW_TOKENS, integer=True, note="0 = off"),
+}
+PROMPT_SECONDS = Range(0.0, MAX_MINUTES * 60, low_open=True)  # `seconds`: also <= the file
+
+
+def check_option(name: str, value, where: str | None = None, rng: Range | None = None):
+    """`value` checked against its range (`SAMPLING_RANGES[name]` unless `rng`): a finite number
+    (a whole one for an integer option; not a bool or string) inside it, else a one-line
+    `MusicgenError` naming `where` (default `name`) and the range; None passes (not given)."""
+    rng = SAMPLING_RANGES[name] if rng is None else rng
+    where = name if where is None else where
+    if rng.integer:
+        value = check_int(where, value)
+    else:
+        value = check_number(where, value)
+    if value is None or (rng.zero and value == 0):
+        return value
+    too_low = rng.low is not None and (value <= rng.low if rng.low_open else value < rng.low)
+    if too_low or (rng.high is not None and value > rng.high):
+        raise MusicgenError(f"{where}: must be {describe_range(rng)}, got {value:g}")
+    return value
+
+
+def describe_range(rng: Range) -> str:
+    """The range in words: `0 (greedy) or >= 0.01 and <= 100`."""
+    low = "" if rng.low is None else f"{'>' if rng.low_open else '>='} {rng.low:g}"
+    high = "" if rng.high is None else f"<= {rng.high:g}"
+    text = f"{low} and {high}" if low and high else low or high
+    text = f"0 or {text}" if rng.zero else text
+    return f"{text} ({rng.note})" if rng.note else text

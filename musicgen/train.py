@@ -47,6 +47,7 @@ from musicgen.train_state import (
     TrainResult,
     TrainState,
     loader_worker_init,
+    refuse_existing_run,
 )
 
 __all__ = ["StopRequest", "TrainResult", "make_optimizer", "step_seed", "train"]
@@ -59,6 +60,7 @@ def train(cfg: Config, out_dir: str | Path, resume: bool = False) -> TrainResult
     rank holds RUN_DIR/.lock throughout (a second run on the folder is refused)."""
     out = Path(out_dir)
     check_options(cfg)
+    refuse_existing_run(out, resume)
     if resume and not (out / "last.pt").is_file():
         raise MusicgenError(f"{out}: nothing to resume (no last.pt)")
     device = pick_device(cfg.train.device, int(os.environ.get("LOCAL_RANK", 0)))

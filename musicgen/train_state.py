@@ -6,6 +6,7 @@ writer. `musicgen.train` builds them, `musicgen.train_loop` advances them.
 from __future__ import annotations
 
 import math
+import os
 import signal
 import threading
 from contextlib import AbstractContextManager
@@ -18,6 +19,7 @@ from torch.utils.data import DataLoader
 from tqdm import tqdm
 
 from musicgen.config import Config
+from musicgen.errors import MusicgenError
 from musicgen.io import FolderLock
 from musicgen.tokenizers import Tokenizer
 
@@ -124,6 +126,57 @@ class RunLock(FolderLock):
 
     def __init__(self, folder: Path) -> None:
         super().__init__(folder, "train")
+
+
+RUN_FILES = ("log.jsonl", "last.pt", "best.pt", "step_*.pt")  # what makes a folder a run
+
+
+def run_files(out: Path) -> list[Path]:
+    """The files of a run in `out` (none if it is no folder)."""
+    if not out.is_dir():
+        return []
+    return [f for pattern in RUN_FILES for f in sorted(out.glob(pattern))]
+
+
+def refuse_existing_run(out: Path, resume: bool) -> None:
+    """A new run (no `resume`) into a folder holding a run is refused before any work: it
+    would replace best.pt with a worse one, cut log.jsonl and leave old step_*.pt beside the
+    new run. `musicgen train --force` moves the old run aside first (`move_run_aside`). A run
+    that another `train` is writing gets that process's lock message instead."""
+    files = [] if resume else run_files(out)
+    if files:
+        with RunLock(out):  # a run still being written is named as such first
+            pass
+        names = ", ".join(f.name for f in files[:3]) + (", ..." if len(files) > 3 else "")
+        raise MusicgenError(
+            f"{out}: already holds a run ({names}); give --resume to continue it, --force to "
+            f"move it aside to {aside_name(out)} and start anew, or another --out"
+        )
+
+
+def aside_name(out: Path) -> Path:
+    """The first free `OUT.old-N` (N = 1, 2, ...) beside `out`."""
+    n = 1
+    while (target := out.with_name(f"{out.name}.old-{n}")).exists() or target.is_symlink():
+        n += 1
+    return target
+
+
+def move_run_aside(out: Path) -> Path | None:
+    """`--force`: the whole folder `out`, if it holds a run, renamed to `OUT.old-N` (the run
+    stays complete and loadable there; nothing is deleted or replaced); None if it holds none.
+    Refused while another `train` writes it (its lock)."""
+    if not run_files(out):
+        return None
+    with RunLock(out):
+        target = aside_name(out)
+        try:
+            os.rename(out, target)
+        except OSError as exc:
+            raise MusicgenError(
+                f"{out}: cannot move the old run to {target} ({exc.strerror})"
+            ) from None
+    return target
 
 
 def loader_worker_init(worker_id: int) -> None:

@@ -78,7 +78,7 @@ def test_sample_section_is_typed_and_ranged():
     assert (cfg.sample.temperature, cfg.sample.top_p, cfg.sample.top_k) == (1.0, 0.95, None)
     assert config_from_dict(to_dict(cfg)) == cfg
     for override, message in (
-        ("sample.temperature=-1", "config: sample.temperature: must be >= 0"),
+        ("sample.temperature=-1", "config: sample.temperature: must be 0 or >= 0.01"),
         ("sample.top_p=0", "config: sample.top_p"),
         ("sample.top_p=1.5", "config: sample.top_p"),
         ("sample.top_k=-2", "config: sample.top_k"),

@@ -631,7 +631,7 @@ MISUSE = [
     ("prepare --dataset folder --input IN --output OUT --tokenizer bpe", 1, "unknown tokenizer"),
     ("prepare --dataset folder --input OUT --output OUT", 1, "no MIDI files"),
     ("prepare --dataset folder --input IN --output OUT --workers two", 2, "invalid int value"),
-    ("generate --checkpoint {remi} --out OUT --top-p 1.5", 1, "--top-p: must be in (0, 1]"),
+    ("generate --checkpoint {remi} --out OUT --top-p 1.5", 1, "--top-p: must be >= 0.001 and <= 1"),
     ("generate --checkpoint {remi} --out OUT --top-k -1", 1, "--top-k: must be >= 0"),
     ("generate --checkpoint {remi} --out OUT --max-tokens 0", 1, "--max-tokens: must be >= 1"),
     ("generate --checkpoint {remi} --out OUT --bars 0", 1, "--bars: must be >= 1"),

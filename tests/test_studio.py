@@ -90,9 +90,10 @@ def test_uploads_are_checked_before_tokenizing(tmp_path):
         (lambda: inputs.whole("bars", 0, 1, 64), "bars: must be >= 1 and <= 64, got 0"),
         (lambda: inputs.whole("bars", 1.5, 1, 64), "bars: must be a whole number, got 1.5"),
         (lambda: inputs.whole("num", "2", 1, 4), "num: must be a whole number, got '2'"),
-        (lambda: inputs.sampling(top_p=0), "top_p: must be > 0"),
-        (lambda: inputs.sampling(repeat=-1), "repeat: must be >= 0.0 and <= 20.0, got -1"),
-        (lambda: inputs.sampling(temperature=float("nan")), "temperature: must be a number"),
+        # the sampling numbers: the library's own ranges (the CLI's and the API's)
+        (lambda: inputs.sampling(top_p=0), "top_p: must be >= "),
+        (lambda: inputs.sampling(repeat=-1), "repeat: must be >= 0"),
+        (lambda: inputs.sampling(temperature=float("nan")), "temperature: must be a finite"),
         (lambda: inputs.random_seed(-2), "seed: must be >= -1"),
         (lambda: inputs.prompt_length("seconds", seconds=0), "seconds: must be >= 0.1"),
     ],
@@ -113,7 +114,7 @@ def test_each_page_gets_its_own_session(tmp_path):
     template = jobs.Session(tmp_path)
     a, b = copy.deepcopy(template), copy.deepcopy(template)  # what gr.State does per page
     assert a is not b and a.running is not b.running and a.pieces is not b.pieces
-    assert a.dir() != b.dir() and a.dir().parent == tmp_path
+    assert a.dir() != b.dir() and a.dir().parent == tmp_path / jobs.SESSIONS
     for k in range(jobs.MAX_SESSION_PIECES + 2):
         midi = a.dir() / f"{k}.mid"
         midi.write_bytes(b"x")

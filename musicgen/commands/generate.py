@@ -28,6 +28,7 @@ from musicgen.generation.api import (
 from musicgen.generation.prompt import Prompt
 from musicgen.generation.sample import invalid_rate
 from musicgen.generation.write import write_pieces
+from musicgen.limits import SAMPLING_RANGES, describe_range
 
 PROMPT_RULE = (
     "the first N bars that hold music (leading silent bars are skipped; a pickup, a first "
@@ -104,14 +105,15 @@ def _add_common(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument("--out", required=True, help="output folder (created)")
     p.add_argument("--num", type=int, default=4, help="pieces to write (default 4)")
-    p.add_argument("--temperature", type=float, default=None, help=">= 0 (0 = greedy)")
+    p.add_argument("--temperature", type=float, default=None, help=_range("temperature"))
     p.add_argument("--top-k", type=int, default=None, help="keep the K likeliest ids (0 = off)")
-    p.add_argument("--top-p", type=float, default=None, help="nucleus mass in (0, 1] (1 = off)")
+    p.add_argument("--top-p", type=float, default=None, help=f"nucleus mass, {_range('top_p')}")
     p.add_argument(
         "--repeat",
         type=float,
         default=None,
-        help="nats for the id that continues an earlier bar being copied (bar repeats; 0 = off)",
+        help="nats for the id that continues an earlier bar being copied (bar repeats), "
+        + _range("repeat"),
     )
     p.add_argument("--seed", type=int, default=None, help="random seed (default: drawn, printed)")
     p.add_argument(
@@ -149,8 +151,14 @@ def _add_common(p: argparse.ArgumentParser) -> None:
         "--chord-tones",
         type=float,
         default=None,
-        help="with --chords: nats for the pitches of the chord sounding (default 2; 0 = off)",
+        help="with --chords: nats for the pitches of the chord sounding (default 2), "
+        + _range("chord_tones"),
     )
+
+
+def _range(name: str) -> str:
+    """An option's range as its help states it, from the one table (`limits.SAMPLING_RANGES`)."""
+    return describe_range(SAMPLING_RANGES[name])
 
 
 # ---------------------------------------------------------------------------------------------
@@ -189,7 +197,10 @@ def api_options(args: argparse.Namespace) -> dict:
 
 def prepare(args: argparse.Namespace, bars: int | None, bars_name: str = "bars") -> Model:
     """Check every option (before anything is loaded), then load the model."""
-    check_arguments(args.num, bars, seed=args.seed, bars_name=bars_name, **api_options(args))
+    check_arguments(
+        args.num, bars, seed=args.seed, bars_name=bars_name, chords=args.chords,
+        **api_options(args),
+    )  # fmt: skip
     if Path(args.out).exists() and not Path(args.out).is_dir():
         raise MusicgenError(f"{args.out}: is a file, not a folder (--out)")
     return load(args.checkpoint, args.device, int8=args.int8)

@@ -3,6 +3,11 @@
 from __future__ import annotations
 
 import argparse
+import shutil
+import signal
+import time
+
+from musicgen.errors import Terminated
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -20,7 +25,17 @@ def register(sub: argparse._SubParsersAction) -> None:
         metavar="FOLDER",
         help="a model folder (or .pt, run folder, shipped name) to offer first; repeatable",
     )
-    p.add_argument("--host", default="127.0.0.1", help="address to bind (0.0.0.0: all)")
+    p.add_argument(
+        "--host",
+        default="127.0.0.1",
+        help="address to bind (0.0.0.0: all; other than 127.0.0.1 prints a warning)",
+    )
+    p.add_argument(
+        "--auth", default=None, metavar="USER:PASSWORD", help="ask for this login on the page"
+    )
+    p.add_argument(
+        "--auth-file", default=None, metavar="FILE", help="logins, one USER:PASSWORD a line"
+    )
     p.add_argument("--port", type=int, default=7860, help="port (default 7860)")
     p.add_argument(
         "--concurrency",
@@ -38,11 +53,32 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from musicgen.studio import serve
+    from musicgen.studio import parse_auth, serve
 
+    auth = parse_auth(args.auth, args.auth_file) if (args.auth or args.auth_file) else None
     page = serve(
-        args.checkpoint, args.host, args.port, args.concurrency, args.device, args.max_upload_mb
-    )
+        args.checkpoint, args.host, args.port, args.concurrency, args.device, args.max_upload_mb,
+        auth,
+    )  # fmt: skip
     print(f"musicgen studio: {page.local_url}", flush=True)
-    page.block_thread()
+    wait(page)
     return 0
+
+
+def _terminate(signum, frame) -> None:
+    raise Terminated(signum)
+
+
+def wait(page) -> None:
+    """Serve until Ctrl-C or SIGTERM, then stop the server and delete every file it wrote
+    (the CLI reports the signal)."""
+    previous = signal.signal(signal.SIGTERM, _terminate)
+    try:
+        while page.is_running:
+            time.sleep(0.2)
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+        try:
+            page.close()
+        finally:
+            shutil.rmtree(page.studio_root, ignore_errors=True)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import os
 from pathlib import Path
 
 
@@ -19,6 +20,12 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--data", help="prepared dataset folder (overrides data.path)")
     p.add_argument("--out", help="run folder (default: runs/<config name>)")
     p.add_argument("--resume", action="store_true", help="continue from RUN_DIR/last.pt exactly")
+    p.add_argument(
+        "--force",
+        action="store_true",
+        help="if --out holds a run, move that folder aside to OUT.old-N first and start anew "
+        "(without it, a run in --out is refused unless --resume)",
+    )
     p.add_argument("overrides", nargs="*", help=argparse.SUPPRESS)
     p.set_defaults(func=run)
 
@@ -31,6 +38,22 @@ def run(args: argparse.Namespace) -> int:
     if args.data:
         cfg.data.path = args.data
     out = Path(args.out) if args.out else Path("runs") / cfg.name
+    if args.force:
+        _force(out, args.resume)
     result = train(cfg, out, resume=args.resume)
     print(f"wrote {result.last} (step {result.step})")
     return 0
+
+
+def _force(out: Path, resume: bool) -> None:
+    """--force: the run in `out` moved aside (`train_state.move_run_aside`), said in one line."""
+    from musicgen.errors import MusicgenError
+    from musicgen.train_state import move_run_aside
+
+    if resume:
+        raise MusicgenError("--force and --resume: give one of them (--force starts anew)")
+    if int(os.environ.get("WORLD_SIZE", 1)) > 1:
+        raise MusicgenError("--force: move the old run aside before a multi-process launch")
+    moved = move_run_aside(out)
+    if moved is not None:
+        print(f"moved the run in {out} to {moved}")

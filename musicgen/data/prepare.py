@@ -41,10 +41,10 @@ from musicgen.data.sources import (  # noqa: F401  (re-exported: the names other
 )
 from musicgen.errors import MusicgenError, check_range
 from musicgen.io import FolderLock, atomic_write_text, ensure_dir
-from musicgen.limits import Limits, check_score, check_tokens
+from musicgen.limits import MAX_CHORD_FILE_BYTES, Limits, check_score, check_tokens
 from musicgen.tokenizers import REGISTRY, Tokenizer, build_tokenizer, load_tokenizer
 
-CHORD_MAX_BYTES = 1 << 20  # a POP909 chord_midi.txt is a few KB
+CHORD_MAX_BYTES = MAX_CHORD_FILE_BYTES  # a POP909 chord_midi.txt is a few KB
 
 
 # Maestro is performance MIDI: the pop REMI's grid and tempo bins drift off it

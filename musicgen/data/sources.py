@@ -2,7 +2,7 @@
 
 Only regular files are read: a FIFO named `x.mid` would block `open` forever and a link to
 /dev/zero would read without end, so the file type is checked on the opened descriptor (opened
-non-blocking) and at most `max_bytes + 1` bytes are read.
+non-blocking) and at most `max_bytes + 1` bytes are read (`musicgen.io.read_regular`).
 """
 
 from __future__ import annotations
@@ -10,63 +10,16 @@ from __future__ import annotations
 import csv
 import hashlib
 import os
-import stat
 from pathlib import Path
 
 from musicgen.errors import MusicgenError
+from musicgen.io import Unreadable, read_regular  # noqa: F401 (prepare's import)
 
 DATASETS = ("pop909", "maestro", "groove", "folder")
 SPLITS = ("train", "validation", "test")
 SPLIT_FOLDERS = {"train": "train", "val": "validation", "validation": "validation", "test": "test"}
 VALIDATION_PER_MILLE = 50  # ~5 % of songs held out when the data has no official split
 MIDI_SUFFIXES = (".mid", ".midi")
-
-_KINDS = {
-    stat.S_IFIFO: "a FIFO (named pipe)",
-    stat.S_IFCHR: "a character device",
-    stat.S_IFBLK: "a block device",
-    stat.S_IFSOCK: "a socket",
-}
-
-
-class Unreadable(Exception):
-    """Why a file was not read (becomes its skip reason)."""
-
-
-def read_regular(path: str | Path, max_bytes: int) -> bytes:
-    """The bytes of the regular file `path` (links followed), or `Unreadable` with the reason:
-    a folder, a special file (FIFO, device, socket), over `max_bytes`, or an OSError."""
-    try:
-        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
-    except IsADirectoryError:
-        raise Unreadable("is a directory, not a MIDI file") from None
-    except OSError as exc:
-        raise Unreadable(f"cannot read file ({exc.strerror or type(exc).__name__})") from None
-    try:
-        st = os.fstat(fd)
-        if stat.S_ISDIR(st.st_mode):
-            raise Unreadable("is a directory, not a MIDI file")
-        if not stat.S_ISREG(st.st_mode):
-            kind = _KINDS.get(stat.S_IFMT(st.st_mode), "not a regular file")
-            raise Unreadable(f"{kind}, not a regular file: only regular files are read")
-        if st.st_size > max_bytes:
-            raise Unreadable(_too_big(st.st_size, max_bytes))
-        chunks, total = [], 0
-        while total <= max_bytes and (chunk := os.read(fd, min(1 << 20, max_bytes + 1 - total))):
-            chunks.append(chunk)
-            total += len(chunk)
-    except OSError as exc:
-        raise Unreadable(f"cannot read file ({exc.strerror or type(exc).__name__})") from None
-    finally:
-        os.close(fd)
-    if total > max_bytes:  # the file grew while it was read
-        raise Unreadable(_too_big(total, max_bytes))
-    return b"".join(chunks)
-
-
-def _too_big(size: int, max_bytes: int) -> str:
-    return f"over the size limit ({size / 2**20:.1f} MB > {max_bytes / 2**20:g} MB)"
-
 
 def find_midi(root: Path, dataset: str) -> list[Path]:
     """Every *.mid / *.midi (any case) below `root`, sorted; POP909's versions/ folders ignored."""

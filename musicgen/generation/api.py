@@ -114,7 +114,9 @@ class Model:
         "Chord control"): a string ("C G Am F"), a list of bars, or a .mid / chord_midi.txt."""
         prompts = self._prompts(num, prompt, chords)
         name = "bars" if prompt is None else "new_bars"
-        check_arguments(num, bars, max_tokens, seed, batch_size, bars_name=name, **sampling)
+        check_arguments(
+            num, bars, max_tokens, seed, batch_size, bars_name=name, chords=chords, **sampling
+        )
         _check_hooks(progress, cancel, grammar_wrap)
         default = GENERATE_MAX_TOKENS if prompt is None else CONTINUE_MAX_TOKENS
         options = self.options(**sampling)
@@ -282,8 +284,9 @@ class Model:
         the prompt, then what the model writes: `new_bars` bars (None: until the end token or
         `max_tokens`, default 1024 ids)."""
         check_arguments(  # before the file is read
-            num, new_bars, max_tokens, seed, batch_size, bars_name="new_bars", **sampling
-        )
+            num, new_bars, max_tokens, seed, batch_size, bars_name="new_bars", chords=chords,
+            **sampling,
+        )  # fmt: skip
         _check_hooks(progress, cancel, grammar_wrap)
         prompt = self.prompt(path, bars, prompt_bars=prompt_bars, seconds=seconds)
         return list(

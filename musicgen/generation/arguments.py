@@ -4,8 +4,10 @@ sampled; messages name the API's parameters (`bars: must be >= 1, got 0`)."""
 from __future__ import annotations
 
 import secrets
+from pathlib import Path
 
 from musicgen.errors import SEED_MAX, MusicgenError, check_int
+from musicgen.generation.progression import check_chord_path, looks_like_file, parse_progression
 from musicgen.generation.sample import SamplingOptions
 from musicgen.limits import MAX_BATCH, MAX_NEW_BARS, MAX_NEW_TOKENS
 
@@ -52,10 +54,12 @@ def check_arguments(
     batch_size: int = 8,
     *,
     bars_name: str = "bars",
+    chords=None,
     **sampling,
 ) -> None:
     """The checks of `Model.pieces` that need no model, so that a command can make them before
-    it loads one: counts, lengths against the limits, the seed, the sampling options' types.
+    it loads one: counts, lengths against the limits, the seed, the sampling options' types,
+    a progression given as text (its repeats and length), `chord_tones` only with `chords`.
     `bars_name`: what the caller calls `bars` (`new_bars` for a continuation)."""
     for name, value, high in (("num", num, None), ("batch_size", batch_size, MAX_BATCH)):
         if check_int(name, value, 1, high) is None:
@@ -63,3 +67,16 @@ def check_arguments(
     max_new_ids(bars, max_tokens, GENERATE_MAX_TOKENS, bars_name)
     pick_seed(0 if seed is None else seed)
     SamplingOptions().replace(**sampling)
+    if sampling.get("chord_tones") is not None and chords is None:
+        raise MusicgenError(
+            "chord_tones: has an effect only with chords (a progression); give chords too, "
+            "or leave chord_tones out"
+        )
+    if isinstance(chords, Path) or (isinstance(chords, str) and looks_like_file(chords)):
+        check_chord_path(Path(chords))  # its kind and size; its chords once the model is loaded
+    elif isinstance(chords, str) or _bar_list(chords):
+        parse_progression(chords)  # the model's vocabulary is checked once it is loaded
+
+
+def _bar_list(chords) -> bool:
+    return isinstance(chords, (list, tuple)) and all(isinstance(x, str) for x in chords)

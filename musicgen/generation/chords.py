@@ -31,7 +31,8 @@ from collections.abc import Callable, Sequence
 
 import numpy as np
 
-from musicgen.errors import MusicgenError, check_number
+from musicgen.errors import MusicgenError
+from musicgen.limits import check_option
 from musicgen.tokenizers.base import Grammar, Tokenizer
 from musicgen.tokenizers.chords import (
     fold_quality,
@@ -41,6 +42,10 @@ from musicgen.tokenizers.remi_grammar import AFTER_POS, IN_POS, RemiTables
 __all__ = [
     "ACCEPTED",
     "NO_CHORD_TOKENS",
+    "NO_BARS",
+    "MAX_PROGRESSION_BARS",
+    "chords_unsupported",
+    "check_chord_path",
     "PER_BAR",
     "Slot",
     "Progression",
@@ -58,12 +63,16 @@ __all__ = [
 
 from musicgen.generation.progression import (  # re-exported: the chord control's one import
     ACCEPTED,
+    MAX_PROGRESSION_BARS,
+    NO_BARS,
     NO_CHORD_TOKENS,
     PER_BAR,
     Progression,
     Slot,
     _check_chords,
+    check_chord_path,
     chord_events,
+    chords_unsupported,
     load_progression,
     parse_progression,
     progression_from_chord_file,
@@ -220,7 +229,7 @@ def chord_grammar_wrap(
     prog = load_progression(progression, tokenizer)
     if start_bar < 0:
         raise MusicgenError(f"start_bar: must be >= 0, got {start_bar}")
-    tones = check_number("tones", tones, 0)
+    tones = check_option("chord_tones", tones, "tones")
     for bar in prog.bars:
         for slot in bar:
             chord_id(tokenizer, slot, prog.strict)

@@ -4,12 +4,15 @@ by the one Harte parser (`tokenizers.chords.parse_harte`). `generation.chords` f
 
 from __future__ import annotations
 
+import os
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 from musicgen.errors import MusicgenError
+from musicgen.io import Unreadable, read_regular
+from musicgen.limits import MAX_CHORD_FILE_BYTES, MAX_CHORD_TEXT, MAX_NEW_BARS
 from musicgen.tokenizers.base import Tokenizer
 from musicgen.tokenizers.chords import (
     CHORD_FILE,
@@ -24,11 +27,17 @@ from musicgen.tokenizers.remi_grammar import RemiTables
 ACCEPTED = (
     "chord symbols (C, Am, G7, Fmaj7, Bdim, Esus4, F#m7b5, C/E), Harte labels (A:min7, "
     "F#:maj/3) or N (no chord); bars separated by '|', 1, 2 or 4 chords per bar, 'xN' repeats "
-    "the bar before it"
+    "the bar it ends, or on its own the line before it"
 )
 NO_CHORD_TOKENS = "chords: this model's tokenizer has no chord tokens"
+NO_BARS = (
+    "chords: this model reads performances (its bars are 4 beats of the file's tempo, e.g. "
+    "2-second windows, not bars of a score) and was not trained with chords; chord control "
+    "is for the pop models"
+)
 _REPEAT = re.compile(r"^x(\d+)$")
 PER_BAR = (1, 2, 4)  # chords a '|' bar may hold: whole, half or quarter bars
+MAX_PROGRESSION_BARS = MAX_NEW_BARS  # a progression longer than a piece may be is never used
 
 
 @dataclass(frozen=True)
@@ -116,27 +125,84 @@ def _bar(symbols: list[str], n: int) -> tuple[Slot, ...]:
 
 def parse_progression(text: str | Sequence[str]) -> Progression:
     """`"C G Am F"` (one chord a bar), `"C | G | Am F | F x2"` (bars between '|', 1, 2 or 4
-    chords splitting a bar evenly, `xN` = the bar before it N times in all), or a list with
-    one bar's text per item. The result repeats over the bars it is asked for."""
-    if isinstance(text, str):
-        groups = text.replace("|", " | ").split("|") if "|" in text else text.split()
-    else:
-        groups = [str(item) for item in text]
+    chords splitting a bar evenly), or a list with one bar's text per item. `xN` in a bar
+    repeats that bar (N times in all); `xN` on its own (a word without '|', a bar of its own
+    with '|', an item of a list) repeats the line before it: every bar since the last such
+    `xN` (`"Am F C G x2"`: the four bars twice). An empty bar (`"C | | G"`, `""` in a list)
+    keeps its place: no chord is forced there, the one before it holds. The result repeats
+    over the bars it is asked for; at most `MAX_PROGRESSION_BARS` bars, checked before any
+    bar is built."""
     bars: list[tuple[Slot, ...]] = []
-    for group in groups:
+    line = 0  # where the line that a lone `xN` repeats begins
+    for group in _groups(text):
         words = group.split()
-        repeats = [w for w in words if _REPEAT.match(w)]
+        repeats = [_times(w) for w in words if _REPEAT.match(w)]
         words = [w for w in words if not _REPEAT.match(w)]
-        if words:
-            bars.append(_bar(words, len(bars) + 1))
-        for w in repeats:  # in a bare list "C x2 G": the bar before the xN
-            times = int(_REPEAT.match(w).group(1))
-            if not bars or times < 1:
-                raise MusicgenError(f"chords: '{w}' repeats no bar (write it after a chord)")
-            bars.extend([bars[-1]] * (times - 1))
-    if not bars:
+        if not words and repeats:
+            if len(bars) == line:
+                shown = " ".join(group.split())[:24]
+                raise MusicgenError(f"chords: '{shown}' repeats no bar (write it after a chord)")
+            for times in repeats:
+                _grow(bars, bars[line:], times - 1)
+            line = len(bars)
+            continue
+        _grow(bars, [_bar(words, len(bars) + 1) if words else ()], 1)
+        for times in repeats:
+            _grow(bars, bars[-1:], times - 1)
+    if not any(bars):
         raise MusicgenError(f"chords: empty progression (give {ACCEPTED})")
     return Progression(tuple(bars), repeat=True, strict=True)
+
+
+def _groups(text: str | Sequence[str]) -> list[str]:
+    """The bars of a progression's text: '|'-separated (one leading and one trailing '|' are
+    frame, not empty bars), else one word each; a list's items as they are."""
+    if isinstance(text, str):
+        if len(text) > MAX_CHORD_TEXT:
+            raise MusicgenError(
+                f"chords: {len(text):,} characters, over the limit of {MAX_CHORD_TEXT:,}"
+            )
+        if "|" not in text:
+            return text.split()
+        groups = text.split("|")
+        if len(groups) > 1 and not groups[0].strip():
+            groups = groups[1:]
+        if len(groups) > 1 and not groups[-1].strip():
+            groups = groups[:-1]
+        return groups
+    items = [str(item) for item in text]
+    if len(items) > MAX_PROGRESSION_BARS or sum(len(x) for x in items) > MAX_CHORD_TEXT:
+        raise MusicgenError(
+            f"chords: {len(items):,} bars, over the limit of {MAX_PROGRESSION_BARS:,} bars"
+        )
+    return items
+
+
+def _times(word: str) -> int:
+    """N of an `xN`, 1..MAX_PROGRESSION_BARS, refused from its digits before a huge number
+    (`x99999999999999999999`) is built or used."""
+    digits = _REPEAT.match(word).group(1).lstrip("0")
+    if not digits:
+        raise MusicgenError(f"chords: '{word}' repeats no bar (N of xN must be >= 1)")
+    if len(digits) > len(str(MAX_PROGRESSION_BARS)) or int(digits) > MAX_PROGRESSION_BARS:
+        shown = word if len(word) <= 24 else word[:20] + "..."
+        raise MusicgenError(
+            f"chords: '{shown}' asks for more bars than the limit of {MAX_PROGRESSION_BARS:,} "
+            "(the most a piece may have)"
+        )
+    return int(digits)
+
+
+def _grow(bars: list, block: list, copies: int) -> None:
+    """`copies` more copies of `block` at the end of `bars`; refused first when the progression
+    would pass `MAX_PROGRESSION_BARS`."""
+    total = len(bars) + len(block) * copies
+    if total > MAX_PROGRESSION_BARS:
+        raise MusicgenError(
+            f"chords: the progression would have {total:,} bars, over the limit of "
+            f"{MAX_PROGRESSION_BARS:,} (the most bars a piece may have)"
+        )
+    bars.extend(list(block) * copies)
 
 
 def progression_from_chord_file(
@@ -163,6 +229,11 @@ def progression_from_chord_file(
     per_bar = 4 * positions_per_beat
     changes = chord_changes(score, spans, positions_per_beat)
     n_bars = max((g // per_bar for g, _ in changes), default=-1) + 1
+    if n_bars > MAX_PROGRESSION_BARS:
+        raise MusicgenError(
+            f"{path}: its last chord falls in bar {n_bars:,} of {midi}'s tempo map, past the "
+            f"limit of {MAX_PROGRESSION_BARS:,} bars"
+        )
     bars: list[list[Slot]] = [[] for _ in range(n_bars)]
     for g, label in changes:
         bars[g // per_bar].append(Slot((g % per_bar) / per_bar, parse_harte(label), label))
@@ -196,10 +267,9 @@ def load_progression(spec, tokenizer: Tokenizer, where: str = "chords") -> Progr
     chord_midi.txt, or a progression string."""
     if isinstance(spec, Progression):
         return spec
-    if isinstance(spec, Path) or (isinstance(spec, str) and _looks_like_file(spec)):
+    if isinstance(spec, Path) or (isinstance(spec, str) and looks_like_file(spec)):
         path = Path(spec)
-        if not path.is_file():
-            raise MusicgenError(f"{where}: {path}: file not found")
+        check_chord_path(path, where)
         if path.suffix.lower() in (".mid", ".midi"):
             return progression_from_midi(path, tokenizer)
         per_beat = tokenizer.time_tables().positions_per_beat
@@ -211,7 +281,24 @@ def load_progression(spec, tokenizer: Tokenizer, where: str = "chords") -> Progr
     raise MusicgenError(f"{where}: give a string, a list of chord symbols or a file path")
 
 
-def _looks_like_file(text: str) -> bool:
+MAX_CHORD_MIDI_BYTES = 10 << 20  # a .mid read for its chords: `prepare`'s default size limit
+
+
+def check_chord_path(path: Path, where: str = "chords") -> bytes:
+    """The bytes of a chord file (a chord_midi.txt or a .mid); one that is missing, a folder,
+    a FIFO, a device (a link to /dev/zero), a link loop or too large is a one-line error
+    saying which, before anything else is read."""
+    if not os.path.lexists(path):
+        raise MusicgenError(f"{where}: {path}: file not found")
+    midi = path.suffix.lower() in (".mid", ".midi")
+    limit = MAX_CHORD_MIDI_BYTES if midi else MAX_CHORD_FILE_BYTES
+    try:
+        return read_regular(path, limit, "a MIDI file" if midi else "a chord file")
+    except Unreadable as exc:
+        raise MusicgenError(f"{where}: {path}: {exc}") from None
+
+
+def looks_like_file(text: str) -> bool:
     return text.lower().endswith((".mid", ".midi", ".txt")) or Path(text).name == CHORD_FILE
 
 
@@ -230,7 +317,20 @@ def chord_events(tokenizer: Tokenizer, ids: Sequence[int]) -> list[tuple[int, in
     return out
 
 
-def _check_chords(tokenizer: Tokenizer) -> None:
+def chords_unsupported(tokenizer: Tokenizer) -> str | None:
+    """Why this model takes no `chords=` (the message), or None where it does: a tokenizer
+    without chord tokens (groove), or a performance tokenizer (the expressive REMI, pedal
+    folded: its bars are 4 beats of the file's tempo, 2-second windows of MAESTRO's 120 bpm
+    files, not bars of a score, and its training data hold no annotated chords)."""
     tables = getattr(tokenizer, "tables", None)
     if not isinstance(tables, RemiTables) or not tables.chord_to_id:
-        raise MusicgenError(NO_CHORD_TOKENS)
+        return NO_CHORD_TOKENS
+    if getattr(tokenizer, "options", {}).get("fold_pedal"):
+        return NO_BARS
+    return None
+
+
+def _check_chords(tokenizer: Tokenizer) -> None:
+    reason = chords_unsupported(tokenizer)
+    if reason is not None:
+        raise MusicgenError(reason)

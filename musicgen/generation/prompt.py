@@ -37,6 +37,7 @@ between the last prompt note and the cut, which is true of the prompt.
 from __future__ import annotations
 
 import math
+import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -44,7 +45,7 @@ import numpy as np
 import symusic
 
 from musicgen.errors import MusicgenError, check_int, check_range
-from musicgen.limits import MAX_NEW_BARS
+from musicgen.limits import MAX_NEW_BARS, PROMPT_SECONDS
 from musicgen.tokenizers.base import Tokenizer
 
 
@@ -88,13 +89,40 @@ def bar_ticks(tpq: int, beats: int = 4) -> int:
     return int(tpq) * int(beats)
 
 
+def midi_path(path, where: str = "path") -> Path:
+    """`path` (a str or a path object) as a Path; anything else (bytes, None, a number) is a
+    one-line error naming the parameter `where`."""
+    if isinstance(path, bool) or not isinstance(path, (str, os.PathLike)):
+        raise MusicgenError(f"{where}: must be a MIDI file's path (str or Path), got {path!r:.60}")
+    if isinstance(os.fspath(path), bytes):
+        raise MusicgenError(f"{where}: must be a MIDI file's path (str or Path), got {path!r:.60}")
+    return Path(path)
+
+
 def check_midi_path(path: Path) -> None:
+    """A prompt file that exists, is no folder, is not empty and is not a type-2 MIDI file
+    (whose tracks are independent sequences, one after the other, not parts that sound
+    together: reading them as one piece would be silently wrong)."""
     if not path.exists():
         raise MusicgenError(f"{path}: prompt file not found")
     if path.is_dir():
         raise MusicgenError(f"{path}: is a directory, not a MIDI file")
     if path.stat().st_size == 0:
         raise MusicgenError(f"{path}: empty file (not a MIDI file)")
+    check_midi_format(path)
+
+
+def check_midi_format(path: Path) -> None:
+    """Refuse a type-2 MIDI file (header format 2): its tracks are separate sequences."""
+    if not path.is_file():
+        return  # a FIFO or device: left to the reader, which names it
+    with open(path, "rb") as fh:
+        head = fh.read(14)
+    if head[:4] == b"MThd" and len(head) >= 10 and int.from_bytes(head[8:10], "big") == 2:
+        raise MusicgenError(
+            f"{path}: a type-2 MIDI file (its tracks are independent sequences, not parts "
+            "played together); save it as type 0 or 1, or one sequence per file"
+        )
 
 
 def _valid_run(tokenizer: Tokenizer, ids: list[int]) -> list[int]:
@@ -188,12 +216,14 @@ def prompt_until(tokenizer: Tokenizer, ids: list[int], cut: int) -> Prompt:
 
 
 def check_seconds(option: str, seconds) -> float:
-    """A prompt length in seconds: a finite number > 0."""
+    """A prompt length in seconds: a finite number > 0 (`limits.PROMPT_SECONDS`; the file's
+    length bounds it too)."""
     if isinstance(seconds, bool) or not isinstance(seconds, (int, float)):
         raise MusicgenError(f"{option}: must be a number of seconds, got {seconds!r}")
     if not math.isfinite(seconds):
         raise MusicgenError(f"{option}: must be a finite number of seconds, got {seconds}")
-    return float(check_range(option, seconds, 0, low_open=True))
+    check_range(option, seconds, 0, low_open=True)
+    return float(check_range(option, seconds, None, PROMPT_SECONDS.high))
 
 
 CUT_TOLERANCE_S = 1e-3  # MIDI stores whole microseconds per quarter: 117 bpm is 117.000117
@@ -221,7 +251,7 @@ def prompt_from_seconds(
     """The first `seconds` of a MIDI file (rule in the module docstring); `option` names the
     length in errors."""
     seconds = check_seconds(option, seconds)
-    path = Path(path)
+    path = midi_path(path)
     check_midi_path(path)
     if tokenizer.name != "remi":
         raise MusicgenError(
@@ -240,7 +270,7 @@ def prompt_from_seconds(
             f"{option}: no note starts in the first {seconds:g} s of {path} "
             f"(the first at {first:.2f} s)"
         )
-    prompt.tempo = tempo_at_bar(path, 0, beats_per_bar(tokenizer))
+    prompt.tempo = prompt_tempo(path, 0, beats_per_bar(tokenizer))
     return prompt
 
 
@@ -333,11 +363,11 @@ def load_prompt(
     if prompt_bars is not None:
         check_bar_range(prompt_bars)
     check_int("bars", bars, 1, MAX_NEW_BARS)
-    path = Path(path)
+    path = midi_path(path)
     check_midi_path(path)
     ids = encode_song(tokenizer, path)
     prompt = select_bars(tokenizer, ids, bars, prompt_bars, where=str(path))
-    prompt.tempo = tempo_at_bar(
+    prompt.tempo = prompt_tempo(
         path, prompt.first_bar, beats_per_bar(tokenizer), tokenizer.name == "groove"
     )
     return prompt
@@ -350,15 +380,20 @@ def prompt_from_file(
     return load_prompt(tokenizer, path, prompt_bars=(start, end))
 
 
+DEFAULT_QPM = 120.0  # MIDI's tempo where a file sets none
+PROMPT_QPM = (20.0, 500.0)  # a prompt's tempo: slower would make hours of a few bars
+
+
 def tempo_at_bar(
     path: str | Path, bar: int, beats: int = 4, from_first_note: bool = False
-) -> float | None:
+) -> float:
     """The tempo (qpm) in effect where bar `bar` begins on the tokenizer's grid: `beats` quarters
     per bar, whatever time signatures the file declares (the tokenizers ignore them), counted from
-    tick 0 (REMI) or, with `from_first_note` (groove), from the bar of the first note."""
+    tick 0 (REMI) or, with `from_first_note` (groove), from the bar of the first note; MIDI's
+    120 where the file sets no tempo."""
     score = symusic.Score(str(path))
     if len(score.tempos) == 0:
-        return None
+        return DEFAULT_QPM
     length = bar_ticks(score.ticks_per_quarter, beats)
     origin = 0
     if from_first_note:
@@ -370,6 +405,19 @@ def tempo_at_bar(
         if t.time <= tick:
             qpm = t.qpm
     return float(qpm)
+
+
+def prompt_tempo(path: Path, bar: int, beats: int = 4, from_first_note: bool = False) -> float:
+    """`tempo_at_bar`, the tempo the written piece plays at, refused outside `PROMPT_QPM`: a
+    tempo event of FF FF FF (16.7 s a beat) would turn 8 bars into 9 minutes of audio."""
+    qpm = tempo_at_bar(path, bar, beats, from_first_note)
+    low, high = PROMPT_QPM
+    if not low <= qpm <= high:
+        raise MusicgenError(
+            f"{path}: tempo {qpm:.4g} bpm where the prompt begins (bar {bar}) is outside "
+            f"{low:g}..{high:g} bpm; refused (the piece would be written at that tempo)"
+        )
+    return qpm
 
 
 def only_notes(score: symusic.Score, keep) -> symusic.Score:

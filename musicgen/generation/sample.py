@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import torch
 
-from musicgen.errors import Cancelled, MusicgenError, check_int, check_number
+from musicgen.errors import Cancelled, MusicgenError, check_int
 from musicgen.generation.chords import CHORD_TONE_NATS
 from musicgen.generation.filters import (  # noqa: F401 (re-exported: the sampler's one import)
     NEG_INF,
@@ -25,6 +25,7 @@ from musicgen.generation.filters import (  # noqa: F401 (re-exported: the sample
     top_p_filter,
 )
 from musicgen.generation.repeat import BarEcho
+from musicgen.limits import SAMPLING_RANGES, check_option  # noqa: F401 (the studio's import)
 from musicgen.tokenizers.base import Grammar, Tokenizer
 
 # Sampling settings of the SPE paper's music experiments (design notes §3).
@@ -53,26 +54,13 @@ class SamplingOptions:
     chord_tones: float = CHORD_TONE_NATS
 
     def validate(self) -> SamplingOptions:
-        """Types and ranges, named as the API's parameters (a bool, a string, NaN or inf is an
-        error, not a silent 1 or an empty distribution)."""
-        self.temperature = check_number("temperature", self.temperature)
-        self.top_k = check_int("top_k", self.top_k)
-        self.top_p = check_number("top_p", self.top_p)
-        self.min_tokens = check_int("min_tokens", self.min_tokens)
-        self.repeat = check_number("repeat", self.repeat)
-        self.chord_tones = check_number("chord_tones", self.chord_tones)
-        if not self.temperature >= 0:
-            raise MusicgenError(f"temperature: must be >= 0, got {self.temperature}")
-        if self.top_k < 0:
-            raise MusicgenError(f"top_k: must be >= 0 (0 = off), got {self.top_k}")
-        if not 0 < self.top_p <= 1:
-            raise MusicgenError(f"top_p: must be in (0, 1] (1 = off), got {self.top_p}")
-        if self.min_tokens < 0:
-            raise MusicgenError(f"min_tokens: must be >= 0 (0 = off), got {self.min_tokens}")
-        if not self.repeat >= 0:
-            raise MusicgenError(f"repeat: must be >= 0 (0 = off), got {self.repeat}")
-        if not self.chord_tones >= 0:
-            raise MusicgenError(f"chord_tones: must be >= 0 (0 = off), got {self.chord_tones}")
+        """Types and ranges, named as the API's parameters: each number inside its one range
+        (`limits.SAMPLING_RANGES`, shared with the CLI, a model's config and the studio); a bool,
+        a string, NaN or inf is an error, not a silent 1 or an empty distribution."""
+        for name in SAMPLING_RANGES:
+            if getattr(self, name) is None:
+                raise MusicgenError(f"{name}: must be a number, got None")
+            setattr(self, name, check_option(name, getattr(self, name)))
         if not isinstance(self.grammar, bool):
             raise MusicgenError(f"grammar: must be True or False, got {self.grammar!r}")
         return self

@@ -9,18 +9,26 @@ Bad input raises `gr.Error` with the library's one-line message; the server keep
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
+import contextvars
 import functools
+import inspect
 import sys
+import threading
 import time
 import traceback
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from types import SimpleNamespace
 
 import gradio as gr
+from starlette.middleware import Middleware
 
 from musicgen.errors import SEED_MAX, MusicgenError
 from musicgen.studio import inputs, jobs
+from musicgen.studio.guard import Guard
 
 TITLE = "musicgen studio"
 INTRO = (
@@ -40,26 +48,74 @@ CSS = """
 PROGRESS = gr.Progress(track_tqdm=True)
 
 
-def _guarded(fn: Callable) -> Callable:
-    """Run a page action: a MusicgenError becomes a gr.Error in the page (its one line); any
-    other exception a gr.Error that says it is a bug (traceback on the server's stderr)."""
+def _page_error(exc: Exception) -> gr.Error:
+    """A MusicgenError as its one line; any other exception as a line that says it is a bug
+    (its traceback on the server's stderr)."""
+    if isinstance(exc, gr.Error):
+        return exc
+    if isinstance(exc, MusicgenError):
+        return gr.Error(str(exc), print_exception=False)
+    traceback.print_exception(exc, file=sys.stderr)
+    return gr.Error(
+        f"internal error ({type(exc).__name__}: {exc}); this is a bug in musicgen",
+        print_exception=False,
+    )
 
-    @functools.wraps(fn)  # gradio reads the signature (gr.Progress) through __wrapped__
-    def wrapper(*args, **kwargs):
+
+def _guarded(fn: Callable) -> Callable:
+    """Run a page action (plain or async); its errors become one line in the page."""
+    if inspect.iscoroutinefunction(fn):
+
+        @functools.wraps(fn)  # gradio reads the signature (gr.Progress) through __wrapped__
+        async def run_async(*args, **kwargs):
+            try:
+                return await fn(*args, **kwargs)
+            except Exception as exc:
+                raise _page_error(exc) from None
+
+        return run_async
+
+    @functools.wraps(fn)
+    def run(*args, **kwargs):
         try:
             return fn(*args, **kwargs)
-        except gr.Error:
-            raise
-        except MusicgenError as exc:
-            raise gr.Error(str(exc), print_exception=False) from None
         except Exception as exc:
-            traceback.print_exc(file=sys.stderr)
-            raise gr.Error(
-                f"internal error ({type(exc).__name__}: {exc}); this is a bug in musicgen",
-                print_exception=False,
-            ) from None
+            raise _page_error(exc) from None
 
-    return wrapper
+    return run
+
+
+WORKERS = ThreadPoolExecutor(64, thread_name_prefix="studio-job")  # --concurrency is <= 64
+
+
+class JobFlag(threading.Event):
+    """A job's stop flag for the sampler's `cancel=`: set by Stop or a cancelled request, and
+    also set once the client that asked has gone (`gone()`: its connection closed)."""
+
+    def __init__(self, gone: Callable[[], bool] = lambda: False):
+        super().__init__()
+        self.gone = gone
+
+    def is_set(self) -> bool:
+        return super().is_set() or self.gone()
+
+
+async def in_thread(work: Callable[[threading.Event], object], flag: JobFlag):
+    """`work(flag)` in a worker thread. When Gradio cancels the request (Stop, gradio_client's
+    `job.cancel()`, its cancel route), the flag stops the sampler at its next step and the
+    request ends only when the thread has: the concurrency slot is never freed early."""
+    context = contextvars.copy_context()  # gradio's progress tracker lives in a context var
+    task = asyncio.get_running_loop().run_in_executor(WORKERS, context.run, work, flag)
+    try:
+        return await asyncio.shield(task)
+    except asyncio.CancelledError:
+        flag.set()
+        while not task.done():
+            with contextlib.suppress(asyncio.CancelledError):
+                await asyncio.wait({task})
+        if not task.cancelled():
+            task.exception()  # retrieved: the cancellation is what the caller hears
+        raise
 
 
 PROGRESS_EVERY_S = 0.2  # the API reports every decoding step; the page needs a few a second
@@ -99,6 +155,25 @@ class Actions:
 
     def __init__(self, models: jobs.ModelCache):
         self.models = models
+        self.page: gr.Blocks | None = None  # set once built: whose queue says a client left
+
+    def flag(self, request: gr.Request | None) -> JobFlag:
+        """A new job's stop flag, also set when the request's client has disconnected."""
+        session_hash = getattr(request, "session_hash", None)
+        return JobFlag(lambda: session_hash is not None and self._gone(session_hash))
+
+    def _gone(self, session_hash: str) -> bool:
+        """Whether Gradio's queue has marked every running event of this client as dead (its
+        event stream closed); False where the queue is not readable."""
+        queue = getattr(self.page, "_queue", None)
+        events = [
+            event
+            for job in (getattr(queue, "active_jobs", None) or [])
+            if job
+            for event in job
+            if getattr(event, "session_hash", None) == session_hash
+        ]
+        return bool(events) and not any(getattr(e, "alive", True) for e in events)
 
     def on_model(self, label):
         """The card, the chord box and the sampling defaults of the chosen model."""
@@ -116,31 +191,41 @@ class Actions:
             f"**{label}** loaded ({tokens})",
         )
 
-    def generate(self, label, bars, num, seed, temperature, top_k, top_p, repeat, chords,
-                 session, progress=PROGRESS):  # fmt: skip
+    async def generate(self, label, bars, num, seed, temperature, top_k, top_p, repeat, chords,
+                       session, request: gr.Request, progress=PROGRESS):  # fmt: skip
         start = time.perf_counter()
-        pieces = jobs.run_generate(
-            self.models.get(label), session, label, bars=bars, num=num, seed=seed, chords=chords,
-            temperature=temperature, top_k=top_k, top_p=top_p, repeat=repeat,
-            progress=_progress_hook(progress),
-        )  # fmt: skip
-        return _show(session, pieces[0], _summary(pieces, time.perf_counter() - start))
 
-    def continue_(self, label, prompt, mode, prompt_bars, seconds, new_bars, num, seed,
-                  temperature, top_k, top_p, repeat, session, progress=PROGRESS):  # fmt: skip
+        def work(flag):
+            pieces = jobs.run_generate(
+                self.models.get(label), session, label, bars=bars, num=num, seed=seed,
+                chords=chords, temperature=temperature, top_k=top_k, top_p=top_p, repeat=repeat,
+                progress=_progress_hook(progress), cancel=flag,
+            )  # fmt: skip
+            return _show(session, pieces[0], _summary(pieces, time.perf_counter() - start))
+
+        return await in_thread(work, self.flag(request))
+
+    async def continue_(self, label, prompt, mode, prompt_bars, seconds, new_bars, num, seed,
+                        temperature, top_k, top_p, repeat, session, request: gr.Request,
+                        progress=PROGRESS):  # fmt: skip
         start = time.perf_counter()
-        pieces = jobs.run_continue(
-            self.models.get(label), session, label, prompt, mode=mode, prompt_bars=prompt_bars,
-            seconds=seconds, new_bars=new_bars, num=num, seed=seed, temperature=temperature,
-            top_k=top_k, top_p=top_p, repeat=repeat, progress=_progress_hook(progress),
-        )  # fmt: skip
-        return _show(session, pieces[0], _summary(pieces, time.perf_counter() - start))
+
+        def work(flag):
+            pieces = jobs.run_continue(
+                self.models.get(label), session, label, prompt, mode=mode,
+                prompt_bars=prompt_bars, seconds=seconds, new_bars=new_bars, num=num, seed=seed,
+                temperature=temperature, top_k=top_k, top_p=top_p, repeat=repeat,
+                progress=_progress_hook(progress), cancel=flag,
+            )  # fmt: skip
+            return _show(session, pieces[0], _summary(pieces, time.perf_counter() - start))
+
+        return await in_thread(work, self.flag(request))
 
     def preview(self, label, prompt, mode, prompt_bars, seconds, session):
         if prompt is None:
-            return None
+            return session, None
         model = self.models.get(label)
-        return str(jobs.prompt_preview(model, session, prompt, mode, prompt_bars, seconds))
+        return session, str(jobs.prompt_preview(model, session, prompt, mode, prompt_bars, seconds))
 
     def pick(self, label, session):
         return _show(session, session.find(label))
@@ -152,6 +237,14 @@ class Actions:
     def stop(self, session):
         if session.stop():
             gr.Info("stopped")
+
+
+def raw(component):
+    """`component` handing its value to the studio's checks as sent: a typed or scripted 'abc',
+    None or 1.5 gets the one-line message naming the parameter (`inputs.whole`), not Gradio's
+    rounding (seed 1.5 would become 2) or its multi-line preprocessing error."""
+    component.preprocess = lambda payload: payload
+    return component
 
 
 def _controls(models: jobs.ModelCache, default: str) -> SimpleNamespace:
@@ -166,7 +259,7 @@ def _controls(models: jobs.ModelCache, default: str) -> SimpleNamespace:
     with gr.Row():
         ui.num = gr.Slider(1, inputs.MAX_NUM, value=1, step=1, label="pieces")
         ui.seed = gr.Number(-1, label="seed (-1: random)", precision=0, minimum=-1,
-                            maximum=SEED_MAX, elem_id="seed")  # fmt: skip
+                        maximum=SEED_MAX, elem_id="seed")  # fmt: skip
         ui.temperature = gr.Slider(0.0, 2.0, value=1.2, step=0.05, label="temperature")
         ui.top_k = gr.Number(0, label="top-k (0: off)", precision=0, minimum=0)
         ui.top_p = gr.Slider(0.05, 1.0, value=0.9, step=0.01, label="top-p (1: off)")
@@ -200,6 +293,10 @@ def _controls(models: jobs.ModelCache, default: str) -> SimpleNamespace:
             with gr.Row():
                 ui.cont_btn = gr.Button("Continue", variant="primary", elem_id="continue")
                 ui.cont_stop = gr.Button("Stop", variant="stop", elem_id="stop-continue")
+    numbers = (ui.num, ui.seed, ui.temperature, ui.top_k, ui.top_p, ui.repeat, ui.bars,
+               ui.prompt_bars, ui.seconds, ui.new_bars)  # fmt: skip
+    for component in numbers:
+        raw(component)
     return ui
 
 
@@ -242,7 +339,8 @@ def _wire(page: gr.Blocks, ui: SimpleNamespace, act: Actions) -> None:
     for btn in (ui.gen_stop, ui.cont_stop):
         btn.click(act.stop, [ui.session], None, cancels=[gen, cont], queue=False, **private)
     for trigger in (ui.prompt.upload, ui.mode.change, ui.prompt_bars.release, ui.seconds.release):
-        trigger(_guarded(act.preview), [ui.model, *prompt, ui.session], [ui.prompt_roll], **private)
+        trigger(_guarded(act.preview), [ui.model, *prompt, ui.session],
+                [ui.session, ui.prompt_roll], **private)  # fmt: skip
     ui.pieces.input(act.pick, [ui.pieces, ui.session], shown, **private)
     ui.history.select(act.select, [ui.session], shown, **private)
 
@@ -251,12 +349,17 @@ def build(models: jobs.ModelCache, root: Path, default: str | None = None) -> gr
     """The page, for the models in `models` (the only ones it can reach); each page's files go
     to a folder of its own under `root`."""
     default = default if default in models.choices else next(iter(models.choices))
-    with gr.Blocks(title=TITLE, analytics_enabled=False, delete_cache=(3600, 86400)) as page:
-        session = gr.State(jobs.Session(root), delete_callback=jobs.Session.close)
+    # uploads and Gradio's copies older than an hour go (results are served from the pages'
+    # own folders, never copied: `gr.set_static_paths` in `launch`)
+    with gr.Blocks(title=TITLE, analytics_enabled=False, delete_cache=(600, 3600)) as page:
+        session = gr.State(jobs.Session(root), delete_callback=jobs.Session.close,
+                           time_to_live=inputs.SESSION_IDLE_S)  # fmt: skip
         ui = _controls(models, default)
         _results(ui)
         ui.session = session
-        _wire(page, ui, Actions(models))
+        act = Actions(models)
+        _wire(page, ui, act)
+    act.page = page
     return page
 
 
@@ -268,24 +371,39 @@ def launch(
     concurrency: int = 1,
     default: str | None = None,
     max_upload_mb: float = inputs.MAX_UPLOAD_MB,
+    auth: list[tuple[str, str]] | None = None,
 ) -> gr.Blocks:
-    """Start the server (returns at once; `page.block_thread()` waits). Only the run's folder
-    is served (`allowed_paths`), uploads are capped at `max_upload_mb`."""
+    """Start the server (returns at once; `page.block_thread()` waits). Results are served from
+    the pages' folders only (`guard.Guard`), uploads are capped at `max_upload_mb` and taken
+    only as MIDI; `auth`: the (user, password) pairs a login asks for."""
     page = build(models, root, default)
     page.queue(default_concurrency_limit=concurrency, max_size=64)
-    page.launch(
-        server_name=host,
-        server_port=port,
-        prevent_thread_lock=True,
-        max_file_size=int(max_upload_mb * 1e6),
-        allowed_paths=[str(root)],
-        share=False,
-        ssr_mode=False,
-        quiet=True,
-        show_error=True,
-        inbrowser=False,
-        css=CSS,
-    )
+    sessions = root / jobs.SESSIONS
+    sessions.mkdir(parents=True, exist_ok=True, mode=0o700)
+    gr.set_static_paths([str(sessions)])  # served where they are written: never copied
+    guard = Middleware(Guard, root=root, server_mb=inputs.SERVER_MB)
+    try:
+        page.launch(
+            server_name=host,
+            server_port=port,
+            prevent_thread_lock=True,
+            max_file_size=int(max_upload_mb * 1e6),
+            allowed_paths=[str(sessions)],
+            app_kwargs={"middleware": [guard]},
+            auth=auth or None,
+            share=False,
+            ssr_mode=False,
+            quiet=True,
+            show_error=True,
+            inbrowser=False,
+            css=CSS,
+        )
+    except OSError as exc:
+        if "port" not in str(exc):
+            raise
+        raise MusicgenError(
+            f"port: {port} is in use on {host} (another program listens there); give another --port"
+        ) from None
     return page
 
 

@@ -2,8 +2,10 @@
 
 Widgets send floats and None, a file upload is whatever a browser sent: every value is checked
 here with a one-line `MusicgenError` naming the API's parameter (`bars`, `top_p`) or the file,
-and the page shows that line. The limits are the page's own (tighter than the API's, so one
-request cannot hold a shared machine for long); uploads are also held to `musicgen.limits`.
+and the page shows that line. The sizes (bars, pieces, prompt length) are the page's own,
+tighter than the API's so that one request cannot hold a shared machine for long; the sampling
+numbers and the chord progression go through the library's own checks (one range each, the
+same as the CLI's); uploads are also held to `musicgen.limits`.
 """
 
 from __future__ import annotations
@@ -15,6 +17,8 @@ import symusic
 
 from musicgen import errors
 from musicgen.errors import SEED_MAX, MusicgenError
+from musicgen.generation.progression import parse_progression
+from musicgen.generation.sample import SamplingOptions
 from musicgen.limits import check_score
 
 MAX_UPLOAD_MB = 2.0  # a POP909 song is 20-60 kB; the bundled MAESTRO excerpt 4 kB
@@ -23,6 +27,12 @@ MAX_NUM = 4  # pieces per request
 MAX_PROMPT_BARS = 16
 MAX_SECONDS = 60.0
 MAX_NEW_BARS = 32
+# Disk: a page's files beyond its budget drop its oldest pieces; the whole server's folder over
+# its budget refuses new jobs until pages close or expire (MB, 1e6 bytes).
+SESSION_MB = 200.0
+SERVER_MB = 2000.0
+SESSION_IDLE_S = 3600  # a page (or API client) idle this long loses its session and files
+MAX_AUDIO_SECONDS = 180.0  # the player's WAV holds at most this much of a piece (the MIDI all)
 
 
 def random_seed(value) -> int | None:
@@ -31,9 +41,12 @@ def random_seed(value) -> int | None:
     return None if seed == -1 else seed
 
 
-def whole(where: str, value, low: int, high: int) -> int | None:
-    """`value` as an int within low..high (None passes), else a one-line error naming `where`."""
+def whole(where: str, value, low: int, high: int | None, required: bool = False) -> int | None:
+    """`value` as an int within low..high (None passes unless `required`), else a one-line
+    error naming `where`; a float must be whole (1.5 is refused, not rounded)."""
     if value is None or value == "":
+        if required:
+            raise MusicgenError(f"{where}: must be a whole number, got {value!r}")
         return None
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         raise MusicgenError(f"{where}: must be a whole number, got {value!r}")
@@ -51,26 +64,27 @@ def number(where: str, value, low: float, high: float) -> float | None:
 
 
 def sampling(temperature=None, top_k=None, top_p=None, repeat=None) -> dict:
-    """The sampling keywords for the API (None: the model's default)."""
-    out = {
-        "temperature": number("temperature", temperature, 0.0, 10.0),
-        "top_k": whole("top_k", top_k, 0, 100_000),
-        "top_p": number("top_p", top_p, 0.0, 1.0),
-        "repeat": number("repeat", repeat, 0.0, 20.0),
-    }
-    if out["top_p"] == 0.0:
-        raise MusicgenError("top_p: must be > 0 (1 = off), got 0")
-    return {k: v for k, v in out.items() if v is not None}
+    """The sampling keywords for the API (None: the model's default), checked by the library's
+    own `SamplingOptions` (one range per option, the same as the CLI's and the API's)."""
+    given = {"temperature": temperature, "top_k": top_k, "top_p": top_p, "repeat": repeat}
+    given = {k: None if v == "" else v for k, v in given.items()}
+    if isinstance(top_k, float) and not isinstance(top_k, bool):  # a page's number box: 40.0
+        given["top_k"] = whole("top_k", top_k, 0, None)
+    checked = SamplingOptions().replace(**given)
+    return {k: getattr(checked, k) for k, v in given.items() if v is not None}
 
 
-def check_chords(model, text: str | None) -> str:
+def check_chords(model, text) -> str:
     """The page's chord progression: chord symbols only. The API also takes a file path
     (a .mid or chord_midi.txt), which must not reach the server's files from the page."""
+    if text is not None and not isinstance(text, str):
+        raise MusicgenError(f"chords: must be text (chord symbols), got {text!r}")
     text = (text or "").strip()
     if not text:
         return ""
     if text.lower().endswith((".mid", ".midi", ".txt")) or "chord_midi" in text.lower():
         raise MusicgenError("chords: give chord symbols (C G Am F); files cannot be named here")
+    parse_progression(text)  # its limits (repeats, length) refuse it before any job starts
     return text
 
 

@@ -13,8 +13,9 @@ can be reached. Every value and upload is checked first (`inputs.py`: size, MIDI
 
 from __future__ import annotations
 
+import os
+import secrets
 import shutil
-import tempfile
 import threading
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -22,13 +23,16 @@ from pathlib import Path
 from musicgen import errors
 from musicgen.errors import MusicgenError
 from musicgen.generation.api import Model, Music, checkpoint_stem, load, pick_seed
-from musicgen.generation.render import piano_roll
+from musicgen.generation.render import piano_roll, synthesize
 from musicgen.metrics import load_notes, notes_from_score
 from musicgen.resources import resolve_checkpoint, shipped_dir
 from musicgen.studio.inputs import (
+    MAX_AUDIO_SECONDS,
     MAX_BARS,
     MAX_NEW_BARS,
     MAX_NUM,
+    SERVER_MB,
+    SESSION_MB,
     check_chords,
     check_upload,
     prompt_length,
@@ -38,7 +42,7 @@ from musicgen.studio.inputs import (
 )
 
 MAX_SESSION_PIECES = 40  # older pieces of a page are forgotten (and their files deleted)
-# With an API whose continue_midi has no `new_bars`, the continuation's length in ids instead.
+SESSIONS = "sessions"  # the folder under the studio's root that holds every page's results
 DEFAULT_MODEL = "pop909_sine_spe_gated"
 
 
@@ -141,30 +145,47 @@ class Piece:
         return [p for p in (self.midi, self.audio) if p is not None]
 
 
+def folder_bytes(folder: Path) -> int:
+    """Bytes of the regular files under `folder` (0 when it is gone)."""
+    total = 0
+    for top, _, names in os.walk(folder):
+        for name in names:
+            try:
+                total += os.lstat(os.path.join(top, name)).st_size
+            except OSError:  # removed meanwhile
+                pass
+    return total
+
+
 class Session:
     """One open page: its own folder, its pieces and its stop flag. `gr.State` deep-copies its
-    initial value for every page, so a copy is a fresh, empty session under the same root."""
+    initial value for every page, so a copy is a fresh, empty session under the same root.
+    The folder's name is an unguessable token: its files' addresses are that page's alone."""
 
-    def __init__(self, root: str | Path | None = None):
+    def __init__(self, root: str | Path | None = None, budget_mb: float = SESSION_MB):
         self.root = Path(root) if root is not None else None
+        self.budget_mb = budget_mb
         self.folder: Path | None = None
         self.pieces: list[Piece] = []
         self.running: set[threading.Event] = set()  # one stop flag per running job
         self.made = 0
 
     def __deepcopy__(self, memo) -> Session:
-        return Session(self.root)
+        return Session(self.root, self.budget_mb)
 
     def dir(self) -> Path:
         if self.folder is None:
-            if self.root is not None:
-                self.root.mkdir(parents=True, exist_ok=True)
-            self.folder = Path(tempfile.mkdtemp(prefix="session-", dir=self.root))
+            base = (self.root or Path.cwd()) / SESSIONS
+            base.mkdir(parents=True, exist_ok=True, mode=0o700)
+            folder = base / secrets.token_urlsafe(24)
+            folder.mkdir(mode=0o700)
+            self.folder = folder
         return self.folder
 
-    def start_job(self) -> threading.Event:
-        """A stop flag for a new job (a Stop pressed earlier does not stop this one)."""
-        flag = threading.Event()
+    def start_job(self, flag: threading.Event | None = None) -> threading.Event:
+        """A stop flag for a new job (a Stop pressed earlier does not stop this one); `flag`:
+        the page's own (set when Gradio cancels the job)."""
+        flag = threading.Event() if flag is None else flag
         self.running.add(flag)
         return flag
 
@@ -182,22 +203,42 @@ class Session:
         return f"{kind}_{self.made:03d}"
 
     def add(self, piece: Piece) -> Piece:
+        """Keep `piece`; the oldest pieces go (files deleted) past the count or disk budget."""
         self.pieces.append(piece)
-        while len(self.pieces) > MAX_SESSION_PIECES:
+        while len(self.pieces) > MAX_SESSION_PIECES or (
+            len(self.pieces) > 1 and self.bytes() > self.budget_mb * 1e6
+        ):
             old = self.pieces.pop(0)
             for p in (old.midi, old.png, old.audio):
                 if p is not None:
                     p.unlink(missing_ok=True)
         return piece
 
+    def bytes(self) -> int:
+        return 0 if self.folder is None else folder_bytes(self.folder)
+
     def find(self, label: str | None) -> Piece | None:
         return next((p for p in self.pieces if p.label == label), None)
 
     def close(self) -> None:
-        """Delete the session's files (the page was closed)."""
+        """Stop its jobs and delete its files (the page was closed or its session expired)."""
+        self.stop()
         if self.folder is not None:
             shutil.rmtree(self.folder, ignore_errors=True)
         self.pieces.clear()
+
+
+def check_disk(session: Session, server_mb: float = SERVER_MB) -> None:
+    """Refuse a job while the studio's folder (every page's files and uploads) is over its
+    budget: pages that close or expire free it."""
+    if session.root is None:
+        return
+    used = folder_bytes(session.root)
+    if used > server_mb * 1e6:
+        raise MusicgenError(
+            f"studio: the server's disk budget ({server_mb:g} MB) is full "
+            f"({used / 1e6:.0f} MB in use); try again later"
+        )
 
 
 def stopped() -> MusicgenError:
@@ -211,8 +252,18 @@ def render(music: Music, session: Session, kind: str, label: str, info: dict) ->
     midi = music.save(folder / f"{stem}.mid")
     title = f"{label} ({midi.name})"
     png = piano_roll(load_notes(midi), folder / f"{stem}.png", title=title)
-    audio = music.save_audio(folder / f"{stem}.wav")
+    audio = save_audio(music.score, folder / f"{stem}.wav")
     return session.add(Piece(f"{stem}: {label}", midi, png, audio, music.seed, info))
+
+
+def save_audio(score, path: Path, seconds: float | None = None) -> Path | None:
+    """The piece's WAV, its first `seconds` only (default `MAX_AUDIO_SECONDS`: a prompt's slow
+    tempo cannot make a huge file); written once, where the page serves it from."""
+    seconds = MAX_AUDIO_SECONDS if seconds is None else seconds
+    timed = score.to("second")
+    if timed.end() > seconds:
+        score = timed.clip(0, seconds, clip_end=True).to("tick")
+    return synthesize(score, path)
 
 
 def run_generate(
@@ -225,17 +276,20 @@ def run_generate(
     seed=None,
     chords: str = "",
     progress=None,
+    cancel: threading.Event | None = None,
     **sampling_given,
 ) -> list[Piece]:
-    """`num` pieces of `bars` bars from scratch, rendered into the session."""
-    bars = whole("bars", bars, 1, MAX_BARS)
+    """`num` pieces of `bars` bars from scratch, rendered into the session; `cancel` set (Stop,
+    a cancelled or closed request) stops the sampler at its next step."""
+    bars = whole("bars", bars, 1, MAX_BARS, required=True)
     num = whole("num", num, 1, MAX_NUM) or 1
     seed = pick_seed(random_seed(seed))
     kwargs = sampling(**sampling_given)
     chords = check_chords(model, chords)
     if chords:
         kwargs["chords"] = chords
-    flag = session.start_job()
+    check_disk(session)
+    flag = session.start_job(cancel)
     try:
         pieces = model.generate_many(
             num, bars=bars, seed=seed, progress=progress, cancel=flag, **kwargs
@@ -262,16 +316,18 @@ def run_continue(
     num=1,
     seed=None,
     progress=None,
+    cancel: threading.Event | None = None,
     **sampling_given,
 ) -> list[Piece]:
     """`num` continuations of the uploaded prompt, rendered into the session."""
     check_upload(path, model.tokenizer.name)
     length = prompt_length(mode, prompt_bars, seconds)
-    new_bars = whole("new_bars", new_bars, 1, MAX_NEW_BARS) or 4
+    new_bars = whole("new_bars", new_bars, 1, MAX_NEW_BARS, required=True)
     num = whole("num", num, 1, MAX_NUM) or 1
     seed = pick_seed(random_seed(seed))
     given = sampling(**sampling_given)
-    flag = session.start_job()
+    check_disk(session)
+    flag = session.start_job(cancel)
     try:
         pieces = model.continue_many(
             path, num, **length, new_bars=new_bars, seed=seed, progress=progress, cancel=flag,

@@ -21,6 +21,8 @@ import numpy as np
 import symusic
 
 from musicgen.errors import MusicgenError
+from musicgen.io import Unreadable, read_regular
+from musicgen.limits import MAX_CHORD_FILE_BYTES, MAX_CHORD_SECONDS
 from musicgen.tokenizers.remi_grammar import RemiTables
 
 CHORD_FILE = "chord_midi.txt"  # POP909's annotation, aligned to the MIDI (not to the audio)
@@ -210,9 +212,11 @@ def read_chord_file(path: str | Path) -> list[ChordSpan]:
     """Parse a chord annotation file; a malformed line is a one-line `MusicgenError`."""
     path = Path(path)
     try:
-        text = path.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
+        text = read_regular(path, MAX_CHORD_FILE_BYTES, "a chord file").decode("utf-8")
+    except Unreadable as exc:
         raise MusicgenError(f"{path}: cannot read chord annotations ({exc})") from None
+    except UnicodeDecodeError:
+        raise MusicgenError(f"{path}: not a UTF-8 text file (chord annotations)") from None
     return parse_chord_text(text, str(path))
 
 
@@ -231,6 +235,11 @@ def parse_chord_text(text: str, where: str = "chords") -> list[ChordSpan]:
             ) from None
         if not (np.isfinite(start) and start >= 0 and end >= start):
             raise MusicgenError(f"{where}: line {n}: bad time span {start:g}..{end:g} s")
+        if end > MAX_CHORD_SECONDS:
+            raise MusicgenError(
+                f"{where}: line {n}: time {end:g} s is past the limit of {MAX_CHORD_SECONDS:g} s "
+                f"({MAX_CHORD_SECONDS / 60:g} minutes, the longest song)"
+            )
         try:
             label_pitch_classes(label)
         except MusicgenError as exc:
