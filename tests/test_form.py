@@ -274,7 +274,7 @@ def test_evaluate_form_cli_errors_are_one_line(tmp_path, capsys):
     base += ["--data", str(DATA / "pop909"), "--out", str(tmp_path), "--device", "cpu"]
     for extra, message in (
         (["--split", "dev"], "--split: must be train, validation, test or all; got 'dev'"),
-        (["--top-p", "0"], "--top-p: must be in (0, 1]"),
+        (["--top-p", "0"], "--top-p: must be >= 0.001 and <= 1"),
         (["--new-bars", "0"], "--new-bars: must be >= 1"),
         (["--split", "validation"], "no MIDI file in split 'validation'"),
     ):

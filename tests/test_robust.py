@@ -900,12 +900,14 @@ def test_a_signal_to_the_group_with_loader_workers_saves_and_resumes(
     run resumes. Meanwhile a second train on the same folder is refused at once (RUN/.lock)."""
     run = tmp_path / "run"
     proc = _train_subprocess(prepared, run, "--data.workers=2")
-    _wait_for_steps(proc, run, 3)
-    rc, _, err = run_cli(capsys, "train", "--config", TINY, "--data", prepared, "--out", run)
-    assert rc == 1
-    line = one_line_error(err)
-    assert f"{run}: another musicgen train (pid {proc.pid}) is writing this folder" in line
-    os.killpg(proc.pid, signum)
+    try:
+        _wait_for_steps(proc, run, 3)
+        rc, _, err = run_cli(capsys, "train", "--config", TINY, "--data", prepared, "--out", run)
+        assert rc == 1
+        line = one_line_error(err)
+        assert f"{run}: another musicgen train (pid {proc.pid}) is writing this folder" in line
+    finally:  # a failed check must not leave the run training
+        os.killpg(proc.pid, signum)
     _, err = proc.communicate(timeout=300)
     assert proc.returncode == 128 + signum, err
     assert "Traceback" not in err and err.strip().splitlines()[-1] == last

@@ -103,15 +103,12 @@ class Model:
         generator: torch.Generator | None = None,
         **sampling,
     ) -> Iterator[Music]:
-        """THE generation path: `num` pieces (from scratch, or continuing `prompt`) from one
-        seed, yielded a batch at a time so that a caller can write each before the next batch
-        starts. `prompt` may also be a list of `num` prompts, one piece each, batched together
-        (`evaluate form` continues many songs so). `bars`: new bars per piece; `max_tokens`: the
-        most ids sampled after the prompt per piece. Every argument is checked now, before the
-        first piece is asked for. `generator`: draw from this random stream instead of a fresh
-        one from `seed` (one stream over many calls, as `evaluate style` does; `seed` is then
-        only recorded). `chords`: a progression forced at the new bars (docs/generation.md,
-        "Chord control"): a string ("C G Am F"), a list of bars, or a .mid / chord_midi.txt."""
+        """THE generation path: `num` pieces (from scratch, or continuing `prompt`, or one of
+        `num` prompts each) from one seed, yielded a batch at a time so that a caller can write
+        each before the next starts. `bars`: new bars per piece; `max_tokens`: the most ids
+        sampled after the prompt. Every argument is checked before the first piece. `generator`:
+        one random stream over many calls (`evaluate style`; `seed` is then only recorded).
+        `chords`: a progression forced at the new bars (docs/generation.md, "Chord control")."""
         prompts = self._prompts(num, prompt, chords)
         name = "bars" if prompt is None else "new_bars"
         check_arguments(

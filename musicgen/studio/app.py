@@ -9,17 +9,12 @@ Bad input raises `gr.Error` with the library's one-line message; the server keep
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
-import contextvars
 import functools
 import inspect
 import sys
-import threading
 import time
 import traceback
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -29,6 +24,7 @@ from starlette.middleware import Middleware
 from musicgen.errors import SEED_MAX, MusicgenError
 from musicgen.studio import inputs, jobs
 from musicgen.studio.guard import Guard
+from musicgen.studio.running import JobFlag, in_thread
 
 TITLE = "musicgen studio"
 INTRO = (
@@ -83,39 +79,6 @@ def _guarded(fn: Callable) -> Callable:
             raise _page_error(exc) from None
 
     return run
-
-
-WORKERS = ThreadPoolExecutor(64, thread_name_prefix="studio-job")  # --concurrency is <= 64
-
-
-class JobFlag(threading.Event):
-    """A job's stop flag for the sampler's `cancel=`: set by Stop or a cancelled request, and
-    also set once the client that asked has gone (`gone()`: its connection closed)."""
-
-    def __init__(self, gone: Callable[[], bool] = lambda: False):
-        super().__init__()
-        self.gone = gone
-
-    def is_set(self) -> bool:
-        return super().is_set() or self.gone()
-
-
-async def in_thread(work: Callable[[threading.Event], object], flag: JobFlag):
-    """`work(flag)` in a worker thread. When Gradio cancels the request (Stop, gradio_client's
-    `job.cancel()`, its cancel route), the flag stops the sampler at its next step and the
-    request ends only when the thread has: the concurrency slot is never freed early."""
-    context = contextvars.copy_context()  # gradio's progress tracker lives in a context var
-    task = asyncio.get_running_loop().run_in_executor(WORKERS, context.run, work, flag)
-    try:
-        return await asyncio.shield(task)
-    except asyncio.CancelledError:
-        flag.set()
-        while not task.done():
-            with contextlib.suppress(asyncio.CancelledError):
-                await asyncio.wait({task})
-        if not task.cancelled():
-            task.exception()  # retrieved: the cancellation is what the caller hears
-        raise
 
 
 PROGRESS_EVERY_S = 0.2  # the API reports every decoding step; the page needs a few a second
