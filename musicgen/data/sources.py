@@ -21,6 +21,7 @@ SPLIT_FOLDERS = {"train": "train", "val": "validation", "validation": "validatio
 VALIDATION_PER_MILLE = 50  # ~5 % of songs held out when the data has no official split
 MIDI_SUFFIXES = (".mid", ".midi")
 
+
 def find_midi(root: Path, dataset: str) -> list[Path]:
     """Every *.mid / *.midi (any case) below `root`, sorted; POP909's versions/ folders ignored."""
     found = []
