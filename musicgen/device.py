@@ -56,12 +56,12 @@ def cpu_bf16_units() -> str | None:
     return None
 
 
-BF16_MIN_WIDTH = 256  # CPU autocast: below this d_model its casts cost more than its matmuls save
+BF16_MIN_WIDTH = 128  # CPU autocast: narrower models gain nothing from it (docs/training.md)
 
 
 def resolve_precision(device: torch.device, precision: str, d_model: int) -> tuple[str, str]:
     """(precision, why): `auto` is bf16 autocast on CUDA, and on CPUs with bf16 units for models
-    at least BF16_MIN_WIDTH wide (narrower ones train faster in fp32: docs/training.md); fp32
+    at least BF16_MIN_WIDTH wide (narrower ones gain nothing: docs/training.md); fp32
     elsewhere. An explicit choice is kept as given."""
     if precision != "auto":
         return precision, "as configured"
@@ -71,5 +71,8 @@ def resolve_precision(device: torch.device, precision: str, d_model: int) -> tup
     if not units:
         return "fp32", f"auto: no bf16 units on this {device.type}"
     if d_model < BF16_MIN_WIDTH:
-        return "fp32", f"auto: d_model {d_model} < {BF16_MIN_WIDTH}, faster in fp32 on {units}"
+        return (
+            "fp32",
+            f"auto: d_model {d_model} < {BF16_MIN_WIDTH}, too narrow to gain from bf16 on {units}",
+        )
     return "bf16", f"auto: this CPU has {units}"
