@@ -7,7 +7,7 @@ import torch
 
 from musicgen.config import ModelConfig
 from musicgen.errors import MusicgenError
-from musicgen.model import build_model
+from musicgen.model import ENCODINGS, build_model
 from musicgen.model.positional import NOISE_BLOCK
 
 TRAIN_LEN = 16
@@ -249,3 +249,22 @@ def test_init_state_noise_from_a_generator_or_the_global_rng(head):
     torch.manual_seed(3)
     assert model.init_state(1, "cpu").noise.seed == expected
     assert model.init_state(1, "cpu", seed=8).noise.seed == 8
+
+
+@pytest.mark.parametrize("name", list(ENCODINGS))
+def test_every_registered_encoding_builds_from_its_own_fields(name):
+    """Each registry entry builds the module its kind says, from the config fields it names."""
+    enc = ENCODINGS[name]
+    assert all(hasattr(ModelConfig(), f) for f in enc.params)
+    model = build_model(_tiny(pe=name))
+    assert (model.ape is not None) == (enc.kind == "absolute")
+    assert (len(model.spe) > 0) == (enc.kind == "spe") == model.uses_spe
+    ids = torch.randint(0, 40, (1, 12))
+    assert model(ids).shape == (1, 12, 40)
+
+
+def test_an_unknown_encoding_lists_the_registry():
+    with pytest.raises(
+        MusicgenError, match="model.pe: unknown 'rope'; valid: " + ", ".join(ENCODINGS)
+    ):
+        build_model(_tiny(pe="rope"))

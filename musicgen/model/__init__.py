@@ -1,8 +1,9 @@
 """The model layer: `build_model(cfg)` is the one place a model is built.
 
-Registries (by name, as written in configs): `FEATURE_MAPS` (favor | relu),
-`POSITIONAL_ENCODINGS` (ape | ape_learned | sine_spe | conv_spe | none) and `MUSICAL_SPE`
-(none | sine_spe: SPE in musical time, `model.musical.spe`).
+Registries (by name, as written in configs): `FEATURE_MAPS` (favor | relu), `ENCODINGS`
+(`model.pe`: ape | ape_learned | sine_spe | conv_spe | none, each with its builder and the config
+fields it reads, `encodings.py`) and `MUSICAL_SPE` (none | sine_spe: SPE in musical time,
+`model.musical.spe`).
 """
 
 from __future__ import annotations
@@ -10,15 +11,16 @@ from __future__ import annotations
 from torch import nn
 
 from musicgen.errors import MusicgenError
+from musicgen.model.encodings import ENCODINGS, POSITIONAL_ENCODINGS
 from musicgen.model.features import FEATURE_MAPS
 from musicgen.model.musical import MUSICAL_SPE
 from musicgen.model.perceiver import build_perceiver
-from musicgen.model.positional import POSITIONAL_ENCODINGS
 from musicgen.model.transformer import Performer, PerformerState
 
 REDRAW_POLICIES = ("never", "every", "prob")
 
 __all__ = [
+    "ENCODINGS",
     "FEATURE_MAPS",
     "MUSICAL_SPE",
     "POSITIONAL_ENCODINGS",

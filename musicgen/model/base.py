@@ -12,7 +12,7 @@ import torch
 from torch import Tensor, nn
 
 from musicgen.errors import MusicgenError
-from musicgen.model.positional import SPE_KINDS, build_position_modules
+from musicgen.model.encodings import SPE_KINDS, build_position_modules
 from musicgen.model.spe_noise import SPENoise
 
 

@@ -342,28 +342,3 @@ class ConvSPE(_SPE):
         if filt.requires_grad:
             codes.train_filters(filt, n_out, draw, rows)
         return codes
-
-
-SPE_KINDS = ("sine_spe", "conv_spe")
-POSITIONAL_ENCODINGS = ("ape", "ape_learned", "sine_spe", "conv_spe", "none")
-
-
-def build_spe(cfg, tag: int) -> _SPE:
-    h, d, r = cfg.n_heads, cfg.d_model // cfg.n_heads, cfg.num_realizations
-    if cfg.pe == "sine_spe":
-        return SineSPE(h, d, r, cfg.num_sines, tag)
-    return ConvSPE(h, d, r, cfg.kernel_size, tag)
-
-
-def build_position_modules(cfg, max_len: int, n_spe: int) -> tuple[nn.Module | None, nn.ModuleList]:
-    """What a model adds for positions: an absolute table (ape, ape_learned of `max_len` rows) or
-    its SPE modules (one shared by all layers, else `n_spe`), never both."""
-    ape: nn.Module | None = None
-    if cfg.pe == "ape":
-        ape = SinusoidalPE(cfg.d_model)
-    elif cfg.pe == "ape_learned":
-        ape = LearnedPE(max_len, cfg.d_model)
-    spe = nn.ModuleList()
-    if cfg.pe in SPE_KINDS:
-        spe.extend(build_spe(cfg, tag) for tag in range(1 if cfg.spe_shared else n_spe))
-    return ape, spe
