@@ -14,7 +14,7 @@ from musicgen.cards.render import training_text
 from musicgen.cards.summary import run_summary
 from musicgen.checkpoint import load_checkpoint, save_checkpoint
 from musicgen.config import config_from_dict
-from musicgen.runlog import records_text
+from musicgen.train.log import records_text
 
 GROOVE = ROOT / "checkpoints" / "groove_sine_spe_gated"
 

@@ -32,9 +32,7 @@ from musicgen.evaluate import (
     split_by_time,
     true_continuation,
 )
-from musicgen.metrics import BAR_BEATS, make_notes, notes_from_score
-from musicgen.model import build_model
-from musicgen.plots import (
+from musicgen.evaluate.plots import (
     plot_attention,
     plot_kernels,
     plot_music_stats,
@@ -42,6 +40,8 @@ from musicgen.plots import (
     plot_style_boxes,
     plot_training_log,
 )
+from musicgen.measures.metrics import BAR_BEATS, make_notes, notes_from_score
+from musicgen.model import build_model
 from musicgen.tokenizers import build_tokenizer
 
 POP909 = DATA / "pop909"

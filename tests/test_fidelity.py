@@ -9,7 +9,8 @@ import symusic
 from paths import DATA
 
 from musicgen.errors import MusicgenError
-from musicgen.fidelity import fold_pedal, folded_ends, measure, piano_notes, roundtrip_error
+from musicgen.measures.fidelity import measure, piano_notes, roundtrip_error
+from musicgen.tokenizers.pedal import fold_pedal, folded_ends
 from musicgen.tokenizers.remi import RemiTokenizer
 
 TPQ = 480  # at 120 bpm one tick is 1/960 s

@@ -1,4 +1,4 @@
-"""The measures of form (musicgen/form_metrics.py) on hand-made pieces with known answers, the
+"""The measures of form (musicgen/measures/form.py) on hand-made pieces with known answers, the
 statistics on known data, agreement with MusPy / smg-metrics on a bundled song (where installed),
 and `musicgen evaluate form` end to end on a shipped model with two songs."""
 
@@ -10,8 +10,8 @@ import numpy as np
 import pytest
 from paths import DATA, ROOT
 
-from musicgen import form_metrics as fm
-from musicgen.metrics import (
+from musicgen.measures import form as fm
+from musicgen.measures.metrics import (
     load_notes,
     make_notes,
     notes_from_score,

@@ -97,7 +97,7 @@ def test_init_from_a_performer_keeps_the_learned_weights_of_a_block_made_local(
     from musicgen.checkpoint import save_checkpoint
     from musicgen.config import Config
     from musicgen.tokenizers import build_tokenizer
-    from musicgen.train import init_weights
+    from musicgen.train.run import init_weights
 
     remi = build_tokenizer("remi")
     cfg = Config()

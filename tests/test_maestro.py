@@ -22,11 +22,11 @@ from paths import DATA, ROOT
 
 from musicgen.cli import main
 from musicgen.errors import MusicgenError
-from musicgen.fidelity import fold_pedal
 from musicgen.generation.api import load
 from musicgen.generation.prompt import prompt_from_file, prompt_from_seconds
 from musicgen.io import write_score
 from musicgen.tokenizers import build_tokenizer, load_tokenizer
+from musicgen.tokenizers.pedal import fold_pedal
 
 EXCERPT = DATA / "asap_maestro" / "Kleisen11M_first12s.mid"
 EXPRESSIVE = ROOT / "configs" / "tokenizer" / "remi_expressive.yaml"

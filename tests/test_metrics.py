@@ -10,7 +10,7 @@ import symusic
 from paths import DATA
 
 from musicgen.errors import MusicgenError
-from musicgen.metrics import (
+from musicgen.measures.metrics import (
     bar_self_similarity,
     cosine,
     empty_bar_rate,
@@ -212,7 +212,7 @@ def texture_piece():
 
 
 def test_texture_statistics_of_a_constructed_piece():
-    from musicgen.metrics import (
+    from musicgen.measures.metrics import (
         duplicate_note_rate,
         notes_per_onset,
         sparse_bar_rate,

@@ -18,7 +18,7 @@ import torch
 from test_train import GLOO_WORKER, TINY, prepared  # noqa: F401  (the module's fixture)
 
 from musicgen.checkpoint import read_payload
-from musicgen.train import StepSampler
+from musicgen.train.run import StepSampler
 
 TIMEOUT = 300  # seconds for one launcher to finish (the tiny model trains in a few)
 

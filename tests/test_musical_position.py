@@ -397,7 +397,7 @@ def test_train_generate_and_evaluate_end_to_end(prepared, tmp_path):
     from musicgen.config import load_config
     from musicgen.evaluate import evaluate_nll
     from musicgen.generation.sample import default_options, generate
-    from musicgen.train import train
+    from musicgen.train.run import train
 
     cfg = load_config(
         ROOT / "configs" / "pop909" / "tiny.yaml",
@@ -429,7 +429,7 @@ def test_train_generate_and_evaluate_end_to_end(prepared, tmp_path):
 
 
 def test_init_from_loads_shared_weights_and_refuses_what_does_not_fit(remi, groove, tmp_path):
-    from musicgen.train import init_weights
+    from musicgen.train.run import init_weights
 
     torch.manual_seed(0)
     src_cfg = Config()

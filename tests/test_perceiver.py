@@ -351,7 +351,7 @@ def test_tiny_training_lowers_the_loss_and_the_checkpoint_generates_midi(prepare
 
     from musicgen.checkpoint import load_checkpoint
     from musicgen.generation.sample import SamplingOptions, generate
-    from musicgen.train import train
+    from musicgen.train.run import train
 
     cfg = load_config(
         TINY,

@@ -11,7 +11,7 @@ from test_train import prepared, tiny  # noqa: F401  (the module's fixture)
 
 import musicgen.device as D
 from musicgen.checkpoint import read_payload
-from musicgen.train import train
+from musicgen.train.run import train
 
 CPU, CUDA = torch.device("cpu"), torch.device("cuda", 0)
 

@@ -36,9 +36,9 @@ from musicgen.errors import MusicgenError
 from musicgen.generation.render import MAX_BAR_LINES, bar_lines, render_midi
 from musicgen.io import atomic_write_bytes, atomic_write_text, write_score
 from musicgen.limits import Limits, check_score, score_bars
-from musicgen.runlog import read_log
 from musicgen.tokenizers import build_tokenizer
-from musicgen.train import train
+from musicgen.train.log import read_log
+from musicgen.train.run import train
 
 ROOT = Path(__file__).resolve().parents[1]
 TINY = ROOT / "configs" / "pop909" / "tiny.yaml"

@@ -25,7 +25,7 @@ from musicgen.generation.sample import (
     top_k_filter,
     top_p_filter,
 )
-from musicgen.metrics import duplicate_note_rate, load_notes
+from musicgen.measures.metrics import duplicate_note_rate, load_notes
 from musicgen.model import build_model
 from musicgen.tokenizers import build_tokenizer
 

@@ -22,7 +22,7 @@ from musicgen.errors import MusicgenError
 from musicgen.evaluate import range_mean, seeded_nll
 from musicgen.model import build_model
 from musicgen.tokenizers import build_tokenizer
-from musicgen.train import train
+from musicgen.train.run import train
 
 ROOT = Path(__file__).resolve().parents[1]
 SONGS = ROOT / "tests" / "data" / "pop909"
@@ -205,7 +205,7 @@ def test_ctrl_c_stops_at_a_step_boundary_and_resumes_exactly(prepared, tmp_path,
     """A SIGINT that lands after step 4 (sent by the hook) lets the loop finish the step in
     progress (5), save last.pt there and leave with KeyboardInterrupt; resuming matches a whole
     run."""
-    import musicgen.train_loop as train_mod
+    import musicgen.train.loop as train_mod
 
     args = ["train.max_steps=8", "train.ckpt_every=100", "train.val_every=1000"]
     train(tiny(prepared, *args), tmp_path / "whole")
@@ -286,8 +286,8 @@ def test_cli_train_runs_and_reports(prepared, tmp_path, capsys):
 GLOO_WORKER = """
 import json, os, signal, sys, time
 import torch
-import musicgen.train as T
-import musicgen.train_loop as L
+import musicgen.train.run as T
+import musicgen.train.loop as L
 from musicgen.checkpoint import model_state
 from musicgen.config import load_config
 from musicgen.data.dataset import CropDataset

@@ -9,7 +9,7 @@ from pathlib import Path
 
 from musicgen.checkpoint import load_checkpoint
 from musicgen.config import Config, to_dict
-from musicgen.runlog import read_log
+from musicgen.train.log import read_log
 
 
 def tokens_per_step(cfg: Config) -> int:

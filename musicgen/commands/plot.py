@@ -75,7 +75,7 @@ def run_attention(args: argparse.Namespace) -> int:
 
 
 def run_log(args: argparse.Namespace) -> int:
-    from musicgen.plots import plot_run
+    from musicgen.evaluate.plots import plot_run
 
     for w in plot_run(args.run_dir, args.out):
         print(f"wrote {w}")

@@ -32,7 +32,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from musicgen.config import load_config
-    from musicgen.train import train
+    from musicgen.train.run import train
 
     cfg = load_config(args.config, list(args.overrides or []))
     if args.data:
@@ -48,7 +48,7 @@ def run(args: argparse.Namespace) -> int:
 def _force(out: Path, resume: bool) -> None:
     """--force: the run in `out` moved aside (`train_state.move_run_aside`), said in one line."""
     from musicgen.errors import MusicgenError
-    from musicgen.train_state import move_run_aside
+    from musicgen.train.state import move_run_aside
 
     if resume:
         raise MusicgenError("--force and --resume: give one of them (--force starts anew)")

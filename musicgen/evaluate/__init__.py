@@ -5,7 +5,7 @@
 - `style`: style continuation, the groove experiment (`evaluate style`)
 - `music`: descriptive statistics of generated MIDI (`evaluate music`)
 - `form`: the continuation benchmark that hears form (`evaluate form`; measures in
-  `musicgen.form_metrics`)
+  `musicgen.measures.form`)
 - `introspect`: positional kernels and attention maps, the figures of `musicgen plot`
 - `common`: strict JSON output and a folder's MIDI files
 

@@ -3,11 +3,11 @@
 In the form of the MIREX 2025 symbolic continuation task: each held-out song's first
 `PROMPT_BARS` bars that hold music are the prompt, the model writes `NEW_BARS` bars after them,
 and the continuation is scored beside the song's real continuation (the bars that really
-followed the prompt, read through the same tokenizer) on the measures of `musicgen.form_metrics`
+followed the prompt, read through the same tokenizer) on the measures of `musicgen.measures.form`
 (repeats, self-similarity by lag, the top voice, key, groove) and the texture measures of
-`musicgen.metrics`. Per measure: the spread over songs, and the per-song difference model - real
-with a bootstrap 95 % CI; with several runs (checkpoints x sampling settings), the paired
-difference between each pair of runs, so a change can be called better or not.
+`musicgen.measures.metrics`. Per measure: the spread over songs, and the per-song difference
+model - real with a bootstrap 95 % CI; with several runs (checkpoints x sampling settings), the
+paired difference between each pair of runs, so a change can be called better or not.
 """
 
 from __future__ import annotations
@@ -20,11 +20,11 @@ from pathlib import Path
 import numpy as np
 from tqdm import tqdm
 
-from musicgen import form_metrics as fm
 from musicgen.errors import MusicgenError
 from musicgen.evaluate.common import write_json
 from musicgen.generation.prompt import Prompt, encode_song, select_bars
-from musicgen.metrics import (
+from musicgen.measures import form as fm
+from musicgen.measures.metrics import (
     Notes,
     duplicate_note_rate,
     groove_consistency,
@@ -307,7 +307,7 @@ def evaluate_form(
 def plot_form(results: dict, path: Path) -> Path:
     """Per measure, each run's mean difference from the real continuations in units of the
     real songs' sd, with its 95 % CI: a bar whose CI crosses 0 is as far from real as noise."""
-    from musicgen.plots import DPI, FIG_SIZE, plt, save_figure
+    from musicgen.evaluate.plots import DPI, FIG_SIZE, plt, save_figure
 
     fig, ax = plt.subplots(figsize=FIG_SIZE, dpi=DPI)
     labels = list(results["runs"])

@@ -114,7 +114,7 @@ def kernel_figure(
     number in kernels.json; returns the PNG."""
     from musicgen.checkpoint import load_checkpoint
     from musicgen.evaluate.common import write_json
-    from musicgen.plots import plot_kernels
+    from musicgen.evaluate.plots import plot_kernels
 
     loaded = load_checkpoint(checkpoint)
     m = loaded.config.model
@@ -163,7 +163,7 @@ def attention_figure(
     ids of a MIDI file, as attention.png (default: first and last layer, heads 0 and 1)."""
     from musicgen.checkpoint import load_checkpoint
     from musicgen.errors import check_seed
-    from musicgen.plots import plot_attention
+    from musicgen.evaluate.plots import plot_attention
 
     loaded = load_checkpoint(checkpoint)
     n_layers = loaded.config.model.n_layers

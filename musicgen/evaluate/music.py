@@ -8,7 +8,7 @@ from tqdm import tqdm
 
 from musicgen.errors import MusicgenError
 from musicgen.evaluate.common import midi_files, write_json
-from musicgen.metrics import (
+from musicgen.measures.metrics import (
     STATISTICS,
     grammar_error_rate,
     load_notes,
@@ -50,7 +50,7 @@ def evaluate_music(
 
     `reference_bars` compares with each reference song's first N bars (from its first note):
     a whole song repeats its chorus, a 16-bar piece has no chorus to repeat."""
-    from musicgen.plots import plot_music_stats
+    from musicgen.evaluate.plots import plot_music_stats
 
     names = list(STATISTICS) + (["grammar_error_rate"] if tokenizer is not None else [])
     gen_rows, gen_skipped = folder_statistics(midi_dir, tokenizer)

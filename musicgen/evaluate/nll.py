@@ -16,7 +16,7 @@ from tqdm import tqdm
 from musicgen.device import pick_device
 from musicgen.errors import MusicgenError
 from musicgen.evaluate.common import write_json
-from musicgen.likelihood import (  # noqa: F401  (re-exported)
+from musicgen.measures.likelihood import (  # noqa: F401  (re-exported)
     SEGMENT,
     noise_seed,
     notes_scored,
@@ -131,7 +131,7 @@ def evaluate_nll(
     averages that many per song (`seeded_nll`, the trainer's validation too), so a rerun gives
     the same numbers.
     """
-    from musicgen.plots import plot_nll_curves
+    from musicgen.evaluate.plots import plot_nll_curves
 
     if seeds < 1:
         raise MusicgenError(f"seeds: must be at least 1, got {seeds}")
@@ -226,9 +226,9 @@ def _song_by_song(
 
 def paired_nll(models: dict) -> dict:
     """Per-song differences of each later model's NLL minus the first's, within and beyond the
-    training length (`form_metrics.paired_difference`: mean, bootstrap CI, whether it excludes
+    training length (`measures.form.paired_difference`: mean, bootstrap CI, whether it excludes
     0); songs too short to reach the range are left out."""
-    from musicgen.form_metrics import paired_difference
+    from musicgen.measures.form import paired_difference
 
     scored = [(label, r["per_song"]) for label, r in models.items() if r["per_song"]]
     if len(scored) < 2:

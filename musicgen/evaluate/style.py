@@ -16,7 +16,7 @@ from musicgen.errors import MusicgenError
 from musicgen.evaluate.common import midi_files, write_json
 from musicgen.generation.prompt import Prompt, encode_song, midi_pairing, only_notes, select_bars
 from musicgen.io import write_score
-from musicgen.metrics import (
+from musicgen.measures.metrics import (
     BAR_BEATS,
     Notes,
     notes_from_score,
@@ -248,8 +248,8 @@ def evaluate_style(
     """
     # One pass over the prompt songs (`_Tally.add`) fills three score sets in step (sampled,
     # true continuation, other-song sources) with one random stream.
+    from musicgen.evaluate.plots import plot_style_boxes
     from musicgen.generation.api import check_arguments, load
-    from musicgen.plots import plot_style_boxes
 
     sampling = {"temperature": temperature, "top_p": top_p}
     check_arguments(samples, bars, max_tokens, seed, **sampling)

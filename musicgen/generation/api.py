@@ -297,7 +297,7 @@ class Model:
     def score(self, path: str | Path) -> dict:
         """How likely the model finds a song: mean NLL per token (nats) and per note, the song
         read as training reads it (a POP909 chord annotation beside it becomes its chords)."""
-        from musicgen.likelihood import notes_scored, per_position_nll
+        from musicgen.measures.likelihood import notes_scored, per_position_nll
 
         ids = encode_song(self.tokenizer, Path(path))
         sums, counts = per_position_nll(self.model, [ids], len(ids) - 1, self.device)

@@ -25,7 +25,7 @@ import numpy as np
 
 from musicgen.errors import MusicgenError
 from musicgen.io import atomic_path, atomic_write_bytes
-from musicgen.metrics import BAR_BEATS, Notes, load_notes
+from musicgen.measures.metrics import BAR_BEATS, Notes, load_notes
 
 SOUNDFONTS = [
     "/usr/share/sounds/sf2/FluidR3_GM.sf2",

@@ -24,7 +24,7 @@ from musicgen import errors
 from musicgen.errors import MusicgenError
 from musicgen.generation.api import Model, Music, checkpoint_stem, load, pick_seed
 from musicgen.generation.render import piano_roll, synthesize
-from musicgen.metrics import load_notes, notes_from_score
+from musicgen.measures.metrics import load_notes, notes_from_score
 from musicgen.resources import resolve_checkpoint, shipped_dir
 from musicgen.studio.inputs import (
     MAX_AUDIO_SECONDS,

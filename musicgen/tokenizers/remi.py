@@ -18,11 +18,11 @@ from miditok import REMI, TokenizerConfig, TokSequence
 from miditok.constants import SCORE_LOADING_EXCEPTION
 
 from musicgen.errors import MusicgenError
-from musicgen.fidelity import fold_pedal
 from musicgen.limits import check_score
 from musicgen.tokenizers.base import PAD_ID, TimeTables, Tokenizer
 from musicgen.tokenizers.chords import ChordSpan, chord_grid_events, insert_chords
 from musicgen.tokenizers.options import RemiOptions, as_dict, options_from, parse_options
+from musicgen.tokenizers.pedal import fold_pedal
 from musicgen.tokenizers.remi_grammar import RemiGrammar, RemiTables
 
 # The paper's pop-piano vocabulary, expressed with miditok's options (nearest choices documented

@@ -31,7 +31,7 @@ from benchlib import machine, write_section  # noqa: E402
 
 from musicgen.checkpoint import load_checkpoint  # noqa: E402
 from musicgen.evaluate.nll import load_eval_songs  # noqa: E402
-from musicgen.form_metrics import paired_difference  # noqa: E402
+from musicgen.measures.form import paired_difference  # noqa: E402
 
 SECTION = "## int8 decoding"
 MODELS = ("pop909_sine_spe_gated", "pop909_ape", "maestro_sine_spe_gated")

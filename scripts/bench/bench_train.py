@@ -76,7 +76,7 @@ def one(
     except TypeError:
         model = build_model(cfg.model)
     try:  # the optimizer training uses, in the tree measured
-        from musicgen.train import make_optimizer
+        from musicgen.train.run import make_optimizer
 
         opt = make_optimizer(model, cfg)
     except ImportError:

@@ -36,8 +36,8 @@ from benchlib import machine, write_section  # noqa: E402
 from musicgen.config import load_config  # noqa: E402
 from musicgen.data.prepare import prepare  # noqa: E402
 from musicgen.generation.sample import SamplingOptions, generate  # noqa: E402
-from musicgen.runlog import read_log  # noqa: E402
-from musicgen.train import train  # noqa: E402
+from musicgen.train.log import read_log  # noqa: E402
+from musicgen.train.run import train  # noqa: E402
 
 SECTION = "## gpu check"
 CONFIG = ROOT / "configs" / "pop909" / "sine_spe_gated.yaml"

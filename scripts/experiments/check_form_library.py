@@ -7,9 +7,9 @@ A POP909 folder (NNN/NNN.mid) gives its validation songs; default ../shared/data
 
 For each song, written in 4/4 at one tempo (POP909's files carry meaningless 1/4 and 2/4 time
 signatures and tempo changes, which the libraries read as bar lengths and seconds; we count bars
-of 4 beats): pitch-class entropy and scale consistency (ours: `musicgen.metrics`; theirs:
+of 4 beats): pitch-class entropy and scale consistency (ours: `musicgen.measures.metrics`; theirs:
 MusPy), and the groove and chroma similarity of the song's bars 8-15 to its bars 0-7 (ours:
-`musicgen.form_metrics.bar_similarity`; theirs: smg-metrics' MuseMorphose simGrv / simChr).
+`musicgen.measures.form.bar_similarity`; theirs: smg-metrics' MuseMorphose simGrv / simChr).
 Prints one line per song and the largest difference per measure; docs/evaluation.md records it.
 tests/test_form.py runs `compare_song` on a bundled song where the libraries are installed.
 """
@@ -62,8 +62,8 @@ def compare_song(song: Path, tmp: Path) -> dict[str, float]:
     import muspy
     from smg_metrics.similarity import compute_all
 
-    from musicgen import form_metrics as fm
-    from musicgen.metrics import load_notes, pitch_class_entropy, scale_consistency
+    from musicgen.measures import form as fm
+    from musicgen.measures.metrics import load_notes, pitch_class_entropy, scale_consistency
 
     score = symusic.Score(str(song))
     head = _in_four_four(score, 0, 8, tmp / f"{song.stem}_a.mid")

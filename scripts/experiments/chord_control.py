@@ -9,7 +9,7 @@ bars that hold music, each once freely and once forcing the song's own progressi
   the given chord folded to the tokenizer's vocabulary; exact (root and quality), root and
   family (major / minor / diminished / suspended), root only. The real songs are scored the
   same way against their annotations: the recogniser's own ceiling.
-- form (`musicgen.form_metrics`) of the 16 bars (a) or the continued bars up to bar 16 (b: 12,
+- form (`musicgen.measures.form`) of the 16 bars (a) or the continued bars up to bar 16 (b: 12,
   or 11 when a pickup joins the prompt), forced minus free per song and sample, with bootstrap
   CIs; the real songs' same bars for reference.
 
@@ -34,7 +34,6 @@ import torch
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
-from musicgen import form_metrics as fm  # noqa: E402
 from musicgen.data.prepare import hash_split  # noqa: E402
 from musicgen.generation.chords import (  # noqa: E402
     Progression,
@@ -44,7 +43,8 @@ from musicgen.generation.chords import (  # noqa: E402
 )
 from musicgen.generation.prompt import encode_song, load_prompt  # noqa: E402
 from musicgen.generation.sample import generate  # noqa: E402
-from musicgen.metrics import notes_from_score  # noqa: E402
+from musicgen.measures import form as fm  # noqa: E402
+from musicgen.measures.metrics import notes_from_score  # noqa: E402
 
 CHORDER_QUALITY = {
     "M": "maj",

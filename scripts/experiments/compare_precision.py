@@ -16,7 +16,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from musicgen.runlog import read_log
+from musicgen.train.log import read_log
 
 
 def train(preset: str, data: str, out: Path, precision: str, seed: int, sets: list[str]) -> Path:

@@ -1,9 +1,10 @@
 """Timing and dynamics fidelity of candidate tokenizations on real piano performances.
 
-Each candidate encodes a performance and decodes it back; `musicgen.fidelity` measures onset,
-duration and velocity error against the raw MIDI and tokens per second of music. Pedal: "none"
-drops it, "tokens" keeps miditok's sustain-pedal tokens, "folded" moves note offs to the pedal's
-release before tokenizing. Prints a markdown table (medians over pieces of each piece's figure).
+Each candidate encodes a performance and decodes it back; `musicgen.measures.fidelity` measures
+onset, duration and velocity error against the raw MIDI and tokens per second of music. Pedal:
+"none" drops it, "tokens" keeps miditok's sustain-pedal tokens, "folded" moves note offs to the
+pedal's release before tokenizing. Prints a markdown table (medians over pieces of each piece's
+figure).
 
     PYTHONPATH=$PWD OMP_NUM_THREADS=1 python scripts/experiments/measure_tokenizers.py \
         --data ../shared/data/asap_maestro --pieces 30
@@ -21,7 +22,8 @@ import numpy as np
 import symusic
 from miditok import REMI, TSD, MIDILike, TokenizerConfig
 
-from musicgen.fidelity import fold_pedal, measure
+from musicgen.measures.fidelity import measure
+from musicgen.tokenizers.pedal import fold_pedal
 from musicgen.tokenizers.remi import RemiTokenizer
 
 # name -> (kind, beat_res, num_velocities); "musicgen" kinds go through our RemiTokenizer

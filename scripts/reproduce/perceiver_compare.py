@@ -174,7 +174,7 @@ def report(args: argparse.Namespace) -> dict:
         "arms": arms,
     }
     write_json(out / "summary.json", summary)
-    from musicgen.plots import plot_nll_curves
+    from musicgen.evaluate.plots import plot_nll_curves
 
     curves = {arm: a["per_segment"] for arm, a in arms.items()}
     title = f"per-position NLL, {nll['split']} ({nll['songs']} pieces); window m = {args.m}"

@@ -25,8 +25,8 @@ from tqdm import tqdm
 from musicgen.checkpoint import save_checkpoint, unwrap
 from musicgen.config import Config
 from musicgen.errors import MusicgenError, Terminated
-from musicgen.likelihood import SEGMENT, range_mean, seeded_nll, segment_means
-from musicgen.train_state import Ranks, Run, StepDone, StopRequest, TrainResult, TrainState
+from musicgen.measures.likelihood import SEGMENT, range_mean, seeded_nll, segment_means
+from musicgen.train.state import Ranks, Run, StepDone, StopRequest, TrainResult, TrainState
 
 
 def crops_per_step(cfg: Config) -> int:

@@ -1,6 +1,6 @@
 """What the training stages share: the run (`Run`), its step-to-step state (`TrainState`), this
 process's rank, the stop request that signals set, and the lock that keeps a run folder to one
-writer. `musicgen.train` builds them, `musicgen.train_loop` advances them.
+writer. `musicgen.train` builds them, `musicgen.train.loop` advances them.
 """
 
 from __future__ import annotations

@@ -20,10 +20,11 @@ import numpy as np
 import symusic
 
 from musicgen.errors import MusicgenError
+from musicgen.limits import check_score
 
 # Onsets are told apart on a sixteenth-note grid (the REMI resolution), so a raw reference file
-# and a decoded generation are compared at the same resolution: `form_metrics` holds the grid.
-from musicgen.form_metrics import (  # noqa: F401  (re-exported: their import path since issue 17)
+# and a decoded generation are compared at the same resolution: `measures.form` holds the grid.
+from musicgen.measures.form import (  # noqa: F401  (re-exported: their import path since issue 17)
     BAR_BEATS,
     ONSET_STEPS_PER_BEAT,
     bar_self_similarity,
@@ -31,7 +32,6 @@ from musicgen.form_metrics import (  # noqa: F401  (re-exported: their import pa
     repeated_bar_rate,
     rhythm_repeat_rate,
 )
-from musicgen.limits import check_score
 
 STACK_NOTES = 8  # an onset with this many notes or more is a "stack" (real POP909: < 0.01 %)
 SPARSE_BAR_NOTES = 2  # a bar with at most this many notes is "sparse"
@@ -356,7 +356,7 @@ def sparse_bar_rate(
 
 
 # The repetition measures (repeated bars, rhythm repeats, bar self-similarity) live in
-# `musicgen.form_metrics` with the other measures of form, and are imported above.
+# `musicgen.measures.form` with the other measures of form, and are imported above.
 
 STATISTICS = {
     "pitch_class_entropy": pitch_class_entropy,

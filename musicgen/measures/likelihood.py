@@ -14,7 +14,7 @@ import torch.nn.functional as F
 from tqdm import tqdm
 
 from musicgen.errors import MusicgenError
-from musicgen.metrics import notes_from_score
+from musicgen.measures.metrics import notes_from_score
 
 SEGMENT = 128  # tokens per point of the per-position curves (the paper's figure)
 

@@ -2,11 +2,12 @@
 key, groove; and the statistics that tell a change from noise (spread, paired bootstrap CIs).
 
 A piece here is anything with `onset`, `duration`, `pitch` arrays (beats, beats, MIDI) and a
-`pitched()` method (`musicgen.metrics.Notes`). Bars are `BAR_BEATS` beats from time 0 and onsets
-are told apart on the sixteenth-note grid (the REMI resolution), as in `musicgen.metrics`, which
-re-exports the repetition measures it always had (`repeated_bar_rate`, `rhythm_repeat_rate`,
-`bar_self_similarity`). This module imports nothing from `musicgen.metrics`, so both can share
-the grid without a cycle. The benchmark that uses them is `musicgen.evaluate.form`.
+`pitched()` method (`measures.metrics.Notes`). Bars are `BAR_BEATS` beats from time 0 and
+onsets are told apart on the sixteenth-note grid (the REMI resolution), as in
+`measures.metrics`, which re-exports the repetition measures it always had
+(`repeated_bar_rate`, `rhythm_repeat_rate`, `bar_self_similarity`). This module imports nothing
+from `measures.metrics`, so both can share the grid without a cycle. The benchmark that uses
+them is `musicgen.evaluate.form`.
 
 Measures that a maintained library also computes (pitch-class entropy and scale consistency in
 MusPy, groove and chroma similarity in smg-metrics) are checked against it in
@@ -29,7 +30,7 @@ LINE_GAP = 1.0  # beats of silence that break the top voice's run
 GROOVE_STEPS = 48  # positions per bar of the groove histogram (MuseMorphose's simGrv)
 _MAJOR = np.array([0, 2, 4, 5, 7, 9, 11])  # = its relative natural minor
 
-Piece = Any  # musicgen.metrics.Notes (duck-typed to keep this module below metrics)
+Piece = Any  # musicgen.measures.metrics.Notes (duck-typed to keep this module below metrics)
 
 
 def onset_steps(notes: Piece, steps_per_beat: int = ONSET_STEPS_PER_BEAT) -> np.ndarray:

@@ -8,10 +8,10 @@ crops, score disjoint validation songs, and agree on when to stop (time limit, C
 
 `train()` reads top to bottom as its stages: `resume_state` (what RUN/last.pt holds, checked
 against the config), `build_run` (model, optimiser, scaler, loader, validation songs: a `Run`),
-`open_outputs` (run folder, log, progress bar), then the loop of `musicgen.train_loop` (per step
+`open_outputs` (run folder, log, progress bar), then the loop of `musicgen.train.loop` (per step
 `train_step`, `report_step`, `maybe_validate`, `maybe_checkpoint`, and at the end `finish`). A
 `TrainState` (step, best validation loss, tokens, start time) is what changes from step to step;
-the shared types, the stop request and the run-folder lock are in `musicgen.train_state`.
+the shared types, the stop request and the run-folder lock are in `musicgen.train.state`.
 """
 
 from __future__ import annotations
@@ -36,10 +36,10 @@ from musicgen.device import pick_device, resolve_precision
 from musicgen.errors import MusicgenError
 from musicgen.io import atomic_write_text, ensure_dir, remove_stale_temps
 from musicgen.model import build_model
-from musicgen.runlog import read_log, records_text
 from musicgen.tokenizers import Tokenizer
-from musicgen.train_loop import close_outputs, crops_per_step, finish, run_steps, step_seed
-from musicgen.train_state import (
+from musicgen.train.log import read_log, records_text
+from musicgen.train.loop import close_outputs, crops_per_step, finish, run_steps, step_seed
+from musicgen.train.state import (
     Ranks,
     Run,
     RunLock,

@@ -195,7 +195,7 @@ def plot_music_stats(
 def plot_run(run_dir: str | Path, out: str | Path) -> list[Path]:
     """`musicgen plot log`: a run's training curves (log.png) and, when validation logged them,
     the first and last per-position validation curves (log_segments.png)."""
-    from musicgen.runlog import read_log
+    from musicgen.train.log import read_log
 
     records = read_log(run_dir)
     out = Path(out)
