@@ -5,7 +5,6 @@ generation -> evaluation and cards -> the faces (CLI, studio). Function-level im
 from __future__ import annotations
 
 import ast
-from pathlib import Path
 
 from paths import ROOT
 
@@ -82,7 +81,19 @@ def test_the_root_holds_only_what_every_layer_shares():
     assert packages == {n for _, names in LAYERS for n in names} - set(ROOT_MODULES)
 
 
-def test_a_module_importing_up_is_caught(tmp_path: Path):
+def test_the_wheel_ships_every_package():
+    import tomllib
+
+    listed = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]["packages"]
+    found = {
+        "musicgen." + ".".join(p.relative_to(PACKAGE).parts) if p != PACKAGE else "musicgen"
+        for p in [PACKAGE, *PACKAGE.rglob("*")]
+        if (p / "__init__.py").is_file()
+    }
+    assert found <= set(listed), sorted(found - set(listed))
+
+
+def test_a_module_importing_up_is_caught():
     """The check itself: a model module importing generation is an upward import."""
     tree = ast.parse("def f():\n    from musicgen.generation.api import load\n")
     targets = imported(tree)
