@@ -99,6 +99,18 @@ def client(url: str, **kw):
     return gradio_client.Client(url, verbose=False, download_files=False, **kw)
 
 
+def call(c, *args, api_name: str):
+    """One request, bounded in time: a job that has not ended within WAIT_S fails the test
+    instead of holding the suite."""
+    return c.submit(*args, api_name=api_name).result(timeout=WAIT_S)
+
+
+def sent(job) -> None:
+    """Wait until the server has the job (its event id is known): gradio_client's `cancel()`
+    before that cannot reach the server, which then runs the job (a client-side race)."""
+    wait_until(lambda: job.communicator.event_id is not None, "the job reached the server")
+
+
 def generate_args(label=LABEL, bars=1, seed=1, temperature=1.0, top_k=0, chords=""):
     return (label, bars, 1, seed, temperature, top_k, 0.9, 0, chords)
 
@@ -125,7 +137,7 @@ def result_urls(result) -> dict[str, str]:
 
 def test_a_result_is_served_as_a_download_at_its_unguessable_address(studio):
     url, root, _ = studio
-    result = client(url).predict(*generate_args(seed=3), api_name="/generate")
+    result = call(client(url), *generate_args(seed=3), api_name="/generate")
     urls = result_urls(result)
     assert set(urls) == {".png", ".wav", ".mid"}
     kinds = {".mid": "audio/midi", ".wav": "audio/wav", ".png": "image/png"}
@@ -144,7 +156,7 @@ def test_a_result_is_served_as_a_download_at_its_unguessable_address(studio):
 
 def test_a_result_address_with_another_token_or_path_is_not_found(studio):
     url, root, _ = studio
-    result = client(url).predict(*generate_args(seed=4), api_name="/generate")
+    result = call(client(url), *generate_args(seed=4), api_name="/generate")
     midi = Path(result[2][0]["path"])
     folder = midi.parent
     guesses = [
@@ -206,7 +218,7 @@ def test_cancel_from_the_api_stops_the_job_and_frees_the_slot(studio):
     job.cancel()
     wait_until(lambda: slow.inside == 0, "the cancelled job's sampler stopped")
     # the only slot is free: a 1-bar job of another client runs to its end
-    result = client(url).predict(*generate_args(seed=5), api_name="/generate")
+    result = call(client(url), *generate_args(seed=5), api_name="/generate")
     assert "1 piece(s)" in result[-1]
     assert slow.started == before + 1 and slow.most == 1
 
@@ -236,13 +248,15 @@ def test_twenty_clients_submitting_and_cancelling_keep_one_job_at_a_time(studio)
     clients = [client(url) for _ in range(20)]
     submitted = [c.submit(*generate_args("slow", bars=64), api_name="/generate") for c in clients]
     wait_running(slow, before)
-    for k, job in enumerate(submitted):  # cancels as fast as a script can send them
+    for k, job in enumerate(submitted):  # cancels as fast as the server has the jobs
+        sent(job)
         job.cancel()
         if k % 5 == 4:
             again = clients[k].submit(*generate_args("slow", bars=64), api_name="/generate")
+            sent(again)
             again.cancel()
     wait_until(lambda: slow.inside == 0, "every cancelled job stopped")
-    result = client(url).predict(*generate_args(seed=6), api_name="/generate")
+    result = call(client(url), *generate_args(seed=6), api_name="/generate")
     assert "1 piece(s)" in result[-1]
     assert slow.most == 1  # never two jobs at once
     assert slow.inside == 0
@@ -270,7 +284,7 @@ def test_a_bad_number_through_the_api_is_one_line_naming_it(studio, change, mess
     url, _, _ = studio
     args = {"label": LABEL, "bars": 1, "seed": 1, "temperature": 1.0, "top_k": 0, "chords": ""}
     args.update(change)
-    got = one_line_error(lambda: client(url).predict(*generate_args(**args), api_name="/generate"))
+    got = one_line_error(lambda: call(client(url), *generate_args(**args), api_name="/generate"))
     assert message in got
 
 
@@ -278,11 +292,11 @@ def test_ten_million_chord_repeats_are_refused_without_holding_the_slot(studio):
     url, _, slow = studio
     before = slow.started
     got = one_line_error(
-        lambda: client(url).predict(*generate_args(chords="C x10000000"), api_name="/generate")
+        lambda: call(client(url), *generate_args(chords="C x10000000"), api_name="/generate")
     )
     assert got.startswith("chords") or "chords:" in got
     assert slow.started == before  # no job ran for it
-    result = client(url).predict(*generate_args(seed=7), api_name="/generate")
+    result = call(client(url), *generate_args(seed=7), api_name="/generate")
     assert "1 piece(s)" in result[-1]  # the slot is free
 
 
@@ -353,7 +367,7 @@ def test_an_api_clients_session_expires(tmp_path, monkeypatch):
     models = jobs.ModelCache({LABEL: MODEL}, "cpu")
     page = app.launch(models, tmp_path, HOST, free_port(), concurrency=1)
     try:
-        result = client(app.local_url(page)).predict(*generate_args(), api_name="/generate")
+        result = call(client(app.local_url(page)), *generate_args(), api_name="/generate")
         folder = Path(result[2][0]["path"]).parent
         assert folder.is_dir()
         wait_until(lambda: not folder.exists(), "the one-shot client's session was removed", 60)
@@ -388,7 +402,7 @@ def start_command(tmp_path: Path, *extra: str):
 def test_sigterm_and_sigint_remove_every_file(tmp_path, signum, code):
     proc, url = start_command(tmp_path)
     try:
-        result = client(url).predict(*generate_args(), api_name="/generate")
+        result = call(client(url), *generate_args(), api_name="/generate")
         studio_root = Path(result[2][0]["path"]).parents[2]
         assert studio_root.parent == tmp_path and any(studio_root.rglob("*.mid"))
         proc.send_signal(signum)
@@ -444,7 +458,7 @@ def test_with_auth_the_studio_asks_for_a_login(tmp_path):
         assert httpx.get(f"{url}config", timeout=30).status_code == 401
         with pytest.raises(ValueError, match="login"):
             client(url, auth=("ann", "wrong"))
-        result = client(url, auth=("ann", "s3cret")).predict(*generate_args(), api_name="/generate")
+        result = call(client(url, auth=("ann", "s3cret")), *generate_args(), api_name="/generate")
         assert "1 piece(s)" in result[-1]
     finally:
         page.close()
