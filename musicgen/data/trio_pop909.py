@@ -3,8 +3,8 @@ line derived from their chord chart, and a Groove MIDI drum performance matched 
 
 Per song (every POP909 song in 4/4 with beat and chord annotations):
 - **Piano**: the song's BRIDGE and PIANO tracks (the MELODY track is left out), their times read
-  on the beat annotation and quantised to 12 ticks per beat, from the first downbeat at or after
-  the first chord (bar 0) to the last whole annotated bar.
+  on the beat annotation and snapped to sixteenths and eighth triplets, from the first downbeat
+  at or after the first chord (bar 0) to the last whole annotated bar.
 - **Bass**: one of the named one-bar lines of `trio_patterns.BASS_STYLES` (root, fifth and octave
   on the beat grid, the slash-chord bass on the downbeat), played over the chord chart.
 - **Drums**: a Groove MIDI "beat" performance in 4/4 of the song's split whose tempo is among the
