@@ -87,6 +87,14 @@ def register(sub: argparse._SubParsersAction) -> None:
         "--tokenizer",
         help="a tokenizer name (remi, groove), a tokenizer.json or a prepared dataset folder",
     )
+    music.add_argument(
+        "--band",
+        action="store_true",
+        help="also the band measure of bass/drums/third-part pieces: drum pitches, share of bars "
+        "with bass and with the third part, longest note (bars), drum hits per bar, and the "
+        "share of pieces that play as a band; with --reference-bars N the reference songs are "
+        "read as their consecutive N-bar pieces",
+    )
     music.set_defaults(func=run_music)
 
     form = tasks.add_parser(
@@ -235,13 +243,29 @@ def run_music(args: argparse.Namespace) -> int:
         reference=args.reference,
         tokenizer=tokenizer,
         reference_bars=args.reference_bars,
+        band=args.band,
     )
     for name, s in res["generated"].items():
         ref = res.get("reference", {}).get(name)
         extra = f"  reference {_fmt(ref['mean'])} ± {_fmt(ref['std'])}" if ref else ""
         print(f"{name:>20}: {_fmt(s['mean'])} ± {_fmt(s['std'])}{extra}")
+    if args.band:
+        _print_band(res["band"])
     print(f"wrote {args.out}/music.json, {args.out}/music.png")
     return 0
+
+
+def _print_band(band: dict) -> None:
+    """One line per band measure (mean ± sd [min, max]) and the share playing as a band."""
+    ref = band.get("reference")
+    for name, s in band["generated"]["measures"].items():
+        r = ref["measures"][name] if ref else None
+        extra = f"  reference {_fmt(r['mean'])} ± {_fmt(r['std'])}" if r else ""
+        span = f"[{_fmt(s['min'])}, {_fmt(s['max'])}]"
+        print(f"{name:>20}: {_fmt(s['mean'])} ± {_fmt(s['std'])} {span}{extra}")
+    g = band["generated"]
+    extra = f"  reference {_fmt(ref['band_share'])} of {ref['pieces']}" if ref else ""
+    print(f"{'plays as a band':>20}: {_fmt(g['band_share'])} of {g['pieces']} pieces{extra}")
 
 
 def run_form(args: argparse.Namespace) -> int:

@@ -66,16 +66,17 @@ class DrumGroove:
     bpm: int
 
 
-def chart_of(song_dir: Path) -> tuple[list[Chord | None], int] | None:
-    """Chords per beat (None = no chord) from the first usable downbeat, and the number of whole
-    bars available; None when the annotations are missing or unreadable."""
+def beat_chart(song_dir: Path) -> tuple[list[Chord | None], int, np.ndarray] | None:
+    """Chords per beat (None = no chord) from the first usable downbeat, the number of whole bars
+    available, and the beat annotation's rows (time s, beat, downbeat) from there; None when the
+    annotations are missing or unreadable."""
     try:
         beats = np.loadtxt(song_dir / "beat_midi.txt", ndmin=2)
         rows = [ln.split("\t") for ln in (song_dir / "chord_midi.txt").read_text().splitlines()]
     except (OSError, ValueError):
         return None
     rows = [r for r in rows if len(r) == 3]
-    if len(beats) < 4 or not rows:
+    if len(beats) < 4 or beats.shape[1] < 3 or not rows:
         return None
     starts = np.array([float(r[0]) for r in rows])
     chords = [parse_chord(r[2].strip()) for r in rows]
@@ -88,7 +89,13 @@ def chart_of(song_dir: Path) -> tuple[list[Chord | None], int] | None:
     b0 = int(down[0])
     idx = np.searchsorted(starts, beats[b0:, 0] + 0.05, side="right") - 1
     per_beat = [chords[i] if i >= 0 else None for i in idx.tolist()]
-    return per_beat, len(per_beat) // 4
+    return per_beat, len(per_beat) // 4, beats[b0:].copy()
+
+
+def chart_of(song_dir: Path) -> tuple[list[Chord | None], int] | None:
+    """`beat_chart` without the beat rows."""
+    chart = beat_chart(song_dir)
+    return None if chart is None else chart[:2]
 
 
 def drum_pool(groove_dir: Path) -> list[DrumGroove]:
@@ -128,9 +135,8 @@ def split_drum_styles(pool: list[DrumGroove], rng: np.random.Generator) -> dict[
     return out
 
 
-def drum_loop(path: Path) -> np.ndarray:
-    """(onset, offset, pitch, velocity) of a 2-bar loop on the 12-tick grid: the bars after the
-    first played bar (or the first two when the groove is short)."""
+def drum_notes(path: Path) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Onsets (12-tick grid), General MIDI pitches and velocities of a Groove MIDI file."""
     try:
         score = symusic.Score(str(path))
     except (RuntimeError, ValueError, OSError) as exc:
@@ -142,15 +148,39 @@ def drum_loop(path: Path) -> np.ndarray:
     on = np.array([round(n.time * BEAT / tpq) for n in notes], dtype=np.int64)
     pitch = np.array([TD11_TO_GM.get(n.pitch, n.pitch) for n in notes], dtype=np.int64)
     vel = np.array([n.velocity for n in notes], dtype=np.int64)
+    return on, pitch, vel
+
+
+def _loop_of(notes: tuple[np.ndarray, np.ndarray, np.ndarray], bars: int) -> np.ndarray:
+    """(onset, offset, pitch, velocity) of `bars` bars: the bars after the first played bar (or
+    from the first when the groove is short)."""
+    on, pitch, vel = notes
     b0 = int(round(on.min() / BAR))
-    start = (b0 + 1) * BAR if on.max() >= (b0 + 1 + LOOP_BARS) * BAR else b0 * BAR
-    keep = (on >= start) & (on < start + LOOP_BARS * BAR)
+    start = (b0 + 1) * BAR if on.max() >= (b0 + 1 + bars) * BAR else b0 * BAR
+    keep = (on >= start) & (on < start + bars * BAR)
     return np.stack([on[keep] - start, on[keep] - start + 1, pitch[keep], vel[keep]], axis=1)
 
 
-def _tile(loop: np.ndarray, n_bars: int) -> np.ndarray:
-    reps = -(-n_bars // LOOP_BARS)
-    parts = [loop + np.array([r * LOOP_BARS * BAR, r * LOOP_BARS * BAR, 0, 0]) for r in range(reps)]
+def drum_loop(path: Path) -> np.ndarray:
+    """A `LOOP_BARS`-bar loop on the 12-tick grid (see `_loop_of`)."""
+    return _loop_of(drum_notes(path), LOOP_BARS)
+
+
+def drum_excerpt(path: Path, max_bars: int) -> tuple[np.ndarray, int]:
+    """The longest loop of at most `max_bars` whole bars (at least `LOOP_BARS`) after the first
+    played bar and before the bar of the last hit (often cut short), and its length in bars:
+    more of the drummer's playing than a 2-bar loop, and never a loop ending in silence."""
+    notes = drum_notes(path)
+    b0 = int(round(notes[0].min() / BAR))
+    bars = min(max_bars, max(LOOP_BARS, int(notes[0].max()) // BAR - b0 - 1))
+    return _loop_of(notes, bars), bars
+
+
+def _tile(loop: np.ndarray, n_bars: int, loop_bars: int = LOOP_BARS) -> np.ndarray:
+    """The loop repeated over `n_bars` bars (clip with `_clean`)."""
+    reps = -(-n_bars // loop_bars)
+    step = loop_bars * BAR
+    parts = [loop + np.array([r * step, r * step, 0, 0]) for r in range(reps)]
     return np.concatenate(parts)
 
 

@@ -151,3 +151,25 @@ def render_accomp(pattern: dict, chords: list[Chord | None]) -> np.ndarray:
             for p in pitches:
                 rows.append((start + on, start + on + dur, p, _velocity(on)))
     return np.array(rows, dtype=np.int64).reshape(-1, 4)
+
+
+def _bar_pattern(events: list[tuple[int, int, str]]) -> dict:
+    return {"length": BAR, "events": events}
+
+
+# Named one-bar bass lines for real accompaniments: root and fifth on the beat grid, the chord's
+# bass note (slash chords) on the downbeat. Each event takes the chord of its beat.
+BASS_STYLES: dict[str, dict] = {
+    "root_half": _bar_pattern([(0, 24, "bass"), (24, 24, "root")]),
+    "root_fifth": _bar_pattern([(0, 24, "bass"), (24, 24, "fifth")]),
+    "quarters": _bar_pattern(
+        [(0, 12, "bass"), (12, 12, "root"), (24, 12, "fifth"), (36, 12, "root")]
+    ),
+    "eighths": _bar_pattern([(t, 6, "bass" if t == 0 else "root") for t in range(0, BAR, 6)]),
+    "octaves": _bar_pattern(
+        [(t, 5, "bass" if t == 0 else "octave" if t % 12 else "root") for t in range(0, BAR, 6)]
+    ),
+    "pushed": _bar_pattern(
+        [(0, 18, "bass"), (18, 6, "root"), (24, 12, "fifth"), (36, 6, "octave"), (42, 6, "fifth")]
+    ),
+}

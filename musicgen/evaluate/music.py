@@ -7,6 +7,7 @@ from pathlib import Path
 from tqdm import tqdm
 
 from musicgen.errors import MusicgenError
+from musicgen.evaluate.band import band_summary, folder_band
 from musicgen.evaluate.common import midi_files, write_json
 from musicgen.measures.metrics import (
     STATISTICS,
@@ -39,17 +40,34 @@ def folder_statistics(
     return rows, skipped
 
 
+def band_results(
+    midi_dir: str | Path, reference: str | Path | None, reference_bars: int | None
+) -> dict:
+    """The band measure's summary and rows for a folder and, when given, its reference folder
+    (read as consecutive `reference_bars`-bar pieces when that is given)."""
+    rows, skipped = folder_band(midi_dir)
+    out = {"generated": band_summary(rows), "files": rows, "skipped": skipped}
+    if reference is not None:
+        ref_rows, ref_skipped = folder_band(reference, reference_bars, reference_bars is not None)
+        out["reference"] = band_summary(ref_rows)
+        out["reference_files"] = ref_rows
+        out["reference_skipped"] = ref_skipped
+    return out
+
+
 def evaluate_music(
     midi_dir: str | Path,
     out: str | Path,
     reference: str | Path | None = None,
     tokenizer=None,
     reference_bars: int | None = None,
+    band: bool = False,
 ) -> dict:
     """Statistics of a folder of MIDI files, beside those of a reference folder; music.json/png.
 
     `reference_bars` compares with each reference song's first N bars (from its first note):
-    a whole song repeats its chorus, a 16-bar piece has no chorus to repeat."""
+    a whole song repeats its chorus, a 16-bar piece has no chorus to repeat. `band` adds the
+    band measure (`evaluate.band`) of both folders under "band"."""
     from musicgen.evaluate.plots import plot_music_stats
 
     names = list(STATISTICS) + (["grammar_error_rate"] if tokenizer is not None else [])
@@ -72,6 +90,8 @@ def evaluate_music(
         results["reference"] = {n: summarize(ref_columns[n]) for n in names}
         results["reference_files"] = ref_rows
         results["reference_skipped"] = ref_skipped
+    if band:
+        results["band"] = band_results(midi_dir, reference, reference_bars)
     out = Path(out)
     write_json(out / "music.json", results)
     plot_music_stats(columns, ref_columns, out / "music.png")
