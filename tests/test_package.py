@@ -94,7 +94,7 @@ def test_shipped_maestro_model_knows_the_window_on_expressive_remi():
     assert loaded.tokenizer.options["positions_per_beat"] == 16
     card = (ROOT / "checkpoints" / "maestro_sine_spe_gated" / "README.md").read_text()
     assert "CC BY-NC-SA 4.0" in card and "non-commercial" in card
-    assert "## Acceptance (issue #25)" in card
+    assert "## Acceptance, measured on the held-out performances" in card
 
 
 def test_pt_to_folder_is_bit_identical_and_loads_the_same(tiny_checkpoints, tmp_path):

@@ -1,4 +1,4 @@
-"""Effective segmentation (Perceiver S, design notes §4): examples that end anywhere in a song.
+"""Effective segmentation (Perceiver S, docs/perceiver.md): examples that end anywhere in a song.
 
 A song x[0:l] gives an example by its end e (the exclusive end of the input+target window, 0-based),
 drawn uniformly from [n+1, l] (or e = l when l <= n): the window is x[max(0, e-1-m) : e], the input

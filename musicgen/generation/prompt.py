@@ -7,7 +7,7 @@ joins the first bar), `prompt_bars=(S, E)` exactly bars S..E-1 from time 0, and 
 a note is an error. (One module of ~430 lines on purpose: what is fed and what comes back are
 one contract, read in one place.)
 
-Contract (issue #12): a prompt of N bars is fed as BOS, the ids of those bars, and the ids that
+Contract: a prompt of N bars is fed as BOS, the ids of those bars, and the ids that
 carry time to the bar line after them (REMI: the next `Bar` token; groove: nothing, its TimeShifts
 already stop on bar lines), so the model can only write from bar N+1 on. The written score holds
 the prompt's notes exactly as the tokenizer reads them (its resolution) and the continuation's

@@ -1,4 +1,5 @@
-"""Perceiver S (design notes §4): a long context read once by cross-attention, then n latents.
+"""Perceiver S ("A Multi-Scale Perceiver with Effective Segmentation for Long-Term Expressive
+Symbolic Music Generation", 2024): a long context read once by cross-attention, then n latents.
 
 Every computation runs on a WINDOW of exactly m = context_len ids (left-padded with pad id 0 at a
 song's head); its last n = n_queries positions are the queries/latents. Positions are window
