@@ -362,7 +362,7 @@ def test_unavailable_device_is_an_error(ckpts, tmp_path, capsys):
     assert rc == 1 and "--device" in err and err.count("\n") == 1, err
 
 
-# --- concurrent writers and placeholders (issue 26) -------------------------------------------
+# --- concurrent writers and placeholders -------------------------------------------
 
 
 def _pieces(n: int, seed: int = 1) -> list:
