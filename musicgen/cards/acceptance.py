@@ -51,9 +51,9 @@ def _pct(x: float) -> str:
 
 
 def _forbidden(fm: dict) -> str:
-    """'5.4 % (Pitch 5.2 %, Position 0.2 %)': Position = a position behind the current one (a model
-    that does not know where it is in the bar), Pitch = one already played at this position (forbidden since
-    merge_duplicates)."""
+    """'5.4 % (Pitch 5.2 %, Position 0.2 %)': Position = a position behind the current one (the
+    model has lost its place in the bar), Pitch = one already played at this position (forbidden
+    since merge_duplicates)."""
     kinds = sorted(fm.get("after_note_by_kind", {}).items(), key=lambda kv: -kv[1])
     parts = ", ".join(f"{k} {100 * v:.2f} %" for k, v in kinds if v >= 5e-5)
     return _pct(fm["after_note"]) + (f" ({parts})" if parts else "")
