@@ -1,5 +1,5 @@
 """The docs and the code say what is, not how it came to be: no issue numbers, no dated work
-diary, no reference to design notes that are not in the repository. History belongs in
+diary, no reference to a document that is not in the repository. History belongs in
 CHANGELOG.md, which is exempt."""
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ FORBIDDEN = {
     "a dated session diary": re.compile(
         rf"\bsession \(\d{{4}}-|\b(?:{ORDINAL}) session\b|\bsessions? of issue\b", re.I
     ),
-    "a reference to design notes outside the repository": re.compile(r"\bdesign notes\b", re.I),
+    "a reference to notes outside the repository": re.compile(r"\bdesign\s+notes\b", re.I),
 }
 
 
@@ -53,15 +53,19 @@ def test_no_issue_numbers_or_work_diary(path):
     assert not found, "\n".join(f"{path.name}:{n}: {what}: {line}" for n, what, line in found)
 
 
+# the examples are assembled, so that this file holds none of what it forbids
+ISSUE, NOTES, DATE = "issue", "design" + " notes", "2026" + "-12-05"
+
+
 @pytest.mark.parametrize(
     "line",
     [
-        "Phase 5 (issue 25 item 2, in progress)",
-        "the models before issue #12 were trained on",
-        "the MAESTRO model (#25)",
-        "**Seventh session (2026-12-05, 06:52-09:50 UTC)**",
+        f"Phase 5 ({ISSUE} 25 item 2, in progress)",
+        f"the models before {ISSUE} #12 were trained on",
+        "the MAESTRO model (#" + "25)",
+        f"**Seventh session ({DATE}, 06:52-09:50 UTC)**",
         "Third session of the work: a GEMM over the layers",
-        "Perceiver S (design notes §4)",
+        f"Perceiver S ({NOTES}, part 4)",
     ],
 )
 def test_the_check_catches_history(line):
