@@ -18,7 +18,8 @@ $(STAMP): pyproject.toml
 
 install: $(STAMP)
 
-# Optional reference backend (design notes §5). With a CUDA build of torch and the CUDA toolkit
+# Optional reference backend (the fast-transformers package's attention kernels).
+# With a CUDA build of torch and the CUDA toolkit
 # (found as torch finds it: $CUDA_HOME, nvcc on PATH, /usr/local/cuda) it builds the CUDA kernels
 # too (set TORCH_CUDA_ARCH_LIST, e.g. "9.0", when building on a machine without the GPU);
 # elsewhere a CPU-only build (~4 min), with nvcc kept off PATH so that a toolkit beside a CPU

@@ -25,7 +25,7 @@ from musicgen.limits import check_option
 
 @dataclass
 class PerceiverConfig:
-    """Perceiver-S head (design notes §4): m context tokens read once, n query latents."""
+    """Perceiver-S head (docs/perceiver.md): m context tokens read once, n query latents."""
 
     context_len: int = 4096  # m: tokens the cross-attention reads
     n_queries: int = 1024  # n: last positions that are queries / latents

@@ -133,7 +133,7 @@ def build_corpus(folder: Path, files: dict[str, bytes | None] | None = None) -> 
 
 
 # ---------------------------------------------------------------------------------------------
-# model folders, tokenizer files and prepared datasets (issue 26)
+# model folders, tokenizer files and prepared datasets
 
 # name -> (file in the model folder, change to its JSON) ; the error must contain the third item
 CONFIG_CASES: dict[str, tuple[str, object, str]] = {

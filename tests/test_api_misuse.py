@@ -1,4 +1,4 @@
-"""Misuse of the Python generation API (issue 26): every mistyped or out-of-range argument is a
+"""Misuse of the Python generation API: every mistyped or out-of-range argument is a
 one-line `MusicgenError` naming the parameter, raised before anything is sampled; none is
 silently ignored (`bars=0` was an empty piece, `max_tokens=0` was ignored, `bars=-1` and a
 negative start built a wrong prompt) or a traceback (seed 2**70, batch_size 0). The command

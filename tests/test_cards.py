@@ -80,7 +80,7 @@ def test_write_cards_writes_each_folders_readme(tmp_path):
     assert path.read_text() == render_card(GROOVE, tmp_path, card_text(), ROOT)
 
 
-def test_run_summary_adds_up_resumed_sessions(tmp_path):
+def test_run_summary_adds_up_resumed_runs(tmp_path):
     log = [
         {"kind": "train", "step": 10, "time": 60.0, "loss": 3.0},
         {"kind": "val", "step": 10, "loss": 2.9},
@@ -122,7 +122,7 @@ def test_export_summary_follows_init_from(tmp_path):
 
 
 def test_a_fine_tune_of_a_shipped_folder_keeps_its_shipped_summary_and_config(tmp_path):
-    """Continuing from a committed model folder (a new session, no run folder): the folder's own
+    """Continuing from a committed model folder (no run folder): the folder's own
     summary is the phase before, with its config, so the card needs neither the run nor the
     folder, which the new model replaces."""
     loaded = load_checkpoint(GROOVE)
@@ -148,7 +148,7 @@ def test_a_fine_tune_of_a_shipped_folder_keeps_its_shipped_summary_and_config(tm
 
 
 def test_maestro_acceptance_checks_each_target_against_the_real_performances(tmp_path):
-    """Issue 25 item 5's table: forbidden mass from nll.json (the replaced model's too, scored
+    """The MAESTRO acceptance table: forbidden mass from nll.json (the replaced model's too, scored
     beside it), texture from music.json against its reference, the replaced model's texture
     quoted; each row says met or not met."""
     from musicgen.cards.acceptance import maestro_acceptance

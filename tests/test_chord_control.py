@@ -77,7 +77,7 @@ def slot_tokens(tok, prog) -> list[list[str | None]]:
     ],
 )
 def test_ninth_chords_hold_their_ninth_in_both_readers(tok, label, pcs, token):
-    """The case the two parsers disagreed on (issue 26): the trio table read C:9 as C7."""
+    """A ninth chord is voiced with its ninth, not read as a seventh (C:9 is not C7)."""
     chord = parse_harte(label)
     assert chord.pitch_classes == frozenset(pcs)
     assert frozenset(parse_chord(label).intervals) == frozenset(pcs)  # the trio's reading

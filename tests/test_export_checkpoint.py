@@ -1,5 +1,5 @@
-"""scripts/reproduce/export_checkpoint.py on a model folder: how a training committed across
-sessions (training/pop909_phase7/<name>) is shipped with its sampling defaults."""
+"""scripts/reproduce/export_checkpoint.py on a model folder: how a training committed in parts
+(training/pop909_phase7/<name>) is shipped with its sampling defaults."""
 
 from __future__ import annotations
 

@@ -362,7 +362,7 @@ def test_unavailable_device_is_an_error(ckpts, tmp_path, capsys):
     assert rc == 1 and "--device" in err and err.count("\n") == 1, err
 
 
-# --- concurrent writers and placeholders (issue 26) -------------------------------------------
+# --- concurrent writers and placeholders -------------------------------------------
 
 
 def _pieces(n: int, seed: int = 1) -> list:
@@ -442,8 +442,8 @@ def _notes(score: symusic.Score, cut: int) -> list[tuple]:
 
 
 def test_continue_bars_skips_leading_silence_on_the_command_line(ckpts, tmp_path, capsys):
-    """The issue's symptom: `continue --bars 2` on a song that starts with 2 silent bars and a
-    pickup wrote an unprompted piece; now the output starts with the pickup and 2 bars of it."""
+    """`continue --bars 2` on a song that starts with 2 silent bars and a pickup: the output
+    starts with the pickup and 2 bars of it, never an unprompted piece."""
     score = symusic.Score(str(SONG))
     bar = 4 * score.ticks_per_quarter
     late = score.shift_time(3 * bar)  # 001 opens with a pickup: bars 0-2 silent, 3 the pickup

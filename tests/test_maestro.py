@@ -1,4 +1,4 @@
-"""Maestro-style performances end to end (issue 17): `continue` on a real performance excerpt with
+"""Maestro-style performances end to end: `continue` on a real performance excerpt with
 the expressive REMI, its prompt given in seconds or bars (CLI and API), and `prepare --dataset
 maestro`'s default tokenizer. The excerpt is the first 12 s of an ASAP/MAESTRO performance
 (tests/data/asap_maestro/README.md): one tempo, 120 bpm, so a bar of the grid is 2 s and the

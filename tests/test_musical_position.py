@@ -24,7 +24,7 @@ DRUMS = sorted(
     (ROOT / "tests" / "data" / "groove_drums" / "drummer1" / "eval_session").glob("*.mid")
 )[:3]  # bundled Groove MIDI files (CC BY 4.0)
 SHIPPED = sorted(p.parent for p in (ROOT / "checkpoints").glob("*/config.json"))  # model folders
-# shipped before model.musical existed (the POP909 pair was retrained with it on, issue #12)
+# shipped before model.musical existed (the POP909 pair was retrained with it on)
 PRE_MUSICAL = [p for p in SHIPPED if p.name == "groove_sine_spe_gated"]
 
 

@@ -26,12 +26,12 @@ SONG = DATA / "pop909" / "005" / "005.mid"
 # sha256 (first 16 hex digits) of the weights of the three shipped checkpoints as trained and
 # exported (checkpoints/<name>/model.pt before their conversion to model folders)
 SHIPPED_DIGESTS = {
-    # issue 25 phase 7: the phase-4 models (issue 12) trained on 2048-token phrase crops with
-    # blocks 1-4 windowed softmax over 1024 positions, 31.7 M / 32.2 M tokens in all (2026-12-02)
+    # the POP909 pair: 2048-token phrase crops with blocks 1-4 windowed softmax over 1024
+    # positions, 31.7 M / 32.2 M training tokens in all
     "pop909_sine_spe_gated": "a446412d732d74cf",
     "pop909_ape": "3dd209d7302e3d9f",
     "groove_sine_spe_gated": "4aabcde2aa5afa5e",
-    # issue 25 item 5: the small Performer with the musical inputs, 15.2 M tokens (2026-12-03)
+    # the small Performer with the musical inputs, 15.2 M training tokens
     "maestro_sine_spe_gated": "6a38774c585dbd36",
 }
 
@@ -62,7 +62,7 @@ def test_shipped_model_folders_hold_the_trained_weights(name):
 
 @pytest.mark.parametrize("name", ["pop909_ape", "pop909_sine_spe_gated"])
 def test_shipped_pop909_models_know_the_bar_and_keep_spe_in_float32(name):
-    """The POP909 pair of issue 25: musical-position embeddings and the note count at the onset
+    """The POP909 pair: musical-position embeddings and the note count at the onset
     on, blocks 1-4 windowed softmax over 1024 positions with rotary positions, 2048-token phrase
     crops, the sampling defaults the form benchmark chose; SPE parameters and gates stored in
     float32, every other weight in float16."""
@@ -83,7 +83,7 @@ def test_shipped_pop909_models_know_the_bar_and_keep_spe_in_float32(name):
 
 
 def test_shipped_maestro_model_knows_the_window_on_expressive_remi():
-    """Issue 25 item 5: the plain Performer head with the musical inputs (position in the window,
+    """The plain Performer head with the musical inputs (position in the window,
     beat, window mod 4, notes at the onset) on the expressive REMI (pedal folded, 16 positions
     per beat); its card states the CC BY-NC-SA licence and the acceptance table."""
     loaded = load_checkpoint(ROOT / "checkpoints" / "maestro_sine_spe_gated")
@@ -94,7 +94,7 @@ def test_shipped_maestro_model_knows_the_window_on_expressive_remi():
     assert loaded.tokenizer.options["positions_per_beat"] == 16
     card = (ROOT / "checkpoints" / "maestro_sine_spe_gated" / "README.md").read_text()
     assert "CC BY-NC-SA 4.0" in card and "non-commercial" in card
-    assert "## Acceptance (issue #25)" in card
+    assert "## Acceptance, measured on the held-out performances" in card
 
 
 def test_pt_to_folder_is_bit_identical_and_loads_the_same(tiny_checkpoints, tmp_path):

@@ -230,7 +230,7 @@ def test_unknown_tokenizer_is_reported(tmp_path):
 
 
 # ---------------------------------------------------------------------------------------------
-# special files, all-or-nothing outputs, signals (issue 26)
+# special files, all-or-nothing outputs, signals
 
 
 def test_special_files_are_skipped_without_being_read(tmp_path):

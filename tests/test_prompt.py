@@ -85,8 +85,8 @@ def _pickup_song(tmp_path, silent: int = 2) -> tuple[Path, symusic.Score]:
 
 
 def test_bars_are_the_first_that_hold_music_with_their_pickup(models, tmp_path):
-    """Issue 26: `--bars 2` on a song with 2 silent bars and a pickup fed a prompt without a
-    note; now it is the pickup's bar and the first 2 bars of music, as `evaluate style` feeds."""
+    """`--bars 2` on a song with 2 silent bars and a pickup is the pickup's bar and the first 2
+    bars of music, as `evaluate style` feeds, never a prompt without a note."""
     path, original = _pickup_song(tmp_path)
     model = models["remi"]
     tok = model.tokenizer

@@ -1,4 +1,4 @@
-"""Nothing lost, no traceback (issue #14): hostile files, CLI misuse, full and read-only disks,
+"""Nothing lost, no traceback: hostile files, CLI misuse, full and read-only disks,
 killed workers, SIGTERM, torn logs, incomplete checkpoints.
 
 The full-disk tests mount a small tmpfs (root with mount rights, as on the project machine) and
@@ -679,7 +679,7 @@ MISUSE = [
     ("render {a_file}.mid --png --out OUT", 1, "MIDI file not found"),
     ("render {folder.mid} --png --out OUT", 1, "MIDI file not found"),
     ("frobnicate", 2, "invalid choice: 'frobnicate'"),
-    # hostile tokenizer files and model folders (issue 26)
+    # hostile tokenizer files and model folders
     (
         "prepare --dataset folder --input IN --output OUT --tokenizer {tok_huge.yaml}",
         1,
@@ -929,7 +929,7 @@ def test_prepared_arrays_survive_the_verified_writer(prepared):
 
 
 # ---------------------------------------------------------------------------------------------
-# hostile model folders, checkpoints, tokenizer files and prepared datasets (issue 26)
+# hostile model folders, checkpoints, tokenizer files and prepared datasets
 
 from hostile import CONFIG_CASES, GROOVE_CASES, TOKENIZER_CASES, set_dotted  # noqa: E402
 

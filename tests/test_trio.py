@@ -139,7 +139,7 @@ def test_chord_parsing():
     assert parse_chord("Ab:hdim7") == Chord(8, (0, 3, 6, 10), 8)
     assert parse_chord("E:minmaj7") == Chord(4, (0, 3, 7, 11), 4)
     assert parse_chord("N") is None and parse_chord("X:maj") is None
-    # the one Harte parser: added degrees are voiced, a ninth chord holds its ninth (issue 26)
+    # the one Harte parser: added degrees are voiced, a ninth chord holds its ninth
     assert parse_chord("G:sus4(b7)") == Chord(7, (0, 5, 7, 10), 7)
     assert parse_chord("C:9") == Chord(0, (0, 4, 7, 10, 2), 0)
     assert parse_chord("D:min9/b7") == Chord(2, (0, 3, 7, 10, 2), 0)

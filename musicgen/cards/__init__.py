@@ -1,5 +1,5 @@
 """Model cards of the shipped models and the training summary they quote: `summary` (what an
-export keeps of its run), `render` (the card's markdown), `acceptance` (issue #12's table on the
+export keeps of its run), `render` (the card's markdown), `acceptance` (the acceptance tables on the
 POP909 cards). Callers: scripts/reproduce/export_checkpoint.py and write_model_cards.py."""
 
 from musicgen.cards.render import CardText, render_card, write_cards

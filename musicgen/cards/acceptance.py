@@ -1,5 +1,5 @@
-"""The acceptance tables on a POP909 card (issues #12 and #25: the model against the targets,
-its twin and the model it replaced) and on the MAESTRO card (issue #25 item 5). The replaced
+"""The acceptance tables on a POP909 card (the model against the targets, its twin and the
+model it replaced) and on the MAESTRO card. The replaced
 model is measured in the same runs where evaluate_shipped.sh had a copy of it (`PREVIOUS`: NLL,
 the form benchmark; texture with PREVIOUS_FULL=1), else quoted from the documents
 (`CardText.previous_documented`)."""
@@ -51,9 +51,9 @@ def _pct(x: float) -> str:
 
 
 def _forbidden(fm: dict) -> str:
-    """'5.4 % (Pitch 5.2 %, Position 0.2 %)': Position = a position behind the current one (what
-    issue #12 measured), Pitch = one already played at this position (forbidden since
-    merge_duplicates)."""
+    """'5.4 % (Pitch 5.2 %, Position 0.2 %)': Position = a position behind the current one (the
+    model has lost its place in the bar), Pitch = one already played at this position (forbidden
+    since merge_duplicates)."""
     kinds = sorted(fm.get("after_note_by_kind", {}).items(), key=lambda kv: -kv[1])
     parts = ", ".join(f"{k} {100 * v:.2f} %" for k, v in kinds if v >= 5e-5)
     return _pct(fm["after_note"]) + (f" ({parts})" if parts else "")
@@ -115,8 +115,8 @@ def _nll_rows(
 
 def _paired_note(nll: dict, me: dict, twin: dict) -> str:
     """'; per song -0.001 [-0.002, +0.000] (within noise)': this model minus its twin beyond the
-    crop, paired by song with its 95 % CI, where nll.json kept per-song values (evaluate nll
-    since issue 25)."""
+    crop, paired by song with its 95 % CI, where nll.json kept per-song values (`evaluate nll`
+    with batch size 1)."""
     label = {id(r): k for k, r in nll["models"].items()}
     mine, theirs = label[id(me)], label[id(twin)]
     for pair, ranges in nll.get("paired", {}).items():
@@ -136,7 +136,7 @@ def _met(ok: bool) -> str:
 
 
 def _form_rows(form: dict, name: str) -> list[tuple]:
-    """Issue #25's rows: form measures of the benchmark's continuations at the model's defaults
+    """The form rows: form measures of the benchmark's continuations at the model's defaults
     against the songs' real continuations (mean over songs)."""
     me, prev = _form_run(form, name, True), _form_run(form, name, False)
     if me is None:
@@ -244,7 +244,7 @@ def acceptance(name: str, ev: Path, crop: int, text: CardText) -> list[str]:
     if form:
         rows += _form_rows(form, name)
     out = [
-        "## Acceptance (issues #12 and #25), measured on the held-out songs",
+        "## Acceptance, measured on the held-out songs",
         "",
     ]
     if form:
@@ -260,7 +260,7 @@ def acceptance(name: str, ev: Path, crop: int, text: CardText) -> list[str]:
 
 
 def maestro_acceptance(name: str, ev: Path, text: CardText) -> list[str]:
-    """Issue #25 item 5's table: forbidden mass after a note (maestro_nll, beside the replaced
+    """The MAESTRO table: forbidden mass after a note (maestro_nll, beside the replaced
     model when evaluate_shipped.sh had a copy of it), stacked onsets, notes per onset and scale
     consistency of the generated pieces against the real performances (music_<name>); the
     replaced model's texture is quoted (`CardText.previous_documented`)."""
@@ -308,5 +308,5 @@ def maestro_acceptance(name: str, ev: Path, text: CardText) -> list[str]:
             f"{prev['nll_per_note']:.2f} (same performances and tokens)" if prev else "n/a",
         ),
     ]
-    out = ["## Acceptance (issue #25), measured on the held-out performances", ""]
+    out = ["## Acceptance, measured on the held-out performances", ""]
     return out + _table(rows)

@@ -30,7 +30,7 @@ class CardText:
     # reproduce (command lines)
     families: dict[str, dict]
     previous_documented: dict[str, dict]  # per model: the replaced model's numbers, quoted
-    previous_tokens: int  # what the models before issue #12 were trained on
+    previous_tokens: int  # what the models they replaced were trained on
     twin: dict[str, str]  # per POP909 model: the model its NLL beyond the crop is set against
     script: str  # the command that rewrites a card, followed by the model's name
 
@@ -100,7 +100,7 @@ def phase_text(cfg: Config, info: dict, how: str, text: CardText, ratio: bool = 
 
 
 def phase_config(phase: dict, root: Path) -> Config | None:
-    """A phase's config: kept in its summary (exports since issue #25), else read from its
+    """A phase's config: kept in its summary (newer exports), else read from its
     checkpoint (a path relative to `root`) when that is still at hand; None when neither is."""
     if "config" in phase:
         return config_from_dict(phase["config"])
@@ -111,7 +111,7 @@ def phase_config(phase: dict, root: Path) -> Config | None:
 def any_phase_text(
     cfg: Config | None, info: dict, how: str, text: CardText, ratio: bool = True
 ) -> str:
-    """`phase_text`, or for a phase whose config is gone (an earlier session's run folder) the
+    """`phase_text`, or for a phase whose config is gone (an older run folder) the
     figures its summary kept."""
     if cfg is not None:
         return phase_text(cfg, info, how, text, ratio)

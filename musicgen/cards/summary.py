@@ -24,7 +24,7 @@ def run_summary(run: Path, step: int, tokens_per_step: int) -> dict:
     train = [r for r in rows if r["kind"] == "train"]
     val = [r for r in rows if r["kind"] == "val"]
     best = min(val, key=lambda r: r["loss"]) if val else None
-    seconds, last = 0.0, 0.0  # each resumed process restarts its clock: add up the sessions
+    seconds, last = 0.0, 0.0  # each resumed process restarts its clock: add up the processes
     for r in train:
         if r["time"] < last:
             seconds += last

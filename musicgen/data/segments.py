@@ -1,20 +1,10 @@
-"""Effective segmentation (Perceiver S, design notes §4): examples that end anywhere in a song.
+"""Effective segmentation (Perceiver S, docs/perceiver.md): examples that end anywhere in a song.
 
-A song x[0:l] gives an example by its end e (the exclusive end of the input+target window, 0-based),
-drawn uniformly from [n+1, l] (or e = l when l <= n): the window is x[max(0, e-1-m) : e], the input
-is the window without its last token (at most m ids, LEFT-padded with pad id 0 to m), the target is
-the next token at each of the LAST n input positions (-100 where that input position is padding).
-So every song position that can end a window ends one equally often, and an example starts at the
-song's head (is padded) iff e <= m + 1, i.e. with probability (min(l, m+1) - n) / (l - n): the
-model sees how pieces begin, which fixed crops that rarely start at the head do not teach it.
-
-The seed text draws the end point from [n+1, l+1] in 1-based positions; read as an exclusive end of
-the input+target window in 1-based counting, its lowest value holds only n tokens (n-1 targets).
-We start one later so that every example has n real targets (noted in docs/perceiver.md).
-
-`UniformCropDataset` is the Perceiver AR baseline's sampling: a full window of m + 1 ids at a
-uniform random start (e uniform in [m+1, l]), so it reaches the song's head only with probability
-1 / (l - m); songs of at most m + 1 ids are taken whole (left-padded), as by `segment`.
+An example's end is drawn uniformly over the song, so every position that can end a window ends
+one equally often and the model sees how pieces begin (an example starting at the song's head is
+left-padded), which fixed crops that rarely start at the head do not teach it. The exact window,
+padding and target rules are in docs/perceiver.md, "Effective segmentation".
+`UniformCropDataset` is the Perceiver AR baseline's sampling: a full window at a uniform start.
 """
 
 from __future__ import annotations

@@ -1,20 +1,12 @@
 """A synthetic bass / drums / piano trio dataset, made the way Groove2Groove was: chord charts
 played in fixed styles.
 
-Chord charts come from POP909 (each song's `chord_midi.txt` on the beats of `beat_midi.txt`; the
-first downbeat at or after the first chord starts bar 0). A style is (one Groove MIDI drum groove
-looped over 2 bars, one bass pattern, one accompaniment pattern, the groove's tempo) and stays the
-same for a whole song of 16-48 bars (up to 64 possible; 48 keeps data/trio under 3 MB); every style
-plays `songs_per_style` songs.
-
-Split rule: styles are split 80/10/10 into train/validation/test. Drum grooves are split by their
-Groove MIDI style label (e.g. "funk/groove1"): every label belongs to one split only, so no drum
-file and no drum style label of the test set occurs in training. Bass and accompaniment patterns
-are generated per style from the seed, so their ids (`bass_<style>`, `accomp_<style>`) are unique
-to one style and hence to one split. Each POP909 song is used at most once.
-
-All notes lie on the 12-ticks-per-beat grid and no pitch overlaps itself within a part, so the
-Groove tokenizer round-trips the files exactly. Output is byte-for-byte deterministic for a seed.
+POP909 chord charts are played by styles (a looped Groove MIDI drum groove, a bass pattern, an
+accompaniment pattern and a tempo), each style for whole songs of 16-48 bars. Styles are split
+80/10/10, drum grooves by their Groove MIDI style label, so no test style occurs in training (the
+test set measures style transfer, not recall). All notes lie on the 12-ticks-per-beat grid, so the
+Groove tokenizer round-trips the files exactly; the output is byte-for-byte deterministic for a
+seed (data/trio/README.md).
 """
 
 from __future__ import annotations

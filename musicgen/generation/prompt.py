@@ -1,35 +1,13 @@
 """The one prompt builder: bars of a song as the model is fed them, and as they must come back.
 
-`musicgen continue`, the demo, the Python API (`Model.prompt`) and `evaluate style` all build
-their prompts here (`load_prompt`, `select_bars`), so a 2-bar prompt means the same ids
-everywhere: `bars=N` is the first N bars that hold music (leading silent bars skipped, a pickup
-joins the first bar), `prompt_bars=(S, E)` exactly bars S..E-1 from time 0, and a prompt without
-a note is an error. (One module of ~430 lines on purpose: what is fed and what comes back are
-one contract, read in one place.)
-
-Contract (issue #12): a prompt of N bars is fed as BOS, the ids of those bars, and the ids that
-carry time to the bar line after them (REMI: the next `Bar` token; groove: nothing, its TimeShifts
-already stop on bar lines), so the model can only write from bar N+1 on. The written score holds
-the prompt's notes exactly as the tokenizer reads them (its resolution) and the continuation's
-notes from bar N+1 on. Overlap rules, for notes of one track and one pitch:
-- a continuation note that starts while a prompt note still sounds is dropped, so the model can
-  never cut, lengthen or merge a prompt note;
-- within the prompt, two such notes can overlap (REMI merges POP909's three piano tracks into
-  one). A MIDI file holds them as note-on/note-off events of one key, which every reader pairs
-  first-in first-out: the earlier onset takes the earlier end. `Prompt.notes` is already in that
-  form (same onsets, same ends, same notes; only nested notes swap their ends), so it is exactly
-  what the written file reads back as.
-
-A prompt in seconds (`prompt_from_seconds`, REMI only): the first S seconds of the file, read
-through its own tempo map (MAESTRO's files have one tempo, 120 bpm, so a 4/4 bar of the grid is a
-2-second window). The cut is the first position of the tokenizer's grid at or after S seconds, to
-a millisecond (the expressive REMI: 1/16 beat, 31.25 ms at 120 bpm): the prompt holds the notes
-whose onset, on the grid, lies before the cut, with their full (pedal-folded) durations, and the
-model writes from the cut on. A cut on a bar line is fed as a prompt of bars; a cut inside bar B
-is fed as the ids before it, plus the `Bar` tokens that open bar B if the song has none there,
-and the first sampled id must be a position at or after the cut, a `Bar` or EOS
-(`Prompt.first_allowed`, applied with the grammar): the model is told that no note starts
-between the last prompt note and the cut, which is true of the prompt.
+`musicgen continue`, the demo, the Python API and `evaluate style` all build their prompts here,
+so a 2-bar prompt means the same ids everywhere: `bars=N` is the first N bars that hold music (a
+pickup joins the first bar), `prompt_bars=(S, E)` exactly bars S..E-1. A prompt of N bars is fed
+as BOS, its ids and the ids that carry time to the next bar line, so the model writes from bar
+N+1 on; the written score holds the prompt's notes as the tokenizer reads them and never lets a
+continuation note cut one. Prompts in seconds (`prompt_from_seconds`) cut on the tokenizer's
+grid and restrict the first sampled id (`Prompt.first_allowed`). The rules in full:
+docs/generation.md, "Which bars a prompt holds" and "Prompts in seconds".
 """
 
 # Over 400 lines on purpose: what is fed and what comes back are one contract, read in one place.

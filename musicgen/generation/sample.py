@@ -28,7 +28,7 @@ from musicgen.generation.repeat import BarEcho
 from musicgen.limits import SAMPLING_RANGES, check_option  # noqa: F401 (the studio's import)
 from musicgen.tokenizers.base import Grammar, Tokenizer
 
-# Sampling settings of the SPE paper's music experiments (design notes §3).
+# Sampling settings of the SPE paper's music experiments (Liutkus et al., ICML 2021).
 PAPER_DEFAULTS: dict[str, dict[str, float]] = {
     "remi": {"temperature": 1.2, "top_k": 0, "top_p": 0.9},
     "groove": {"temperature": 0.6, "top_k": 0, "top_p": 1.0},

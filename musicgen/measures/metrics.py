@@ -5,10 +5,11 @@ it is pure numpy, needs no model, and can be checked on hand-built pieces. Bars 
 of beats (4 by default): POP909 files carry meaningless 1/4 and 2/4 time signatures, and both
 tokenizers write 4/4, so reading bar lengths from the files would make them disagree.
 
-Style similarity follows Cífka et al. (design notes §3): a 2-D histogram per piece, flattened,
-compared by cosine similarity. Descriptive statistics follow the usual symbolic-music evaluation
-set (pitch-class entropy, scale consistency, polyphony, groove consistency, empty bars), plus
-texture measures that a mean hides (notes per onset, stacked onsets, duplicate notes, sparse bars).
+Style similarity follows Cífka et al. (Groove2Groove, TASLP 2020): a 2-D histogram per piece,
+flattened, compared by cosine similarity. Descriptive statistics follow the usual symbolic-music
+evaluation set (pitch-class entropy, scale consistency, polyphony, groove consistency, empty
+bars), plus texture measures that a mean hides (notes per onset, stacked onsets, duplicate
+notes, sparse bars).
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ from musicgen.limits import check_score
 
 # Onsets are told apart on a sixteenth-note grid (the REMI resolution), so a raw reference file
 # and a decoded generation are compared at the same resolution: `measures.form` holds the grid.
-from musicgen.measures.form import (  # noqa: F401  (re-exported: their import path since issue 17)
+from musicgen.measures.form import (  # noqa: F401  (re-exported: an import path callers use)
     BAR_BEATS,
     ONSET_STEPS_PER_BEAT,
     bar_self_similarity,

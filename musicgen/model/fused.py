@@ -42,7 +42,7 @@ _SQRT_HALF = 1 / math.sqrt(2)
 def _gelu(y: Tensor, approximate: str) -> Tensor:
     """GELU of a new tensor, in place. The exact form is written out, x/2 (1 + erf(x/sqrt 2)),
     the formula torch's kernel computes: for one token's activations its kernel takes several
-    times as long as erf alone (docs/benchmarks.md, issue 28, fourth session)."""
+    times as long as erf alone inside a one-token step."""
     if approximate != "none":
         return F.gelu(y, approximate=approximate)
     return y.mul_(torch.mul(y, _SQRT_HALF).erf_().add_(1).mul_(0.5))

@@ -1,19 +1,11 @@
 """Exact causal softmax attention over a sliding window: the layer that lets a Performer copy.
 
-FAVOR+ linear attention cannot be sharp, so it does not learn to look back at an earlier bar
-and copy it (docs/evaluation.md, "Does a model copy?": on a crop followed by itself, softmax
-attention learns the copy in 600 steps, FAVOR+ does not). `model.local_layers` turns chosen
-blocks into this layer, as linear attention beside a small sliding window of softmax attention
-in Arora et al. 2024 ("Simple linear attention language models balance the recall-throughput
-tradeoff", Based). Query n attends to keys n - window + 1 .. n, so the cost stays linear in N:
-  parallel (x[B, N]): blocks of `window` queries, each against its own and the previous block's
-                      keys under a banded causal mask;
-  step (x[B, 1]):     a `WindowCache` of the last `window` keys and values.
-With `model.local_rope` (the default) q and k are rotated by their token index (rotary
-positions, Su et al. 2021, RoFormer), so a score depends on the distance between query and key:
-the "previous token" step a copy needs. Without it the layer sees order only through the
-causal mask and the position the other layers put into the residual stream. APE does; SPE does
-not, so an SPE hybrid without rotary does not copy (docs/evaluation.md, "Does a model copy?").
+FAVOR+ attention cannot be sharp, so it does not learn to copy an earlier bar (docs/evaluation.md,
+"Does a model copy?"); `model.local_layers` turns chosen blocks into this layer, as in Based
+(Arora et al. 2024). Query n attends to keys n - window + 1 .. n, so the cost stays linear in N
+(blocks of `window` queries in parallel, a `WindowCache` when stepping). With `model.local_rope`
+(the default) q and k carry rotary positions (RoFormer, Su et al. 2021): the previous-token step a
+copy needs, which an SPE model does not otherwise put into the residual stream.
 """
 
 from __future__ import annotations

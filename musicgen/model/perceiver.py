@@ -1,24 +1,13 @@
-"""Perceiver S (design notes §4): a long context read once by cross-attention, then n latents.
+"""Perceiver S ("A Multi-Scale Perceiver with Effective Segmentation for Long-Term Expressive
+Symbolic Music Generation", 2024): a long context read once by cross-attention, then n latents.
 
-Every computation runs on a WINDOW of exactly m = context_len ids (left-padded with pad id 0 at a
-song's head); its last n = n_queries positions are the queries/latents. Positions are window
-indices 0..m-1 (APE, or SPE with query positions m-n..m-1 and key positions 0..m-1), so a window
-looks the same in training, evaluation and generation. Two softmax cross-attention layers read it:
-  full  : causal mask M only (query at window position i sees keys 0..i)     -> n x m scores
-  scale : M + the scale mask M^ hiding window positions 0..m-n-1             -> n x n scores
-(the scale mask is applied by slicing the keys, which is the -inf mask without computing it).
-`cross: full` keeps the first layer only: Perceiver AR, the baseline of the comparison.
-Padding keys are masked too (a query always sees itself, so no row is empty). Their outputs are
-summed (`combine: sum`, the same function class as concatenation + a linear map) or applied one
-after the other (`combine: sequential`), then an FFN, then the Performer blocks of the model
-engineer run on the n latents. Softmax, not linear, cross-attention: the seed's masks are additive
-softmax masks, the O(n m) cost is paid once (not per layer), and it is what Perceiver AR uses.
-
-Interface (as the Performer's; the shared parts are base.LanguageModel's): forward(ids[B, N <= m],
-noise=None) -> logits of the last min(N, n) positions;
-score(ids[B, L]) -> logits[B, L, V] with windows of stride n (block k = positions kn..kn+n-1,
-window = the m ids ending at kn+n); init_state/step generate with the same windows, caching the
-window's keys/values and the latent blocks' running sums (see docs/perceiver.md).
+Everything runs on a window of exactly m = context_len ids (left-padded at a song's head) whose
+last n positions are the latents, so a window looks the same in training, evaluation and
+generation. Two softmax cross-attention layers read it (`full`: causal over all m keys; `scale`:
+the last n keys only; `cross: full` alone is Perceiver AR), combined, then an FFN and the
+Performer blocks on the n latents. Softmax, not linear, cross-attention: its O(n m) cost is paid
+once, not per layer. The interface is the Performer's (forward, score, init_state/step);
+docs/perceiver.md says what each guarantees.
 """
 
 from __future__ import annotations

@@ -1,21 +1,10 @@
 """Groove2Groove multi-track tokenizer: NoteOn/NoteOff(track, pitch) + TimeShift, 12 ticks per beat.
 
-The vocabulary is the one of the SPE paper's groove experiment (794 tokens) plus our padding id 0,
-so `vocab_size` is 795; the exact layout is in `groove_grammar.py` and docs/tokenization.md.
-
-Track roles (track 1 = bass, 2 = drums, 3 = accompaniment) are found in a multi-track MIDI as:
-drums = every `is_drum` track; bass = every pitched track with a GM bass program (32-39) or "bass"
-in its name; third = ONE of the remaining pitched tracks, by default the one with the most notes
-(ties: the earliest track), or with `third_track: random` a uniformly drawn one (seeded per file).
-Tracks of one role are merged. Times are quantised to 12 ticks per beat (beat = quarter note);
-overlapping notes of one pitch on one role are cut where the next one starts.
-
-Bars: 4 beats per bar (`beats_per_bar`) counted from the first bar that has a note (leading empty
-bars are dropped). The encoder splits TimeShifts at bar lines, so every bar line falls between two
-tokens; `bar_starts` reads the accumulated time, so it also works on generated ids.
-
-Tempo: ids carry none. `decode(ids, tempo=...)` writes the given tempo (the sampler passes
-`tempo_of(prompt)`), else `default_tempo` (120 qpm).
+The vocabulary is the SPE paper's groove experiment's (794 tokens) plus our padding id 0; the
+layout is in `groove_grammar.py`. Tracks are found by role (bass, drums, one accompaniment track;
+docs/tokenization.md says how) and merged per role; bars are 4 beats from the first bar with a
+note, and TimeShifts are split at bar lines so `bar_starts` works on generated ids too. Ids carry
+no tempo: `decode(ids, tempo=...)` writes the one given, else 120 qpm.
 """
 
 from __future__ import annotations

@@ -147,7 +147,7 @@ def report(rows: dict, lengths: list[int], header: str, baseline: bool) -> str:
                 ok = "new" in r and "base" in r
                 cells.append(f"x{r['base']['time_s'] / r['new']['time_s']:.2f}" if ok else "—")
             lines.append(f"| {v} | " + " | ".join(cells) + " |")
-    lines += ["", "Ratios issue 28 targets (new code):", ""]
+    lines += ["", "Ratios against the targets (new code):", ""]
     cold = {k: r["cold_s"] for k, r in res.items()}
     for v in names:
         if (v, 8192) in t and (v, 1024) in t:

@@ -71,7 +71,7 @@ def one(
     cfg = load_config(code / PRESETS[size], overrides)
     batch = 1 if size == "default" else cfg.train.batch_size
     peaks = {dt: matmul_peak_gflops(dtype=dt) for dt in ("fp32", "bf16")}
-    try:  # trees since issue 12 build the model with its tokenizer (musical position tables)
+    try:  # newer trees build the model with its tokenizer (musical position tables)
         model = build_model(cfg.model, build_tokenizer(code / "configs/tokenizer/remi.yaml"))
     except TypeError:
         model = build_model(cfg.model)

@@ -39,7 +39,7 @@ def machine() -> str:
 
 def keep_freed_memory() -> None:
     """What every command does first (`musicgen.allocator`), where the tree under test has it
-    (trees before issue 28's third session do not): a worker then measures what a user runs."""
+    (older trees do not): a worker then measures what a user runs."""
     try:
         from musicgen.allocator import keep_freed_memory as keep
     except ImportError:

@@ -1,4 +1,4 @@
-"""Chord control on real songs (issue 25 item 3): do forced chords come back, and do they give form?
+"""Chord control on real songs: do forced chords come back, and do they give form?
 
 For POP909 validation songs (the `prepare` hash split) with their chord_midi.txt, the shipped
 model writes (a) 16-bar pieces from scratch and (b) 12-bar continuations of the song's first 4

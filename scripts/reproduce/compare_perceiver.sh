@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Perceiver S against Perceiver AR and the plain Performer at equal compute on expressive piano
-# (issue 17 item 3; docs/perceiver.md, "Comparison at equal compute"). Steps (1 is skipped and
+# (docs/perceiver.md, "Comparison at equal compute"). Steps (1 is skipped and
 # 2 resumed when their output is there; 3-5 always rerun, about 10 minutes):
 #   1. prepare ASAP/MAESTRO with the expressive REMI (prepare's default for --dataset maestro);
 #   2. train configs/maestro/compare_{perceiver_s,perceiver_ar,performer}.yaml into RUNS/<arm>

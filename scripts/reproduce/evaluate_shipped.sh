@@ -3,12 +3,12 @@
 # into each checkpoints/<name>/README.md (scripts/reproduce/write_model_cards.py) and README.md's figures.
 #   scripts/reproduce/evaluate_shipped.sh pop909 [export] [sweep] [nll] [form] [texture]   # POP909
 #   scripts/reproduce/evaluate_shipped.sh groove   # the groove model
-#   scripts/reproduce/evaluate_shipped.sh maestro [noexport] [sweep]  # the MAESTRO model (#25)
+#   scripts/reproduce/evaluate_shipped.sh maestro [noexport] [sweep]  # the MAESTRO model
 # pop909 compares with the models it replaces when PREVIOUS (default out/eval/previous) holds
 # copies of their folders (copy checkpoints/pop909_* there before `export`): NLL on the same
 # songs and tokens, the form benchmark in the same run. Steps default to all four;
 # MODELS="pop909_ape" limits export and texture to one model (e.g. while the other trains).
-# FROM_TRAINING=DIR exports the model folders DIR/<name> (a training committed across sessions)
+# FROM_TRAINING=DIR exports the model folders DIR/<name> (a training committed in parts)
 # instead of the runs.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
@@ -24,7 +24,7 @@ mkdir -p $E
 # each model's own sampling defaults (config `sample`), chosen on the form benchmark's sweep
 # (docs/evaluation.md, "Phrase lags"); a model not named keeps the paper's. With the bar-copy
 # rule on the phrase lags (4 and 8 bars back), T 1.0, top-p 0.9 x repeat 3 / 3.5 / 4 / 4.5:
-# each model's nearest setting that meets every band of issue #25
+# each model's nearest setting that meets every acceptance band (docs/evaluation.md)
 declare -A SAMPLE=([pop909_sine_spe_gated]="sample.temperature=1.0 sample.top_p=0.9 sample.repeat=4"
                    [pop909_ape]="sample.temperature=1.0 sample.top_p=0.9 sample.repeat=3.5")
 # the Maestro model: T 0.9 / 1.0 / 1.1 / 1.2 at top-p 0.9 (`maestro sweep`); T 1.1 closest to
@@ -90,7 +90,7 @@ if [ "$WHAT" = pop909 ]; then
     for pid in "${pids[@]}"; do wait "$pid"; done  # a failed sweep fails the script
   fi
   if [[ " $STEPS " == *" form "* ]]; then
-    # the form benchmark at each model's defaults, beside the models they replaced (issue #25)
+    # the form benchmark at each model's defaults, beside the models they replaced
     ckpts=(checkpoints/pop909_sine_spe_gated checkpoints/pop909_ape)
     [ -d "$PREVIOUS/pop909_ape" ] && ckpts+=("$PREVIOUS/pop909_sine_spe_gated" "$PREVIOUS/pop909_ape")
     $BIN/musicgen evaluate form --checkpoint "${ckpts[@]}" --data "$POP909" --out $E/pop909_form
@@ -103,7 +103,7 @@ if [ "$WHAT" = pop909 ]; then
     done
   fi
 elif [ "$WHAT" = maestro ]; then
-  # the small Performer with the musical inputs (issue 25 item 5; train_shipped.sh maestro), in
+  # the small Performer with the musical inputs (train_shipped.sh maestro), in
   # place of Perceiver S: export; NLL and forbidden mass on the validation performances (beside
   # the model it replaces when PREVIOUS holds a copy of checkpoints/maestro_perceiver_s); PIECES
   # pieces of 4096 tokens from scratch against the first 4096 tokens of 16 validation

@@ -10,7 +10,7 @@ to the first phase) and writes OUT/model.pt, which `load_checkpoint` reads like 
 checkpoint. SPE parameters and gates stay float32 (`musicgen.checkpoint.full_precision_names`):
 rounding them would shift the positional kernel's phase by radians at long lags. Prints the
 summary as JSON. `--set sample.temperature=1.0` keeps the model's own sampling defaults with it.
-RUN may also be a model folder (a committed phase of a training that spans sessions, e.g.
+RUN may also be a model folder (a committed phase of a training done in parts, e.g.
 training/pop909_phase7/pop909_ape): its stored summary is kept as it is, the weights (already
 half) are written unchanged.
 """

@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Reproduce the checkpoints shipped in checkpoints/ on a 2-core CPU, with nothing else running.
-#   scripts/reproduce/train_shipped.sh pop909   # the POP909 gated-sineSPE model and its APE twin (#12)
-#   scripts/reproduce/train_shipped.sh groove   # the groove model (pre-#12 recipe, unchanged)
-#   scripts/reproduce/train_shipped.sh maestro  # the classical model with musical inputs (#25)
+#   scripts/reproduce/train_shipped.sh pop909   # the POP909 gated-sineSPE model and its APE twin
+#   scripts/reproduce/train_shipped.sh groove   # the groove model (without the musical-position inputs)
+#   scripts/reproduce/train_shipped.sh maestro  # the classical model with musical inputs
 # pop909: the two runs side by side, one thread each, musical-position embeddings on (the
 # presets' default), three phases, each with its own cosine schedule:
 #   1. STEPS (4500) steps of 4 x 512 tokens from scratch (9.2 M tokens), crops on any bar;
@@ -15,13 +15,13 @@
 #      windowed softmax attention over 512 positions with rotary positions (model.local_layers:
 #      the attention that can copy a bar; runs/<name>_local);
 #   5. FORM_STEPS (2200) steps of 1 x 2048 tokens from 4's best, crops on bars 0, 4, 8, ...,
-#      with blocks 1-4 windowed over 1024 positions (issue 25: the nearest earlier copy of a
+#      with blocks 1-4 windowed over 1024 positions (the nearest earlier copy of a
 #      repeated bar lies a median 883 tokens back; runs/<name>_form). FROM_SHIPPED=1 runs
 #      this phase alone from the committed checkpoints/<name> folders (phase 4's weights).
-#   6. MORE_STEPS (2400) steps as 5, lr 1.5e-4, from 5's weights (runs/<name>_more): issue 25
-#      asks for twice the phase-4 models' 15.8 M tokens. FROM_TRAINING=DIR runs this phase alone
+#   6. MORE_STEPS (2400) steps as 5, lr 1.5e-4, from 5's weights (runs/<name>_more): twice
+#      the phase-4 models' 15.8 M tokens. FROM_TRAINING=DIR runs this phase alone
 #      from the committed DIR/<name> folders (training/pop909_phase5 made phase 6; a training
-#      that spans sessions continues from the last committed phase, e.g.
+#      done in parts continues from the last committed phase, e.g.
 #      FROM_TRAINING=training/pop909_phase6 SUFFIX=more2 MORE_STEPS=3400 made phase 7,
 #      training/pop909_phase7: 31.7 M / 32.2 M tokens in all).
 # MINUTES is a safety stop per phase (the run checkpoints and exits).
@@ -71,7 +71,7 @@ if [ "$WHAT" = pop909 ]; then
       --out runs/${run}_local $(resume_if runs/${run}_local) "$@" >> runs/${run}_local.log 2>&1
     form_phase "$run" "$name" runs/${run}_local/best.pt "$@"
   }
-  form_phase() {  # RUN NAME FROM [overrides]: phases 5 and 6 (issue 25), from FROM
+  form_phase() {  # RUN NAME FROM [overrides]: phases 5 and 6, from FROM
     local run=$1 name=$2 from=$3; shift 3
     phrase "$run" "$name" "$from" form $FORM_STEPS 2e-4 "$@"
     phrase "$run" "$name" runs/${run}_form/best.pt more $MORE_STEPS 1.5e-4 "$@"
@@ -101,9 +101,9 @@ if [ "$WHAT" = pop909 ]; then
   fi
   wait
 elif [ "$WHAT" = maestro ]; then
-  # issue 25 item 5: configs/maestro/musical_small.yaml (the small Performer with the musical
+  # configs/maestro/musical_small.yaml (the small Performer with the musical
   # inputs), 3700 steps of 4 x 1024 tokens (15 M) in all, on both threads (THREADS=1 beside a
-  # one-thread job); MINUTES per run. A session holds about half of it, so two phases, each
+  # one-thread job); MINUTES per run. Trained in two parts, each
   # with its own cosine: MAESTRO_STEPS (1800) steps from scratch (runs/maestro_small), then
   # FROM_TRAINING=DIR MAESTRO_STEPS=1900 continues from the committed DIR/maestro_small folder
   # at half the learning rate with a 50-step warm-up (runs/maestro_small_more).

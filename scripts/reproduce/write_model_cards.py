@@ -40,11 +40,11 @@ DATA = {
 LIMITS = {
     "pop909": "A small model (4.9 M parameters, 31.7-32.2 M training tokens on a CPU), far from a "
     "converged paper-size model. It knows where it is in the bar and when the notes at one onset "
-    "make a full chord (stacked onsets above), and since issue #25 its blocks 1-4 attend over the "
+    "make a full chord (stacked onsets above), and its blocks 1-4 attend over the "
     "last 1024 positions, far enough back to reach the previous phrase. Its sampling defaults "
     "(T 1.0, top-p 0.9 and a bonus for finishing a copy of the bar 4 or 8 back: 4 nats for the "
     "sineSPE model, 3.5 for the APE model; docs/generation.md) were chosen on the form benchmark "
-    "(docs/evaluation.md, 'Phrase lags'): each model's nearest setting that meets issue #25's "
+    "(docs/evaluation.md, 'Phrase lags'): each model's nearest setting that meets the acceptance "
     "bands for rhythm repeats, bar self-similarity, repeated bars and scale consistency with its "
     "texture within noise of the real continuations. The bonus is a threshold, not a dial: "
     "below 3.5 nats almost no copy is finished, at 4.5 whole phrases loop. The model alone does "
@@ -135,15 +135,15 @@ POP909_FINE_TUNES = [
         "on crops of 2048 tokens starting on bars 0, 4, 8, ... (phrases), with blocks 1 to 4 "
         "windowed softmax over the last 1024 positions (blocks 0 and 5 keep FAVOR+ with the "
         "model's positional encoding): in these songs the nearest earlier copy of a repeated "
-        "bar lies a median 883 tokens back (issue #25), beyond phase 4's 512-position window; "
+        "bar lies a median 883 tokens back, beyond phase 4's 512-position window; "
         "blocks 1 and 3 keep their learned q, k, v and output weights",
         "one cosine schedule; the two runs side by side, one thread each, started from the "
         "committed phase-4 folders (`FROM_SHIPPED=1 scripts/reproduce/train_shipped.sh "
         "pop909`), with beside them only the editing of code and documents",
     ),
     (
-        "with phase 5's recipe at lr 1.5e-4, the first half of the further training issue #25 "
-        "asks for (twice the phase-4 models' 15.8 M tokens)",
+        "with phase 5's recipe at lr 1.5e-4, the first half of the further training planned "
+        "(twice the phase-4 models' 15.8 M tokens)",
         "one cosine schedule; the two runs side by side, one thread each, from the committed "
         "phase-5 folders (`FROM_TRAINING=training/pop909_phase5 scripts/reproduce/"
         "train_shipped.sh pop909`), the sineSPE run stopped by its 128-minute safety stop",
@@ -160,7 +160,7 @@ FINE_TUNES = {
     "pop909": POP909_FINE_TUNES,
     "maestro": [
         (
-            "at half the learning rate with a 50-step warm-up, to issue #25's 15 M tokens",
+            "at half the learning rate with a 50-step warm-up, to 15 M tokens",
             "one cosine schedule, two threads, from the committed phase-1 folder "
             "(`FROM_TRAINING=training/maestro_phase1 MAESTRO_STEPS=1900 "
             "scripts/reproduce/train_shipped.sh maestro`), with beside it only the editing of "
@@ -195,7 +195,7 @@ SEEN = {
 }
 
 
-# what the models shipped before issue #25 were trained on (phases 1-4)
+# what the earlier POP909 models were trained on (phases 1-4)
 PREVIOUS_TOKENS = 4500 * 4 * 512 + 1000 * 2 * 1024 + 1200 * 2 * 1024 + 1000 * 2 * 1024
 
 # per family: what it is, its preset, where evaluate_shipped.sh / compare_perceiver.sh left the
@@ -257,7 +257,7 @@ PREVIOUS_DOCUMENTED = {
         "kept": "20/20 / 20/20 (its card)",
         "quarters": "4 of 4 (0.74 / 0.74 / 0.74 / 0.74 vs 0.64 / 0.68 / 0.69 / 0.72; its card)",
     },
-    # the Perceiver S model of issue 17 (4 pieces of 4096 tokens at T 1.2, its card)
+    # the earlier Perceiver S model (4 pieces of 4096 tokens at T 1.2, its card)
     "maestro_sine_spe_gated": {
         "name": "maestro_perceiver_s",
         "stacked": "9.6 % (its card)",
