@@ -211,9 +211,11 @@ def intro(folder: Path, loaded, kind: str) -> str:
 def sampling_text(loaded, source: bool = True) -> str:
     """'T = 1.0, top-p 0.9 (its own, ...)': what generation uses when no option is given;
     `source=False` leaves out where the setting comes from."""
+    import torch
+
     from musicgen.generation.api import Model
 
-    o = Model(loaded, "cpu", "").options()  # the model's own rule, as generation applies it
+    o = Model(loaded, torch.device("cpu"), "").options()  # the rule generation applies
     own = any(v is not None for v in vars(loaded.config.sample).values())
     parts = [f"T = {o.temperature:g}"]
     parts += [f"top-k {o.top_k}"] if o.top_k else []
