@@ -26,10 +26,7 @@ sys.path.insert(0, str(ROOT))
 from benchlib import bandwidth_gbs, machine, weight_bytes_per_token, write_section  # noqa: E402
 
 from musicgen.checkpoint import Loaded  # noqa: E402
-from musicgen.config import (
-    Config,  # noqa: E402
-    ModelConfig,  # noqa: E402
-)
+from musicgen.config import Config, ModelConfig  # noqa: E402
 from musicgen.generation.api import Model  # noqa: E402
 from musicgen.generation.sample import invalid_rate  # noqa: E402
 from musicgen.model import build_model  # noqa: E402
