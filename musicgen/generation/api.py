@@ -9,10 +9,11 @@
     m.continue_midi("performance.mid", seconds=8, seed=1)   # the first 8 s, then the model
     m.score("song.mid")                                      # -> {"nll_per_token": ..., ...}
 
-`musicgen generate`, `musicgen continue`, `musicgen demo` and `evaluate style` call these same
-functions (all through `Model.pieces`); the commands only parse options, name files and print.
-Arguments are checked here, before anything is loaded or sampled, and errors name the
-parameters (`bars: must be >= 1, got 0`); the commands translate them to their flags.
+`musicgen generate`, `musicgen continue`, `musicgen demo`, `evaluate style` and the studio call
+these same functions (all through `Model.pieces`); the commands only parse options, name files
+and print. The options of a call form one `GenerationRequest`, checked once before anything is
+sampled; errors name the parameters (`bars: must be >= 1, got 0`) and the commands translate
+them to their flags.
 """
 
 from __future__ import annotations
