@@ -33,7 +33,6 @@ from musicgen.generation.request import (
     GENERATE_MAX_TOKENS,
     SCRATCH_BARS,
     GenerationRequest,
-    draw_seed,
 )
 from musicgen.generation.sample import Generated, GrammarWrap, Progress, SamplingOptions, generate
 from musicgen.generation.write import checkpoint_stem, write_midi
@@ -45,7 +44,6 @@ __all__ = [
     "Music",
     "apply_tempo",
     "checkpoint_stem",
-    "draw_seed",
     "load",
     "write_midi",
 ]

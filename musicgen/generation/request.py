@@ -219,11 +219,6 @@ def default_options(tokenizer_name: str, model: dict | None = None, **given) -> 
     return GenerationRequest.build(**given).options(tokenizer_name, model)
 
 
-def draw_seed(seed: int | None) -> int:
-    """`seed` checked, or a fresh one."""
-    return GenerationRequest(seed=seed).seeded().seed
-
-
 # ---------------------------------------------------------------------------------------------
 # the command line and the studio, derived from the fields
 
