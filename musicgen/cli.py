@@ -35,16 +35,13 @@ COMMANDS = [
 ]
 
 # The library's messages name the Python API's parameters (`max_tokens: must be >= 1`); on the
-# command line they name the flag that set them. The one table of that translation (a command
-# whose flag differs sets `flags={parameter: flag}` on its parser).
-FLAGS = {
-    "bars": "--bars",
-    "batch_size": "--batch-size",
+# command line they name the flag that set them. The generation request's come from its fields
+# (`generation.request.flags`); the others are listed here (a command whose flag differs sets
+# `flags={parameter: flag}` on its parser).
+OTHER_FLAGS = {
     "checkpoint": "--checkpoint",
-    "chords": "--chords",
     "dataset": "--dataset",
     "device": "--device",
-    "grammar": "--no-grammar",
     "head": "--head",
     "heads": "--heads",
     "layer": "--layer",
@@ -52,21 +49,11 @@ FLAGS = {
     "max_minutes": "--max-minutes",
     "max_size_mb": "--max-size-mb",
     "max_song_tokens": "--max-song-tokens",
-    "max_tokens": "--max-tokens",
-    "min_tokens": "--min-tokens",
-    "new_bars": "--new-bars",
-    "num": "--num",
     "prompt_bars": "--prompt-bars",
-    "repeat": "--repeat",
-    "chord_tones": "--chord-tones",
     "seconds": "--seconds",
-    "seed": "--seed",
     "seeds": "--seeds",
-    "temperature": "--temperature",
     "tokenizer": "--tokenizer",
     "tokens": "--tokens",
-    "top_k": "--top-k",
-    "top_p": "--top-p",
     "workers": "--workers",
 }
 _LEADING_NAMES = re.compile(r"^([a-z_]+(?: and [a-z_]+)*):")
@@ -75,7 +62,9 @@ _LEADING_NAMES = re.compile(r"^([a-z_]+(?: and [a-z_]+)*):")
 def flag_message(message: str, flags: dict[str, str] | None = None) -> str:
     """`max_tokens: ...` -> `--max-tokens: ...` (and `bars and seconds:` -> `--bars and
     --seconds:`); a message that starts otherwise (a file name, a config key) is kept."""
-    table = {**FLAGS, **(flags or {})}
+    from musicgen.generation.request import flags as request_flags
+
+    table = {**OTHER_FLAGS, **request_flags(), **(flags or {})}
     match = _LEADING_NAMES.match(message)
     if not match:
         return message

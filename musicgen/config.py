@@ -132,7 +132,8 @@ class LogConfig:
 class SampleConfig:
     """The model's own sampling defaults, chosen by measurement and kept with its weights
     (docs/evaluation.md, "Sampling defaults"); None: the tokenizer's paper setting
-    (`generation.sample.default_options`). Training does not read them."""
+    (`generation.request.GenerationRequest.options`). Each field is a sampling option of
+    `limits.SAMPLING_RANGES`, checked against its range there. Training does not read them."""
 
     temperature: float | None = None
     top_k: int | None = None
@@ -365,8 +366,8 @@ def validate(cfg: Config) -> Config:
     check_range("config: optim.lr", o.lr, 0, low_open=True)
     check_range("config: optim.grad_clip", o.grad_clip, 0, low_open=True)
     check_range("config: data.drop_instrument_p", d.drop_instrument_p, 0, 1)
-    for name in ("temperature", "top_k", "top_p", "repeat"):  # the API's ranges (limits.py)
-        check_option(name, getattr(cfg.sample, name), f"config: sample.{name}")
+    for f in dataclasses.fields(SampleConfig):  # the API's ranges (limits.SAMPLING_RANGES)
+        check_option(f.name, getattr(cfg.sample, f.name), f"config: sample.{f.name}")
     check_seed("config: train.seed", t.seed)
     check_choice("config: train.precision", t.precision, PRECISIONS)
     check_choice("config: optim.schedule", o.schedule, SCHEDULES)

@@ -209,3 +209,18 @@ def build_special(folder: Path) -> dict[str, str]:
         "null.midi": "a character device, not a regular file",
         "sparse.mid": "over the size limit (1024.0 MB > 10 MB)",
     }
+
+
+def read_wav(path) -> tuple:
+    """([frames, channels] float32 in [-1, 1], sample rate) of a 16-bit PCM WAV: how the tests
+    listen to what the renderer wrote."""
+    import io
+    import wave
+    from pathlib import Path
+
+    import numpy as np
+
+    with wave.open(io.BytesIO(Path(path).read_bytes())) as w:
+        assert w.getsampwidth() == 2, f"{path}: not 16-bit PCM"
+        frames = np.frombuffer(w.readframes(w.getnframes()), dtype="<i2")
+        return frames.reshape(-1, w.getnchannels()).astype(np.float32) / 32768, w.getframerate()

@@ -80,7 +80,7 @@ GENERATE = [  # keywords of Model.generate / generate_many -> the start of the m
     ({"min_tokens": "x"}, "min_tokens: must be a whole number"),
     ({"min_tokens": -1}, "min_tokens: must be >= 0"),
     ({"grammar": "yes"}, "grammar: must be True or False"),
-    ({"colour": 1}, "colour: unknown sampling option"),
+    ({"colour": 1}, "colour: unknown option"),
     ({"progress": 5}, "progress: must be a function"),
     ({"cancel": object()}, "cancel: must have is_set()"),
     ({"grammar_wrap": "x"}, "grammar_wrap: must be a function"),

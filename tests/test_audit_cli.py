@@ -24,7 +24,7 @@ from musicgen.cli import main
 from musicgen.config import load_config, validate
 from musicgen.errors import MusicgenError
 from musicgen.generation.chords import chord_events, parse_progression
-from musicgen.generation.sample import SamplingOptions
+from musicgen.generation.request import GenerationRequest
 from musicgen.limits import SAMPLING_RANGES
 
 SONG = DATA / "pop909" / "005" / "005.mid"
@@ -227,12 +227,12 @@ def test_one_range_table_decides_cli_api_and_config():
     """The API and a model's config refuse the same values with the same words."""
     for name, value in (("temperature", "1.0e-300"), ("top_p", "1.0e-300"), ("repeat", "1.0e+39")):
         with pytest.raises(MusicgenError) as api:
-            SamplingOptions().replace(**{name: float(value)})
+            GenerationRequest(**{name: float(value)})
         with pytest.raises(MusicgenError) as config:
             validate(load_config(TINY, [f"sample.{name}={value}"]))
         assert str(config.value).endswith(f"config: sample.{api.value}")
     assert set(SAMPLING_RANGES) >= {"temperature", "top_p", "repeat", "chord_tones"}
-    assert SamplingOptions().replace(temperature=0).temperature == 0  # greedy stays
+    assert GenerationRequest(temperature=0).temperature == 0  # greedy stays
 
 
 @pytest.mark.parametrize("path", [b"x.mid", None, 3])

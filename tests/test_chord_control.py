@@ -389,12 +389,13 @@ def test_chord_tones_is_a_sampling_option_from_the_api_to_the_grammar(tok):
     """`chord_tones` (CLI `--chord-tones`) reaches the chord grammar the API builds: 0 turns the
     soft rule off, N puts N nats on the bar's chord tones; the default is the measured one."""
     from musicgen.generation.chords import CHORD_TONE_NATS, request_wrap
-    from musicgen.generation.sample import SamplingOptions
+    from musicgen.generation.request import GenerationRequest
 
-    assert SamplingOptions().chord_tones == CHORD_TONE_NATS
+    assert GenerationRequest(chords="C G").tones() == CHORD_TONE_NATS
 
     def after_first_bar(nats: float):
-        wrap = request_wrap(tok, "C G", None, SamplingOptions().replace(chord_tones=nats))
+        request = GenerationRequest(chords="C G", chord_tones=nats)
+        wrap = request_wrap(tok, request.chords, None, request.tones())
         g = wrap(tok.grammar(), [tok.bos_id])
         assert g.advance(tok.bos_id) and g.advance(tok.bar_id)
         return g.bonus()
@@ -403,7 +404,7 @@ def test_chord_tones_is_a_sampling_option_from_the_api_to_the_grammar(tok):
     bonus = after_first_bar(5)
     assert {int(p) % 12 for p in tok.tables.pitch[bonus == 5.0]} == {0, 4, 7}
     with pytest.raises(MusicgenError, match="^chord_tones: must be >= 0"):
-        SamplingOptions().replace(chord_tones=-1)
+        GenerationRequest(chords="C G", chord_tones=-1)
 
 
 def test_cli_rejects_a_negative_chord_tone_bonus(tiny_checkpoints, tmp_path, capsys):

@@ -23,12 +23,12 @@ from musicgen.evaluate import (
     attention_maps,
     evaluate_music,
     evaluate_nll,
-    make_prompt,
     per_position_nll,
     positional_kernels,
     range_mean,
     seeded_nll,
     segment_means,
+    song_prompt,
     split_by_time,
     true_continuation,
 )
@@ -232,9 +232,9 @@ def test_split_by_time_exact():
     assert len(empty) == 4 and all(len(s) == 0 for s in empty)
 
 
-def test_make_prompt_skips_leading_silence(remi, songs):
+def test_song_prompt_skips_leading_silence(remi, songs):
     ids = [int(i) for i in songs[0]]
-    prompt = make_prompt(remi, ids, bars=2)
+    prompt = song_prompt(remi, ids, 2).ids
     g = remi.grammar()
     assert all(g.advance(t) for t in prompt) and not g.finished()
     assert prompt[0] == remi.bos_id
@@ -246,12 +246,13 @@ def test_make_prompt_skips_leading_silence(remi, songs):
         assert bars == 3 and notes.onset[notes.onset >= BAR_BEATS].size > 0
     else:
         assert bars == 2
-    assert make_prompt(remi, ids[:12], bars=2) is None  # too short
+    with pytest.raises(MusicgenError):
+        song_prompt(remi, ids[:12], 2)  # too short
 
 
 def test_true_continuation_is_what_followed_the_prompt(remi, songs):
     ids = [int(i) for i in songs[0]]
-    prompt = make_prompt(remi, ids, bars=2)
+    prompt = song_prompt(remi, ids, 2).ids
     truth = true_continuation(remi, ids, prompt, max_tokens=400)  # 400 ids after the prompt
     assert truth[: len(prompt)] == prompt and len(truth) == len(prompt) + 400
     body = truth[1:]  # without BOS: a contiguous run of the source
@@ -262,11 +263,11 @@ def test_true_continuation_is_what_followed_the_prompt(remi, songs):
     assert notes.onset[notes.onset >= bars * BAR_BEATS].size > 0
 
 
-def test_make_prompt_groove_drums():
+def test_song_prompt_groove_drums():
     tok = build_tokenizer("groove")
     song = DATA / "groove_drums" / "drummer1" / "eval_session" / "3_soul-groove3_86_beat_4-4.mid"
     ids = tok.encode(song)
-    prompt = make_prompt(tok, ids, bars=2)
+    prompt = song_prompt(tok, ids, 2).ids
     g = tok.grammar()
     assert all(g.advance(t) for t in prompt)
     notes = notes_from_score(tok.decode(prompt))

@@ -12,7 +12,7 @@ import torch
 from paths import DATA
 
 from musicgen.cli import main
-from musicgen.generation.prompt import midi_pairing, only_notes, prompt_from_file
+from musicgen.generation.prompt import load_prompt, midi_pairing, only_notes
 from musicgen.tokenizers import build_tokenizer
 
 SONG = DATA / "pop909" / "001" / "001.mid"
@@ -150,7 +150,7 @@ def test_continue_keeps_the_prompt_at_its_tempo(ckpts, tmp_path, capsys):
         "--save-tokens",
     )
     assert rc == 0
-    prompt = prompt_from_file(tok, DRUMS, 0, 2).ids
+    prompt = load_prompt(tok, DRUMS, prompt_bars=(0, 2)).ids
     song = tok.encode(DRUMS)
     assert prompt == song[: int(tok.bar_starts(np.asarray(song))[2])]
     qpm = symusic.Score(str(DRUMS)).tempos[0].qpm
@@ -193,7 +193,7 @@ def test_continue_keeps_the_prompt_at_its_tempo(ckpts, tmp_path, capsys):
 
 def test_continue_remi_prompt_bars_is_a_valid_prefix(ckpts, tmp_path, capsys):
     tok = build_tokenizer("remi")
-    prompt = prompt_from_file(tok, SONG, 4, 6).ids
+    prompt = load_prompt(tok, SONG, prompt_bars=(4, 6)).ids
     assert prompt[0] == tok.bos_id and prompt[1] == tok.bar_id
     # two prompt bars, then the Bar that opens bar 3: the model can only write from there on
     assert len(tok.bar_starts(np.asarray(prompt))) == 3 and prompt[-1] == tok.bar_id

@@ -23,7 +23,7 @@ from paths import DATA, ROOT
 from musicgen.cli import main
 from musicgen.errors import MusicgenError
 from musicgen.generation.api import load
-from musicgen.generation.prompt import prompt_from_file, prompt_from_seconds
+from musicgen.generation.prompt import load_prompt, prompt_from_seconds
 from musicgen.io import write_score
 from musicgen.tokenizers import build_tokenizer, load_tokenizer
 from musicgen.tokenizers.pedal import fold_pedal
@@ -137,7 +137,7 @@ def test_pedal_held_notes_cross_the_cut(tok):
 def test_a_cut_on_a_bar_line_is_the_prompt_of_bars(tok):
     """120 bpm: 8 s are 4 bars of 2 s; the same ids, notes and lead-in."""
     by_seconds = prompt_from_seconds(tok, EXCERPT, 8.0)
-    by_bars = prompt_from_file(tok, EXCERPT, 0, 4)
+    by_bars = load_prompt(tok, EXCERPT, prompt_bars=(0, 4))
     assert by_seconds.ids == by_bars.ids and by_seconds.lead_in == [tok.bar_id]
     assert by_seconds.end_tick == by_bars.end_tick == 4 * 64
     assert note_set(by_seconds.notes) == note_set(by_bars.notes)
@@ -195,7 +195,7 @@ def test_continue_by_bars_cli(tok, ckpt, tmp_path):
     args = ["continue", "--checkpoint", ckpt, "--prompt", EXCERPT, "--bars", 2, "--out", out]
     done = run_module(*args, "--num", 1, "--max-tokens", 48, "--seed", 5, "--save-tokens")
     assert done.returncode == 0, done.stderr
-    prompt = prompt_from_file(tok, EXCERPT, 0, 2)
+    prompt = load_prompt(tok, EXCERPT, prompt_bars=(0, 2))
     assert prompt.end_tick == 128  # 2 bars = 4 s = 128 steps
     stem = out / f"tiny_remi_expressive_{EXCERPT.stem}_5_0"
     record = json.loads(stem.with_suffix(".json").read_text())

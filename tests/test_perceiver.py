@@ -16,7 +16,6 @@ from musicgen.data.segments import (
     SegmentDataset,
     UniformCropDataset,
     end_range,
-    head_probability,
     make_train_dataset,
     segment,
     uniform_end_range,
@@ -244,6 +243,16 @@ def test_bad_perceiver_settings_are_clear_errors():
 @pytest.fixture(scope="module")
 def train_split(prepared) -> PreparedSplit:
     return PreparedSplit(prepared, "train")
+
+
+def head_probability(length: int, context_len: int, n_queries: int) -> float:
+    """Probability that a uniformly drawn end (`end_range`) gives a window that starts at the
+    song's head: the closed form the segment tests hold the dataset to."""
+    lo, hi = end_range(length, n_queries)
+    if hi < lo:
+        return 0.0
+    heads = max(0, min(hi, context_len + 1) - lo + 1)
+    return heads / (hi - lo + 1)
 
 
 def test_head_probability_is_the_count_of_ends_that_reach_the_head():

@@ -11,7 +11,7 @@ import symusic
 from paths import DATA
 
 import musicgen
-from musicgen.evaluate import make_prompt
+from musicgen.evaluate import song_prompt
 from musicgen.generation.prompt import (
     Prompt,
     encode_song,
@@ -19,7 +19,6 @@ from musicgen.generation.prompt import (
     merge,
     midi_pairing,
     only_notes,
-    prompt_from_file,
     tempo_at_bar,
 )
 
@@ -99,7 +98,7 @@ def test_bars_are_the_first_that_hold_music_with_their_pickup(models, tmp_path):
     head = only_notes(ref, lambda n: n.time < 2 * bar).shift_time(bar)
     assert set(note_set(head)) <= set(note_set(prompt.notes))
     assert len(note_set(prompt.notes)) == len(note_set(head)) + 2
-    assert make_prompt(tok, encode_song(tok, path), 2) == prompt.ids  # one rule
+    assert song_prompt(tok, encode_song(tok, path), 2).ids == prompt.ids  # one rule
     with pytest.raises(musicgen.MusicgenError, match="bars 0:2 hold no notes"):
         model.prompt(path, prompt_bars=(0, 2))  # exact bars from time 0: silent, an error
     assert model.prompt(path, prompt_bars=(2, 5)).ids == prompt.ids
@@ -110,7 +109,7 @@ def test_remi_prompt_is_fed_up_to_the_next_bar(models):
     tok = models["remi"].tokenizer
     ids = encode_song(tok, POP[0])  # the song's annotated chords included, as prompts read it
     starts = tok.bar_starts(np.asarray(ids))
-    prompt = prompt_from_file(tok, POP[0], 1, 3)
+    prompt = load_prompt(tok, POP[0], prompt_bars=(1, 3))
     assert prompt.ids == [tok.bos_id, *ids[starts[1] : starts[3] + 1]]  # ends with bar 4's Bar
     assert prompt.bars == 2 and prompt.offset == starts[1]
 
@@ -182,7 +181,7 @@ def test_continue_and_evaluate_style_feed_the_same_prompt(models):
     tok = models["remi"].tokenizer
     for song in POP:
         ids = encode_song(tok, song)  # as evaluate style reads a prompt song
-        assert make_prompt(tok, ids, 2) == load_prompt(tok, song, bars=2).ids, song.name
+        assert song_prompt(tok, ids, 2).ids == load_prompt(tok, song, bars=2).ids, song.name
 
 
 def test_a_pop909_prompt_reads_its_chord_annotation_like_prepare():

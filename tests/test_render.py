@@ -10,6 +10,7 @@ import matplotlib.image as mpimg
 import numpy as np
 import pytest
 import symusic
+from hostile import read_wav
 from paths import DATA
 
 from musicgen.cli import main
@@ -20,7 +21,6 @@ from musicgen.generation.render import (
     find_fluidsynth,
     find_soundfont,
     pip_soundfont,
-    read_wav,
     render_midi,
     synthesize,
 )

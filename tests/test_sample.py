@@ -13,10 +13,10 @@ from paths import DATA
 
 from musicgen.config import ModelConfig, PerceiverConfig
 from musicgen.errors import Cancelled, MusicgenError
+from musicgen.generation.request import default_options
 from musicgen.generation.sample import (
     SamplingOptions,
     apply_temperature,
-    default_options,
     filter_logits,
     generate,
     invalid_rate,
@@ -140,7 +140,7 @@ def test_paper_defaults():
     assert (groove.temperature, groove.top_p, groove.top_k) == (0.6, 1.0, 0)
     given = default_options("remi", temperature=1, top_p=None, grammar=False)  # None: not given
     assert (given.temperature, given.top_p, given.grammar) == (1.0, 0.9, False)
-    with pytest.raises(MusicgenError, match="^colour: unknown sampling option"):
+    with pytest.raises(MusicgenError, match="^colour: unknown option"):
         default_options("remi", colour=2)
 
 

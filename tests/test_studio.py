@@ -11,7 +11,7 @@ import pytest
 import symusic
 
 from musicgen.cli import main
-from musicgen.errors import MusicgenError
+from musicgen.errors import Cancelled, MusicgenError
 from musicgen.studio import inputs, jobs
 from tests import hostile
 from tests.paths import ROOT
@@ -91,9 +91,9 @@ def test_uploads_are_checked_before_tokenizing(tmp_path):
         (lambda: inputs.whole("bars", 1.5, 1, 64), "bars: must be a whole number, got 1.5"),
         (lambda: inputs.whole("num", "2", 1, 4), "num: must be a whole number, got '2'"),
         # the sampling numbers: the library's own ranges (the CLI's and the API's)
-        (lambda: inputs.sampling(top_p=0), "top_p: must be >= "),
-        (lambda: inputs.sampling(repeat=-1), "repeat: must be >= 0"),
-        (lambda: inputs.sampling(temperature=float("nan")), "temperature: must be a finite"),
+        (lambda: inputs.request(top_p=0), "top_p: must be >= "),
+        (lambda: inputs.request(repeat=-1), "repeat: must be >= 0"),
+        (lambda: inputs.request(temperature=float("nan")), "temperature: must be a finite"),
         (lambda: inputs.random_seed(-2), "seed: must be >= -1"),
         (lambda: inputs.prompt_length("seconds", seconds=0), "seconds: must be >= 0.1"),
     ],
@@ -106,8 +106,9 @@ def test_page_values_out_of_range_name_the_parameter(call, message):
 def test_page_values_in_range_pass():
     assert inputs.whole("bars", 4.0, 1, 64) == 4 and inputs.whole("bars", None, 1, 64) is None
     assert inputs.random_seed(-1) is None and inputs.random_seed(7) == 7
-    given = inputs.sampling(temperature=1.0, top_k=None, top_p=1, repeat=2)
+    given = inputs.given(inputs.request(temperature=1.0, top_k=None, top_p=1, repeat=2))
     assert given == {"temperature": 1.0, "top_p": 1.0, "repeat": 2.0}
+    assert inputs.request(top_k=40.0).top_k == 40  # a number box's whole float
 
 
 def test_each_page_gets_its_own_session(tmp_path):
@@ -189,13 +190,13 @@ class FakeModel:
         self.session, self.stop_at = session, stop_at
         self.calls: list[dict] = []
 
-    def generate_many(self, num, bars=16, *, seed=None, progress=None, cancel=None, **sampling):
-        self.calls.append({"progress": progress, "cancel": cancel, **sampling})
+    def pieces(self, request, *, prompt=None, progress=None, cancel=None):
+        self.calls.append({"progress": progress, "cancel": cancel, **request.sampling()})
         for step in range(4):
             if progress is not None:
                 progress(step + 1, 4)
             if cancel is not None and cancel.is_set():
-                raise jobs.stopped()
+                raise Cancelled("stopped: the job was cancelled")
             if step + 1 == self.stop_at:
                 self.session.stop()  # what the Stop button does, from another request
         return []

@@ -21,7 +21,7 @@ from pathlib import Path
 import pytest
 
 from musicgen.cli import main
-from musicgen.errors import MusicgenError
+from musicgen.errors import Cancelled, MusicgenError
 from musicgen.studio import inputs, jobs
 from tests import hostile
 from tests.paths import ROOT
@@ -65,17 +65,17 @@ class Slow:
     def options(self):
         return self.model.options()
 
-    def generate_many(self, num, bars=1, *, seed=None, progress=None, cancel=None, **kw):
+    def pieces(self, request, *, prompt=None, progress=None, cancel=None):
         with self.lock:
             self.inside += 1
             self.started += 1
             self.most = max(self.most, self.inside)
         try:
-            for _ in range(self.max_steps if bars > 1 else 1):
+            for _ in range(self.max_steps if request.bars > 1 else 1):
                 if cancel is not None and cancel.is_set():
-                    raise jobs.stopped()
+                    raise Cancelled("stopped: the job was cancelled")
                 time.sleep(STEP_S)
-            return self.model.generate_many(1, bars=1, seed=seed, cancel=cancel)
+            return self.model.generate_many(1, bars=1, seed=request.seed, cancel=cancel)
         finally:
             with self.lock:
                 self.inside -= 1
@@ -314,7 +314,7 @@ def test_the_audio_of_a_prompt_at_the_slowest_tempo_is_capped(tmp_path, monkeypa
     model = jobs.ModelCache({LABEL: MODEL}, "cpu").get(LABEL)
     session = jobs.Session(tmp_path / "root")
     [piece] = jobs.run_continue(model, session, LABEL, song, prompt_bars=1, new_bars=1)
-    from musicgen.generation.render import read_wav
+    from hostile import read_wav
 
     frames, rate = read_wav(piece.audio)
     assert len(frames) / rate <= 6.0 + 3.0  # the cap, and the synthesizer's release tail

@@ -211,10 +211,12 @@ def intro(folder: Path, loaded, kind: str) -> str:
 def sampling_text(loaded, source: bool = True) -> str:
     """'T = 1.0, top-p 0.9 (its own, ...)': what generation uses when no option is given;
     `source=False` leaves out where the setting comes from."""
-    from musicgen.generation.sample import default_options
+    import torch
 
-    own = {k: v for k, v in vars(loaded.config.sample).items() if v is not None}
-    o = default_options(loaded.tokenizer.name, own)
+    from musicgen.generation.api import Model
+
+    o = Model(loaded, torch.device("cpu"), "").options()  # the rule generation applies
+    own = any(v is not None for v in vars(loaded.config.sample).values())
     parts = [f"T = {o.temperature:g}"]
     parts += [f"top-k {o.top_k}"] if o.top_k else []
     parts += [f"top-p {o.top_p:g}"] if o.top_p < 1 else []

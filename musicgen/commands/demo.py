@@ -19,7 +19,8 @@ from pathlib import Path
 
 from musicgen.commands.generate import ProgressBar
 from musicgen.errors import MusicgenError
-from musicgen.generation.api import Model, check_arguments, checkpoint_stem, load
+from musicgen.generation.api import GenerationRequest, Model, checkpoint_stem, load
+from musicgen.generation.request import SCRATCH_BARS
 from musicgen.generation.write import write_pieces
 from musicgen.resources import shipped_dir
 
@@ -42,7 +43,12 @@ def register(sub: argparse._SubParsersAction) -> None:
     )
     p.add_argument("--out", default="out/demo", help="output folder (default out/demo)")
     p.add_argument("--seed", type=int, default=1, help="random seed (default 1)")
-    p.add_argument("--bars", type=int, default=16, help="bars per piece from scratch")
+    p.add_argument(
+        "--bars",
+        type=int,
+        default=SCRATCH_BARS,
+        help=f"bars per piece from scratch ({SCRATCH_BARS})",
+    )
     p.add_argument("--max-tokens", type=int, default=768, help="ids per continuation")
     p.add_argument("--device", default="auto")
     p.add_argument(
@@ -109,7 +115,7 @@ def run(args: argparse.Namespace) -> int:
     pop = Path(args.pop)
     if not pop.exists():
         raise MusicgenError(f"{pop}: the bundled pop checkpoint is missing (see checkpoints/)")
-    check_arguments(1, args.bars, args.max_tokens, args.seed)
+    GenerationRequest(bars=args.bars, max_tokens=args.max_tokens, seed=args.seed)
     demo = shipped_dir("demo")
     t0 = time.time()
     command = f"generate --checkpoint {pop} --num 2 --bars {args.bars}"

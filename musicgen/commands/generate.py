@@ -1,8 +1,9 @@
 """`musicgen generate` (pieces from scratch) and `musicgen continue` (a MIDI prompt continued).
 
 Both are thin callers of the Python API (`generation.api.Model.pieces`, the one generation
-path): they parse options, pass None for every option not given (the API applies the defaults,
-`generation.sample.default_options` for sampling), and write the pieces with
+path): their flags are the fields of `generation.request.GenerationRequest` (`add_flags`), the
+request is built (and every value checked) before the model is loaded, the API applies the
+defaults to what was not given, and the pieces are written with
 `generation.write.write_pieces` into `--out`, never overwriting an existing file silently. The
 API's messages name its parameters (`max_tokens: ...`); `musicgen.cli` shows them as flags.
 """
@@ -15,20 +16,11 @@ from pathlib import Path
 from tqdm import tqdm
 
 from musicgen.errors import MusicgenError
-from musicgen.generation.api import (
-    BAR_TOKEN_CAP,
-    CONTINUE_MAX_TOKENS,
-    GENERATE_MAX_TOKENS,
-    Model,
-    check_arguments,
-    checkpoint_stem,
-    load,
-    pick_seed,
-)
+from musicgen.generation.api import Model, checkpoint_stem, load
 from musicgen.generation.prompt import Prompt
+from musicgen.generation.request import GenerationRequest, add_flags, from_args
 from musicgen.generation.sample import invalid_rate
 from musicgen.generation.write import write_pieces
-from musicgen.limits import SAMPLING_RANGES, describe_range
 
 PROMPT_RULE = (
     "the first N bars that hold music (leading silent bars are skipped; a pickup, a first "
@@ -43,15 +35,6 @@ def register(sub: argparse._SubParsersAction) -> None:
         description="Sample pieces from scratch; writes OUT/<checkpoint>_<seed>_<i>.mid. Sampling "
         "defaults are the model's own where its config has them (its card says which), else the "
         "paper's: REMI T=1.2 with top-p 0.9, groove T=0.6.",
-    )
-    length = p.add_mutually_exclusive_group()
-    length.add_argument("--bars", type=int, default=None, help="stop each piece after N bars")
-    length.add_argument(
-        "--max-tokens",
-        type=int,
-        default=None,
-        help=f"the most ids sampled per piece (default {GENERATE_MAX_TOKENS}; with --bars, "
-        f"{BAR_TOKEN_CAP} per bar)",
     )
     _add_common(p)
     p.set_defaults(func=run_generate)
@@ -80,58 +63,29 @@ def register(sub: argparse._SubParsersAction) -> None:
         help="the prompt: its first S seconds (read through its tempo map; cut at the first "
         "grid position at or after S; REMI checkpoints) instead of --bars",
     )
-    c.add_argument("--new-bars", type=int, default=None, help="stop after N bars past the prompt")
-    c.add_argument(
-        "--max-tokens",
-        type=int,
-        default=None,
-        help=f"the most ids sampled after the prompt, per piece (default {CONTINUE_MAX_TOKENS};"
-        f" with --new-bars, {BAR_TOKEN_CAP} per bar)",
-    )
     c.add_argument(
         "--continuation-only",
         action="store_true",
         help="write only the continuation, without the prompt",
     )
-    _add_common(c)
+    _add_common(c, continuation=True)
     c.set_defaults(func=run_continue)
 
 
-def _add_common(p: argparse.ArgumentParser) -> None:
+def _add_common(p: argparse.ArgumentParser, continuation: bool = False) -> None:
     p.add_argument(
         "--checkpoint",
         required=True,
         help="a model folder, a .pt checkpoint, a run folder or a shipped model's name",
     )
     p.add_argument("--out", required=True, help="output folder (created)")
-    p.add_argument("--num", type=int, default=4, help="pieces to write (default 4)")
-    p.add_argument("--temperature", type=float, default=None, help=_range("temperature"))
-    p.add_argument("--top-k", type=int, default=None, help="keep the K likeliest ids (0 = off)")
-    p.add_argument("--top-p", type=float, default=None, help=f"nucleus mass, {_range('top_p')}")
-    p.add_argument(
-        "--repeat",
-        type=float,
-        default=None,
-        help="nats for the id that continues an earlier bar being copied (bar repeats), "
-        + _range("repeat"),
-    )
-    p.add_argument("--seed", type=int, default=None, help="random seed (default: drawn, printed)")
-    p.add_argument(
-        "--min-tokens",
-        type=int,
-        default=None,
-        help="mask the end token until this many ids are sampled (long generations; 0 = off)",
-    )
-    p.add_argument(
-        "--no-grammar", action="store_true", help="do not mask invalid tokens (ablation)"
-    )
+    add_flags(p, continuation)  # the request's: lengths, sampling, seed, batch, chords
     p.add_argument(
         "--save-tokens",
         action="store_true",
         help="also write <name>.json with the ids (see `musicgen export`)",
     )
     p.add_argument("--overwrite", action="store_true", help="replace existing files")
-    p.add_argument("--batch-size", type=int, default=None, help="samples decoded together (8)")
     p.add_argument("--device", default="auto", help="auto | cpu | cuda | cuda:N | mps")
     p.add_argument(
         "--int8",
@@ -139,26 +93,6 @@ def _add_common(p: argparse.ArgumentParser) -> None:
         help="weight-only int8 decoding on the CPU (faster; docs/generation.md, 'Speed')",
     )
     p.add_argument("--render", action="store_true", help="also write a piano roll and audio")
-    p.add_argument(
-        "--chords",
-        default=None,
-        help='force a chord progression at the new bars: "C G Am F" (one chord a bar, '
-        'repeated; "C | G | Am F" for bars of 1, 2 or 4 chords, "xN" repeats a bar), or a '
-        "POP909 chord_midi.txt or a .mid (its detected chords), read at the song's own bars "
-        "(REMI checkpoints; docs/generation.md, 'Chord control')",
-    )
-    p.add_argument(
-        "--chord-tones",
-        type=float,
-        default=None,
-        help="with --chords: nats for the pitches of the chord sounding (default 2), "
-        + _range("chord_tones"),
-    )
-
-
-def _range(name: str) -> str:
-    """An option's range as its help states it, from the one table (`limits.SAMPLING_RANGES`)."""
-    return describe_range(SAMPLING_RANGES[name])
 
 
 # ---------------------------------------------------------------------------------------------
@@ -179,31 +113,14 @@ class ProgressBar:
             self.bar.close()
 
 
-def api_options(args: argparse.Namespace) -> dict:
-    """The API keywords the command line gave (None = not given: the API's default)."""
-    given = {
-        "temperature": args.temperature,
-        "top_k": args.top_k,
-        "top_p": args.top_p,
-        "min_tokens": args.min_tokens,
-        "repeat": args.repeat,
-        "chord_tones": args.chord_tones,
-        "grammar": False if args.no_grammar else None,
-        "max_tokens": args.max_tokens,
-        "batch_size": args.batch_size,
-    }
-    return {k: v for k, v in given.items() if v is not None}
-
-
-def prepare(args: argparse.Namespace, bars: int | None, bars_name: str = "bars") -> Model:
-    """Check every option (before anything is loaded), then load the model."""
-    check_arguments(
-        args.num, bars, seed=args.seed, bars_name=bars_name, chords=args.chords,
-        **api_options(args),
-    )  # fmt: skip
+def prepare(
+    args: argparse.Namespace, continuation: bool = False
+) -> tuple[Model, GenerationRequest]:
+    """The request (every option checked, the seed drawn), then the model."""
+    request = from_args(args, continuation).seeded()
     if Path(args.out).exists() and not Path(args.out).is_dir():
         raise MusicgenError(f"{args.out}: is a file, not a folder (--out)")
-    return load(args.checkpoint, args.device, int8=args.int8)
+    return load(args.checkpoint, args.device, int8=args.int8), request
 
 
 def write_all(args, model: Model, pieces, stem: str) -> list[Path]:
@@ -219,7 +136,7 @@ def write_all(args, model: Model, pieces, stem: str) -> list[Path]:
         render=args.render,
         record={"checkpoint": str(args.checkpoint)},
     )
-    if args.no_grammar:
+    if not args.grammar:
         print(f"invalid token rate (grammar off): {invalid_rate(seen):.4f}")
     return files
 
@@ -230,17 +147,9 @@ def write_all(args, model: Model, pieces, stem: str) -> list[Path]:
 
 def generate_files(args: argparse.Namespace) -> list[Path]:
     """`musicgen generate` as a function: the files it wrote."""
-    model = prepare(args, args.bars)
-    seed = pick_seed(args.seed)
-    print(f"seed {seed}")
-    pieces = model.pieces(
-        args.num,
-        bars=args.bars,
-        seed=seed,
-        progress=ProgressBar(),
-        chords=args.chords,
-        **api_options(args),
-    )
+    model, request = prepare(args)
+    print(f"seed {request.seed}")
+    pieces = model.pieces(request, progress=ProgressBar())
     return write_all(args, model, pieces, checkpoint_stem(model.source))
 
 
@@ -270,21 +179,13 @@ def describe(prompt: Prompt, seconds: float | None) -> str:
 def continue_files(args: argparse.Namespace) -> list[Path]:
     """`musicgen continue` as a function: the files it wrote."""
     prompt_bars = parse_prompt_bars(args.prompt_bars)
-    model = prepare(args, args.new_bars, "new_bars")
+    model, request = prepare(args, continuation=True)
     path = Path(args.prompt)
     prompt = model.prompt(path, args.bars, prompt_bars=prompt_bars, seconds=args.seconds)
-    seed = pick_seed(args.seed)
-    print(f"seed {seed}; prompt: {describe(prompt, args.seconds)} of {path.name} "
+    print(f"seed {request.seed}; prompt: {describe(prompt, args.seconds)} of {path.name} "
           f"({len(prompt.ids)} ids)")  # fmt: skip
     pieces = model.pieces(
-        args.num,
-        prompt=prompt,
-        bars=args.new_bars,
-        seed=seed,
-        only_continuation=args.continuation_only,
-        progress=ProgressBar(),
-        chords=args.chords,
-        **api_options(args),
+        request, prompt=prompt, only_continuation=args.continuation_only, progress=ProgressBar()
     )
     return write_all(args, model, pieces, f"{checkpoint_stem(model.source)}_{path.stem}")
 

@@ -27,15 +27,6 @@ def uniform_end_range(length: int, context_len: int) -> tuple[int, int]:
     return min(context_len + 1, length), length
 
 
-def head_probability(length: int, context_len: int, n_queries: int) -> float:
-    """Probability that a uniformly drawn end gives a window that starts at the song's head."""
-    lo, hi = end_range(length, n_queries)
-    if hi < lo:
-        return 0.0
-    heads = max(0, min(hi, context_len + 1) - lo + 1)
-    return heads / (hi - lo + 1)
-
-
 def segment(
     song: np.ndarray, end: int, context_len: int, n_queries: int, pad_id: int = 0
 ) -> dict[str, torch.Tensor]:

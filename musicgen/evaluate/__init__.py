@@ -39,9 +39,9 @@ from musicgen.evaluate.nll import (
 from musicgen.evaluate.style import (
     N_STYLE_SEGMENTS,
     evaluate_style,
-    make_prompt,
     other_song_baseline,
     segment_similarities,
+    song_prompt,
     split_by_time,
     true_continuation,
 )
@@ -63,7 +63,7 @@ __all__ = [
     "jsonable",
     "kernel_figure",
     "load_eval_songs",
-    "make_prompt",
+    "song_prompt",
     "midi_files",
     "model_label",
     "notes_scored",

@@ -48,14 +48,6 @@ def song_prompt(tokenizer, ids: list[int], bars: int, where: str = "prompt") -> 
     return prompt
 
 
-def make_prompt(tokenizer, ids: list[int], bars: int) -> list[int] | None:
-    """The ids of `song_prompt`; None if the song has no such prompt (too short, no notes)."""
-    try:
-        return song_prompt(tokenizer, ids, bars).ids
-    except MusicgenError:
-        return None
-
-
 def true_continuation(tokenizer, ids: list[int], prompt: list[int], max_tokens: int) -> list[int]:
     """The prompt followed by what really followed it in the source, at most `max_tokens` ids
     (the budget of a sampled continuation): the reference a sampled continuation is compared
@@ -249,10 +241,10 @@ def evaluate_style(
     # One pass over the prompt songs (`_Tally.add`) fills three score sets in step (sampled,
     # true continuation, other-song sources) with one random stream.
     from musicgen.evaluate.plots import plot_style_boxes
-    from musicgen.generation.api import check_arguments, load
+    from musicgen.generation.api import GenerationRequest, load
 
     sampling = {"temperature": temperature, "top_p": top_p}
-    check_arguments(samples, bars, max_tokens, seed, **sampling)
+    GenerationRequest.build(num=samples, bars=bars, max_tokens=max_tokens, seed=seed, **sampling)
     model = load(checkpoint, device)
     files = midi_files(prompts)[:max_prompts]
     generation = {"num": samples, "batch_size": samples, "seed": seed}

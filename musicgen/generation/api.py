@@ -9,10 +9,11 @@
     m.continue_midi("performance.mid", seconds=8, seed=1)   # the first 8 s, then the model
     m.score("song.mid")                                      # -> {"nll_per_token": ..., ...}
 
-`musicgen generate`, `musicgen continue`, `musicgen demo` and `evaluate style` call these same
-functions (all through `Model.pieces`); the commands only parse options, name files and print.
-Arguments are checked here, before anything is loaded or sampled, and errors name the
-parameters (`bars: must be >= 1, got 0`); the commands translate them to their flags.
+`musicgen generate`, `musicgen continue`, `musicgen demo`, `evaluate style` and the studio call
+these same functions (all through `Model.pieces`); the commands only parse options, name files
+and print. The options of a call form one `GenerationRequest`, checked once before anything is
+sampled; errors name the parameters (`bars: must be >= 1, got 0`) and the commands translate
+them to their flags.
 """
 
 from __future__ import annotations
@@ -24,36 +25,26 @@ import numpy as np
 import torch
 
 from musicgen.errors import MusicgenError
-from musicgen.generation.arguments import (
+from musicgen.generation.music import Music, apply_tempo
+from musicgen.generation.prompt import Prompt, continuation_only, encode_song, load_prompt, merge
+from musicgen.generation.request import (
     BAR_TOKEN_CAP,
     CONTINUE_MAX_TOKENS,
     GENERATE_MAX_TOKENS,
-    _check_hooks,
-    check_arguments,
-    max_new_ids,
-    pick_seed,
+    SCRATCH_BARS,
+    GenerationRequest,
 )
-from musicgen.generation.music import Music, apply_tempo
-from musicgen.generation.prompt import Prompt, continuation_only, encode_song, load_prompt, merge
-from musicgen.generation.sample import (
-    Generated,
-    GrammarWrap,
-    Progress,
-    SamplingOptions,
-    default_options,
-    generate,
-)
+from musicgen.generation.sample import Generated, GrammarWrap, Progress, SamplingOptions, generate
 from musicgen.generation.write import checkpoint_stem, write_midi
 
 __all__ = [
     "BAR_TOKEN_CAP",
+    "GenerationRequest",
     "Model",
     "Music",
     "apply_tempo",
-    "check_arguments",
     "checkpoint_stem",
     "load",
-    "pick_seed",
     "write_midi",
 ]
 
@@ -68,9 +59,10 @@ class Model:
         self.source = Path(source)
 
     def options(self, **sampling) -> SamplingOptions:
-        """The sampling defaults for this tokenizer and model (`sample.default_options`, the one
-        place they are kept) with those given replaced (None: not given)."""
-        return default_options(self.tokenizer.name, vars(self.config.sample), **sampling)
+        """The sampling options this model uses with those given (None: not given): the one
+        rule of `GenerationRequest.options` (the paper's per tokenizer, then the model's own)."""
+        request = GenerationRequest.build(**sampling)
+        return request.options(self.tokenizer.name, vars(self.config.sample))
 
     def _fit(self, prompt_len: int, max_new: int) -> int:
         cfg = self.config.model
@@ -88,63 +80,64 @@ class Model:
 
     def pieces(
         self,
-        num: int,
+        request: GenerationRequest | int | None = None,
         *,
         prompt: Prompt | Sequence[Prompt] | None = None,
-        bars: int | None = None,
-        seed: int | None = None,
-        max_tokens: int | None = None,
-        batch_size: int = 8,
         only_continuation: bool = False,
         progress: Progress | None = None,
         cancel=None,
         grammar_wrap: GrammarWrap | None = None,
-        chords=None,
         generator: torch.Generator | None = None,
-        **sampling,
+        **fields,
     ) -> Iterator[Music]:
-        """THE generation path: `num` pieces (from scratch, or continuing `prompt`, or one of
-        `num` prompts each) from one seed, yielded a batch at a time so that a caller can write
-        each before the next starts. `bars`: new bars per piece; `max_tokens`: the most ids
-        sampled after the prompt. Every argument is checked before the first piece. `generator`:
-        one random stream over many calls (`evaluate style`; `seed` is then only recorded).
-        `chords`: a progression forced at the new bars (docs/generation.md, "Chord control")."""
-        prompts = self._prompts(num, prompt, chords)
-        name = "bars" if prompt is None else "new_bars"
-        check_arguments(
-            num, bars, max_tokens, seed, batch_size, bars_name=name, chords=chords, **sampling
-        )
+        """THE generation path: the pieces of `request` (a `GenerationRequest`, or `num` with
+        its fields as keywords: `bars`, `seed`, `temperature`, `chords`, ...) from scratch, or
+        continuing `prompt`, or one of `num` prompts each, from one seed, yielded a batch at a
+        time so that a caller can write each before the next starts. Everything is checked
+        before the first piece. `generator`: one random stream over many calls (`evaluate
+        style`; the seed is then only recorded)."""
+        if not isinstance(request, GenerationRequest):
+            name = "bars" if prompt is None else "new_bars"
+            num = {} if request is None else {"num": request}
+            request = GenerationRequest.build(name, **num, **fields)
+        elif fields:
+            raise MusicgenError(f"{next(iter(fields))}: give it in the request, not beside it")
+        prompts = self._prompts(request.num, prompt, request.chords)
         _check_hooks(progress, cancel, grammar_wrap)
-        default = GENERATE_MAX_TOKENS if prompt is None else CONTINUE_MAX_TOKENS
-        options = self.options(**sampling)
-        if chords is not None:  # the chord control (generation.chords): a grammar_wrap
+        request = request.seeded()
+        options = request.options(self.tokenizer.name, vars(self.config.sample))
+        if request.chords is not None:  # the chord control (generation.chords): a grammar_wrap
             from musicgen.generation.chords import request_wrap
 
-            grammar_wrap = request_wrap(self.tokenizer, chords, prompts[0], options, grammar_wrap)
-        seed = pick_seed(seed)
+            grammar_wrap = request_wrap(
+                self.tokenizer, request.chords, prompts[0], request.tones(), options.grammar,
+                grammar_wrap,
+            )  # fmt: skip
         feeds = [[self.tokenizer.bos_id] if p is None else list(p.ids) for p in prompts]
         longest = max(len(f) for f in feeds)
-        max_new = self._fit(longest, max_new_ids(bars, max_tokens, default, name))
-        gen = generator if generator is not None else self.generator(seed)
-        steps = longest - 1 + max_new  # decoding steps of one batch (at most)
-        starts = range(0, num, batch_size)
+        default = GENERATE_MAX_TOKENS if prompt is None else CONTINUE_MAX_TOKENS
+        max_new = self._fit(longest, request.max_new(default))
+        gen = generator if generator is not None else self.generator(request.seed)
+        return self._batches(request, prompts, feeds, options, max_new, gen,
+                             (progress, cancel, grammar_wrap), only_continuation)  # fmt: skip
 
-        def run() -> Iterator[Music]:
-            for k, first in enumerate(starts):
-                part = slice(first, first + batch_size)
-                done = (
-                    None if progress is None else _offset(progress, k * steps, len(starts) * steps)
-                )
-                results = generate(
-                    self.model, self.tokenizer, feeds[part], options, max_new_tokens=max_new,
-                    bars=bars, generator=gen, progress=done,
-                    first_allowed=[None if p is None else p.first_allowed for p in prompts[part]],
-                    cancel=cancel, grammar_wrap=grammar_wrap,
-                )  # fmt: skip
-                for res, p in zip(results, prompts[part], strict=True):
-                    yield self.music(res, seed, p, only_continuation)
-
-        return run()
+    def _batches(self, request, prompts, feeds, options, max_new, gen, hooks, only_continuation):
+        """The pieces, one batch of `request.batch_size` at a time (`pieces`)."""
+        progress, cancel, grammar_wrap = hooks
+        size = request.batch_size
+        steps = max(len(f) for f in feeds) - 1 + max_new  # decoding steps of one batch (at most)
+        starts = range(0, request.num, size)
+        for k, first in enumerate(starts):
+            part = slice(first, first + size)
+            done = None if progress is None else _offset(progress, k * steps, len(starts) * steps)
+            results = generate(
+                self.model, self.tokenizer, feeds[part], options, max_new_tokens=max_new,
+                bars=request.bars, generator=gen, progress=done,
+                first_allowed=[None if p is None else p.first_allowed for p in prompts[part]],
+                cancel=cancel, grammar_wrap=grammar_wrap,
+            )  # fmt: skip
+            for res, p in zip(results, prompts[part], strict=True):
+                yield self.music(res, request.seed, p, only_continuation)
 
     @staticmethod
     def _prompts(num: int, prompt, chords) -> list[Prompt | None]:
@@ -180,46 +173,14 @@ class Model:
             apply_tempo(score, prompt.tempo)
         return Music(score, ids, prompt_len, res.stop, res.sampled, res.errors, seed)
 
-    def generate(
-        self,
-        bars: int | None = 16,
-        *,
-        seed: int | None = None,
-        max_tokens: int | None = None,
-        progress: Progress | None = None,
-        cancel=None,
-        grammar_wrap: GrammarWrap | None = None,
-        chords=None,
-        **sampling,
-    ) -> Music:
-        """One piece from scratch: `bars` bars (None: until the end token or `max_tokens`)."""
-        return self.generate_many(
-            1, bars, seed=seed, max_tokens=max_tokens, progress=progress, cancel=cancel,
-            grammar_wrap=grammar_wrap, chords=chords, **sampling,
-        )[0]  # fmt: skip
+    def generate(self, bars: int | None = SCRATCH_BARS, **fields) -> Music:
+        """One piece from scratch: `bars` bars (None: until the end token or `max_tokens`);
+        `fields`: the other `GenerationRequest` fields and the hooks of `pieces`."""
+        return self.generate_many(1, bars, **fields)[0]
 
-    def generate_many(
-        self,
-        num: int,
-        bars: int | None = 16,
-        *,
-        seed: int | None = None,
-        max_tokens: int | None = None,
-        batch_size: int = 8,
-        progress: Progress | None = None,
-        cancel=None,
-        grammar_wrap: GrammarWrap | None = None,
-        chords=None,
-        **sampling,
-    ) -> list[Music]:
-        """`num` pieces from scratch from one seed, `batch_size` decoded together."""
-        return list(
-            self.pieces(
-                num, bars=bars, seed=seed, max_tokens=max_tokens, batch_size=batch_size,
-                progress=progress, cancel=cancel, grammar_wrap=grammar_wrap, chords=chords,
-                **sampling,
-            )
-        )  # fmt: skip
+    def generate_many(self, num: int, bars: int | None = SCRATCH_BARS, **fields) -> list[Music]:
+        """`num` pieces from scratch from one seed (`pieces`)."""
+        return list(self.pieces(num, bars=bars, **fields))
 
     def prompt(
         self,
@@ -234,29 +195,9 @@ class Model:
         exactly bars `prompt_bars=(start, end)` from time 0, or the first `seconds`."""
         return load_prompt(self.tokenizer, path, bars, prompt_bars, seconds)
 
-    def continue_midi(
-        self,
-        path: str | Path,
-        bars: int | None = None,
-        *,
-        prompt_bars: tuple[int, int] | None = None,
-        seconds: float | None = None,
-        new_bars: int | None = None,
-        max_tokens: int | None = None,
-        seed: int | None = None,
-        only_continuation: bool = False,
-        progress: Progress | None = None,
-        cancel=None,
-        grammar_wrap: GrammarWrap | None = None,
-        chords=None,
-        **sampling,
-    ) -> Music:
+    def continue_midi(self, path: str | Path, bars: int | None = None, **fields) -> Music:
         """One continuation of a MIDI file (the arguments of `continue_many`)."""
-        return self.continue_many(
-            path, 1, bars, prompt_bars=prompt_bars, seconds=seconds, new_bars=new_bars,
-            max_tokens=max_tokens, seed=seed, only_continuation=only_continuation,
-            progress=progress, cancel=cancel, grammar_wrap=grammar_wrap, chords=chords, **sampling,
-        )[0]  # fmt: skip
+        return self.continue_many(path, 1, bars, **fields)[0]
 
     def continue_many(
         self,
@@ -267,30 +208,22 @@ class Model:
         prompt_bars: tuple[int, int] | None = None,
         seconds: float | None = None,
         new_bars: int | None = None,
-        max_tokens: int | None = None,
-        seed: int | None = None,
         only_continuation: bool = False,
-        batch_size: int = 8,
         progress: Progress | None = None,
         cancel=None,
         grammar_wrap: GrammarWrap | None = None,
-        chords=None,
-        **sampling,
+        **fields,
     ) -> list[Music]:
         """`num` continuations of the prompt `self.prompt(path, bars, prompt_bars=, seconds=)`:
         the prompt, then what the model writes: `new_bars` bars (None: until the end token or
-        `max_tokens`, default 1024 ids)."""
-        check_arguments(  # before the file is read
-            num, new_bars, max_tokens, seed, batch_size, bars_name="new_bars", chords=chords,
-            **sampling,
-        )  # fmt: skip
-        _check_hooks(progress, cancel, grammar_wrap)
+        `max_tokens`, default 1024 ids); `fields`: the other `GenerationRequest` fields."""
+        request = GenerationRequest.build("new_bars", num=num, bars=new_bars, **fields)
+        _check_hooks(progress, cancel, grammar_wrap)  # both before the file is read
         prompt = self.prompt(path, bars, prompt_bars=prompt_bars, seconds=seconds)
         return list(
             self.pieces(
-                num, prompt=prompt, bars=new_bars, seed=seed, max_tokens=max_tokens,
-                batch_size=batch_size, only_continuation=only_continuation, progress=progress,
-                cancel=cancel, grammar_wrap=grammar_wrap, chords=chords, **sampling,
+                request, prompt=prompt, only_continuation=only_continuation, progress=progress,
+                cancel=cancel, grammar_wrap=grammar_wrap,
             )
         )  # fmt: skip
 
@@ -309,6 +242,17 @@ class Model:
             "nll_per_token": total / max(int(counts.sum()), 1),
             "nll_per_note": total / max(int(notes), 1),
         }
+
+
+def _check_hooks(progress, cancel, grammar_wrap) -> None:
+    if progress is not None and not callable(progress):
+        raise MusicgenError(f"progress: must be a function progress(done, total), got {progress!r}")
+    if cancel is not None and not callable(getattr(cancel, "is_set", None)):
+        raise MusicgenError(f"cancel: must have is_set() (a threading.Event), got {cancel!r}")
+    if grammar_wrap is not None and not callable(grammar_wrap):
+        raise MusicgenError(
+            f"grammar_wrap: must be a function (grammar, ids), got {grammar_wrap!r}"
+        )
 
 
 def _offset(progress: Progress, before: int, total: int) -> Progress:

@@ -27,17 +27,14 @@ keeps writing notes outside a forced chord; `CHORD_TONE_NATS`, chosen by measure
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 
 import numpy as np
 
 from musicgen.errors import MusicgenError
+from musicgen.generation.sample import GrammarWrap
 from musicgen.limits import check_option
 from musicgen.tokenizers.base import Grammar, Tokenizer
-from musicgen.tokenizers.chords import (
-    fold_quality,
-)
-from musicgen.tokenizers.remi_grammar import AFTER_POS, IN_POS, RemiTables
 
 __all__ = [
     "ACCEPTED",
@@ -80,7 +77,7 @@ from musicgen.generation.progression import (  # re-exported: the chord control'
     read_chord,
 )
 
-# the default of the sampling option `chord_tones` (CLI `--chord-tones`), measured with
+# the default of `chord_tones` (the request's, CLI `--chord-tones`), measured with
 # scripts/experiments/chord_control.py (docs/generation.md): at 0 the recogniser finds the forced
 # chord's root in 72-76 % of bars, at 2 in 88-90 % (the songs themselves: 85 %), with note time
 # on chord tones near the songs' own 0.90
@@ -95,19 +92,19 @@ def chord_id(tokenizer: Tokenizer, slot: Slot, strict: bool) -> int | None:
     a chord no quality fits (e.g. C5) unless `strict`, where that is an error."""
     if slot.chord is None:
         return None
-    maps = tokenizer._mt.config.chord_maps  # the maps the tokenizer folds annotations onto
-    quality = fold_quality(slot.chord.pitch_classes, maps)
-    tok = tokenizer.tables.chord_to_id.get((slot.chord.root, quality)) if quality else None
+    tok = tokenizer.chord_token(slot.chord.root, slot.chord.pitch_classes)
     if tok is None and strict:
         raise MusicgenError(
             f"chords: '{slot.label}' has no chord token in this model "
-            f"(its qualities: {', '.join(maps)})"
+            f"(its qualities: {', '.join(tokenizer.chord_qualities())})"
         )
     return tok
 
 
 class ChordGrammar(Grammar):
-    """The tokenizer's REMI grammar with a progression's Chord tokens forced (module doc)."""
+    """The tokenizer's grammar with a progression's Chord tokens forced (module doc), through
+    the tokenizer's control interface (`chord_token`, `chord_mask`, `pitch_class_mask`,
+    `bar_start_ids`) and the grammar's (`position`, `place`)."""
 
     def __init__(
         self,
@@ -123,10 +120,8 @@ class ChordGrammar(Grammar):
         self.tone_nats, self._tone_rows = float(tones), {}
         self.carried: frozenset[int] | None = None  # the tones sounding into this bar
         self.bar_tones: list[tuple[int, frozenset[int] | None]] = []  # (position, tones)
-        t = tokenizer.tables
-        self._chords = t.family == RemiTables.CHORD
-        self._tempos = t.family == RemiTables.TEMPO
-        self._positions = t.family == RemiTables.POSITION
+        self._chords = tokenizer.chord_mask()
+        self._bar_ids = frozenset(tokenizer.bar_start_ids())
         self._per_bar = tokenizer.time_tables().positions_per_bar
         self.prog = progression.from_bar(start_bar)
         self.next_bar = 0  # the bar of `self.prog` that the next new bar takes
@@ -134,7 +129,7 @@ class ChordGrammar(Grammar):
         self.pending: list[tuple[int, int]] = []  # (position, chord id) still to write this bar
         self.controlled = False  # inside a bar of the progression
         self._own_errors = 0
-        ends_open = len(prompt_ids) > 0 and int(prompt_ids[-1]) == tokenizer.bar_id
+        ends_open = len(prompt_ids) > 0 and int(prompt_ids[-1]) in self._bar_ids
         if ends_open and force_open_bar:  # the prompt's lead-in opened the first new bar
             self._open_bar()
 
@@ -160,14 +155,13 @@ class ChordGrammar(Grammar):
         inner = self.base.bonus()
         if not self.controlled or self.tone_nats == 0:
             return inner
-        tones, pos = self.carried, max(getattr(self.base, "pos", -1), 0)  # no Position yet: 0
+        tones, pos = self.carried, max(self.base.position, 0)  # no Position yet: 0
         for at, pcs in self.bar_tones:
             tones = pcs if at <= pos else tones
         if tones is None:
             return inner
         if tones not in self._tone_rows:
-            pitch = self.tok.tables.pitch
-            hit = (pitch >= 0) & np.isin(pitch % 12, sorted(tones))
+            hit = self.tok.pitch_class_mask(tones)
             self._tone_rows[tones] = np.where(hit, self.tone_nats, 0.0).astype(np.float32)
         mine = self._tone_rows[tones]
         return mine if inner is None else inner + mine
@@ -180,14 +174,7 @@ class ChordGrammar(Grammar):
         if not self.pending:
             return mask
         at, tok = self.pending[0]
-        state, pos = getattr(self.base, "state", None), getattr(self.base, "pos", -1)
-        if state in (AFTER_POS, IN_POS) and pos == at:  # the chord's position: Tempo, then it
-            mask &= self._tempos if state == AFTER_POS else np.zeros_like(mask)
-            mask[tok] = True
-            return mask
-        mask &= ~(self._positions & (self.tok.tables.position > at))
-        mask[self.tok.bar_id] = mask[self.tok.eos_id] = False
-        return mask
+        return self.base.place(mask, at, tok)
 
     def advance(self, token_id: int) -> bool:
         token_id = int(token_id)
@@ -197,7 +184,7 @@ class ChordGrammar(Grammar):
             self._own_errors += 1
         if not 0 <= token_id < len(self._chords):
             return False
-        if token_id == self.tok.bar_id:
+        if token_id in self._bar_ids:
             self._open_bar()
         elif self.pending and token_id == self.pending[0][1] and self._chords[token_id]:
             self.pending.pop(0)
@@ -208,9 +195,6 @@ class ChordGrammar(Grammar):
 
     def completion(self) -> list[int]:
         return self.base.completion()
-
-
-GrammarWrap = Callable[[Grammar, list[int]], Grammar]
 
 
 def chord_grammar_wrap(
@@ -240,13 +224,21 @@ def chord_grammar_wrap(
     return wrap
 
 
-def request_wrap(tokenizer: Tokenizer, chords, prompt, options, other: GrammarWrap | None = None):
-    """The `chords=` of the generation API as a grammar_wrap (the caller's own `other` wrap, if
-    any, applied over it). A progression given as text starts with the first new bar; one from
-    a file keeps the song's bars: from scratch it starts at its first bar with a chord,
-    continuing a prompt at the song's bar after the prompt. A prompt cut inside a bar
-    (`seconds`) leaves that bar's chord to the model."""
-    if not options.grammar:
+def request_wrap(
+    tokenizer: Tokenizer,
+    chords,
+    prompt,
+    tones: float = CHORD_TONE_NATS,
+    grammar: bool = True,
+    other: GrammarWrap | None = None,
+) -> GrammarWrap:
+    """The `chords=` of a generation request as a grammar_wrap (the caller's own `other` wrap,
+    if any, applied over it); `tones`: the request's chord-tone bonus, `grammar`: whether it
+    masks. A progression given as text starts with the first new bar; one from a file keeps the
+    song's bars: from scratch it starts at its first bar with a chord, continuing a prompt at
+    the song's bar after the prompt. A prompt cut inside a bar (`seconds`) leaves that bar's
+    chord to the model."""
+    if not grammar:
         raise MusicgenError("chords: needs the grammar (grammar=False turns off the masking)")
     prog = load_progression(chords, tokenizer)
     if prog.repeat:
@@ -256,9 +248,7 @@ def request_wrap(tokenizer: Tokenizer, chords, prompt, options, other: GrammarWr
     else:
         start = prompt.first_bar + prompt.bars
     open_bar = prompt is None or prompt.first_allowed is None
-    wrap = chord_grammar_wrap(
-        tokenizer, prog, start, force_open_bar=open_bar, tones=options.chord_tones
-    )
+    wrap = chord_grammar_wrap(tokenizer, prog, start, force_open_bar=open_bar, tones=tones)
     if other is None:
         return wrap
     return lambda grammar, ids: other(wrap(grammar, ids), ids)

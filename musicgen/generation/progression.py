@@ -10,6 +10,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+import numpy as np
+
 from musicgen.errors import MusicgenError
 from musicgen.io import Unreadable, read_regular
 from musicgen.limits import MAX_CHORD_FILE_BYTES, MAX_CHORD_TEXT, MAX_NEW_BARS
@@ -22,7 +24,6 @@ from musicgen.tokenizers.chords import (
     read_chord_file,
     symbol_to_harte,
 )
-from musicgen.tokenizers.remi_grammar import RemiTables
 
 ACCEPTED = (
     "chord symbols (C, Am, G7, Fmaj7, Bdim, Esus4, F#m7b5, C/E), Harte labels (A:min7, "
@@ -303,18 +304,15 @@ def looks_like_file(text: str) -> bool:
 
 
 def chord_events(tokenizer: Tokenizer, ids: Sequence[int]) -> list[tuple[int, int, int]]:
-    """(bar, position, chord id) of every Chord token in a REMI id sequence (bar 0 = first)."""
-    t = tokenizer.tables
-    out, bar, pos = [], -1, 0
-    for tok in ids:
-        fam = t.family[int(tok)]
-        if fam == RemiTables.BAR:
-            bar, pos = bar + 1, 0
-        elif fam == RemiTables.POSITION:
-            pos = int(t.position[int(tok)])
-        elif fam == RemiTables.CHORD:
-            out.append((bar, pos, int(tok)))
-    return out
+    """(bar, position, chord id) of every Chord token in a REMI id sequence (bar 0 = first), read
+    through the tokenizer's musical time (`time_tables`) and its `chord_mask`."""
+    arr = np.asarray(ids, dtype=np.int64)
+    times = tokenizer.time_tables()
+    onsets, per_bar = times.onsets(arr), times.positions_per_bar
+    return [
+        (int(onsets[k] // per_bar), int(onsets[k] % per_bar), int(arr[k]))
+        for k in np.flatnonzero(tokenizer.chord_mask()[arr])
+    ]
 
 
 def chords_unsupported(tokenizer: Tokenizer) -> str | None:
@@ -322,8 +320,8 @@ def chords_unsupported(tokenizer: Tokenizer) -> str | None:
     without chord tokens (groove), or a performance tokenizer (the expressive REMI, pedal
     folded: its bars are 4 beats of the file's tempo, 2-second windows of MAESTRO's 120 bpm
     files, not bars of a score, and its training data hold no annotated chords)."""
-    tables = getattr(tokenizer, "tables", None)
-    if not isinstance(tables, RemiTables) or not tables.chord_to_id:
+    chord_mask = getattr(tokenizer, "chord_mask", None)  # the control interface (REMI)
+    if chord_mask is None or not chord_mask().any():
         return NO_CHORD_TOKENS
     if getattr(tokenizer, "options", {}).get("fold_pedal"):
         return NO_BARS

@@ -351,13 +351,6 @@ def load_prompt(
     return prompt
 
 
-def prompt_from_file(
-    tokenizer: Tokenizer, path: str | Path, start: int = 0, end: int = 2
-) -> Prompt:
-    """Exactly bars start..end-1 of a MIDI file: `load_prompt(prompt_bars=(start, end))`."""
-    return load_prompt(tokenizer, path, prompt_bars=(start, end))
-
-
 DEFAULT_QPM = 120.0  # MIDI's tempo where a file sets none
 PROMPT_QPM = (20.0, 500.0)  # a prompt's tempo: slower would make hours of a few bars
 

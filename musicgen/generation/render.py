@@ -12,16 +12,12 @@ pick another. OGG (Ogg Opus) always comes from `midirenderer`. `render_midi` is 
 from __future__ import annotations
 
 import importlib.util
-import io
 import os
 import shutil
 import subprocess
 import sys
 import tempfile
-import wave
 from pathlib import Path
-
-import numpy as np
 
 from musicgen.errors import MusicgenError
 from musicgen.io import atomic_path, atomic_write_bytes
@@ -216,25 +212,6 @@ def synthesize(
         return None
     atomic_write_bytes(out, _pip_synth(midi, sf2, fmt))  # verified: exactly these bytes
     return out
-
-
-def synthesize_wav(
-    midi: str | Path,
-    wav: str | Path,
-    fluidsynth: str | None = None,
-    soundfont: str | Path | None = None,
-    gain: float = 0.6,
-) -> Path | None:
-    return synthesize(midi, wav, fluidsynth, soundfont, gain)
-
-
-def read_wav(path: str | Path) -> tuple[np.ndarray, int]:
-    """([frames, channels] float32 in [-1, 1], sample rate) of a 16-bit PCM WAV."""
-    with wave.open(io.BytesIO(Path(path).read_bytes())) as w:
-        if w.getsampwidth() != 2:
-            raise MusicgenError(f"{path}: not 16-bit PCM")
-        frames = np.frombuffer(w.readframes(w.getnframes()), dtype="<i2")
-        return frames.reshape(-1, w.getnchannels()).astype(np.float32) / 32768, w.getframerate()
 
 
 def render_midi(

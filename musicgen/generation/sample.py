@@ -13,7 +13,6 @@ import numpy as np
 import torch
 
 from musicgen.errors import Cancelled, MusicgenError, check_int
-from musicgen.generation.chords import CHORD_TONE_NATS
 from musicgen.generation.filters import (  # noqa: F401 (re-exported: the sampler's one import)
     NEG_INF,
     apply_temperature,
@@ -25,25 +24,18 @@ from musicgen.generation.filters import (  # noqa: F401 (re-exported: the sample
     top_p_filter,
 )
 from musicgen.generation.repeat import BarEcho
-from musicgen.limits import SAMPLING_RANGES, check_option  # noqa: F401 (the studio's import)
+from musicgen.limits import SAMPLING_RANGES, check_option
 from musicgen.tokenizers.base import Grammar, Tokenizer
-
-# Sampling settings of the SPE paper's music experiments (Liutkus et al., ICML 2021).
-PAPER_DEFAULTS: dict[str, dict[str, float]] = {
-    "remi": {"temperature": 1.2, "top_k": 0, "top_p": 0.9},
-    "groove": {"temperature": 0.6, "top_k": 0, "top_p": 1.0},
-}
 
 
 @dataclass
 class SamplingOptions:
-    """temperature 0 = greedy; top_k 0 = off; top_p 1 = off; grammar False = no masking;
-    min_tokens: the end token is masked until a sequence has sampled that many ids (with masking
-    on), so a long generation runs several context windows instead of stopping early;
-    repeat: nats added to the id that continues an earlier bar the current bar has copied so
-    far (`generation.repeat`; 0 = off); chord_tones: with a forced chord progression, nats
-    added to the Pitch ids of the chord sounding at the current position (`generation.chords`;
-    0 = the chords are forced, the notes left to the model)."""
+    """What the sampler reads, resolved (the defaults here are plain sampling; a generation's
+    come from `GenerationRequest.options`): temperature 0 = greedy; top_k 0 = off; top_p 1 =
+    off; grammar False = no masking; min_tokens: the end token is masked until a sequence has
+    sampled that many ids (with masking on), so a long generation runs several context windows
+    instead of stopping early; repeat: nats added to the id that continues an earlier bar the
+    current bar has copied so far (`generation.repeat`; 0 = off)."""
 
     temperature: float = 1.0
     top_k: int = 0
@@ -51,43 +43,19 @@ class SamplingOptions:
     grammar: bool = True
     min_tokens: int = 0
     repeat: float = 0.0
-    chord_tones: float = CHORD_TONE_NATS
 
     def validate(self) -> SamplingOptions:
-        """Types and ranges, named as the API's parameters: each number inside its one range
-        (`limits.SAMPLING_RANGES`, shared with the CLI, a model's config and the studio); a bool,
-        a string, NaN or inf is an error, not a silent 1 or an empty distribution."""
-        for name in SAMPLING_RANGES:
+        """Types and ranges of options built by hand (a request's are checked when it is
+        built), named as the API's parameters: each number inside its one range
+        (`limits.SAMPLING_RANGES`); a bool, a string, NaN or inf is an error, not a silent 1 or
+        an empty distribution."""
+        for name in (n for n in SAMPLING_RANGES if hasattr(self, n)):
             if getattr(self, name) is None:
                 raise MusicgenError(f"{name}: must be a number, got None")
             setattr(self, name, check_option(name, getattr(self, name)))
         if not isinstance(self.grammar, bool):
             raise MusicgenError(f"grammar: must be True or False, got {self.grammar!r}")
         return self
-
-    def replace(self, **given) -> SamplingOptions:
-        """A copy with the options given (None: keep this one's); unknown names are an error."""
-        unknown = sorted(set(given) - set(SAMPLING_NAMES))
-        if unknown:
-            raise MusicgenError(
-                f"{unknown[0]}: unknown sampling option (known: {', '.join(SAMPLING_NAMES)})"
-            )
-        kept = {k: v for k, v in given.items() if v is not None}
-        return SamplingOptions(**{**vars(self), **kept}).validate()
-
-
-SAMPLING_NAMES = (
-    "temperature", "top_k", "top_p", "grammar", "min_tokens", "repeat", "chord_tones"
-)  # fmt: skip
-
-
-def default_options(tokenizer_name: str, model: dict | None = None, **given) -> SamplingOptions:
-    """THE sampling defaults: the paper's settings for this tokenizer (plain sampling at T = 1
-    for an unknown one), then the model's own (`model`: its config's `sample` section, chosen by
-    measurement; None values keep the paper's), then the options `given` (None: not given). The
-    API (`generation.api.Model.options`) is the one caller that applies them to a generation."""
-    paper = SamplingOptions(**PAPER_DEFAULTS.get(tokenizer_name, {}))
-    return paper.replace(**(model or {})).replace(**given)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -180,7 +148,6 @@ def generate(
     if not prompts or any(len(p) == 0 for p in prompts):
         raise MusicgenError("generate: every prompt needs at least one id (BOS)")
     check_int("max_tokens", max_new_tokens, 1)
-    options.validate()
     model.eval()
     device = next(model.parameters()).device
     rows = [

@@ -22,6 +22,7 @@ import gradio as gr
 from starlette.middleware import Middleware
 
 from musicgen.errors import SEED_MAX, MusicgenError
+from musicgen.generation.request import SCRATCH_BARS, SPECS
 from musicgen.studio import inputs, jobs
 from musicgen.studio.guard import Guard
 from musicgen.studio.running import JobFlag, in_thread
@@ -142,15 +143,12 @@ class Actions:
         """The card, the chord box and the sampling defaults of the chosen model."""
         model = self.models.get(label)
         chords = jobs.has_chord_tokens(model)
-        d = jobs.sampling_defaults(model)
+        defaults = jobs.sampling_defaults(model)
         tokens = f"{model.tokenizer.name} tokens" + (", chord tokens" if chords else "")
         return (
             self.models.card(label),
             gr.update(visible=chords, interactive=True),
-            d["temperature"],
-            d["top_k"],
-            d["top_p"],
-            d["repeat"],
+            *(defaults[name] for name in inputs.SAMPLING),
             f"**{label}** loaded ({tokens})",
         )
 
@@ -210,9 +208,21 @@ def raw(component):
     return component
 
 
+def _sampling_widget(name: str, value) -> gr.components.Component:
+    """A sampling option's widget: a slider over the request's span for it (inside its range,
+    `request.SPECS`), else a number box."""
+    spec = SPECS[name]
+    label = f"{name.replace('_', '-')} ({spec.range.note})"
+    if spec.widget is None:
+        return gr.Number(value, label=label, precision=0, minimum=spec.range.low)
+    low, high, step = spec.widget
+    return gr.Slider(low, high, value=value, step=step, label=label, elem_id=name.replace("_", "-"))
+
+
 def _controls(models: jobs.ModelCache, default: str) -> SimpleNamespace:
     """The model choice, the sampling fields and the two tabs (inside an open gr.Blocks)."""
     ui = SimpleNamespace()
+    defaults = jobs.page_defaults(models, default)  # the page opens on this model
     gr.Markdown(f"# {TITLE}\n{INTRO}")
     with gr.Row():
         ui.model = gr.Dropdown(list(models.choices), value=default, label="model", scale=1)
@@ -223,14 +233,11 @@ def _controls(models: jobs.ModelCache, default: str) -> SimpleNamespace:
         ui.num = gr.Slider(1, inputs.MAX_NUM, value=1, step=1, label="pieces")
         ui.seed = gr.Number(-1, label="seed (-1: random)", precision=0, minimum=-1,
                         maximum=SEED_MAX, elem_id="seed")  # fmt: skip
-        ui.temperature = gr.Slider(0.0, 2.0, value=1.2, step=0.05, label="temperature")
-        ui.top_k = gr.Number(0, label="top-k (0: off)", precision=0, minimum=0)
-        ui.top_p = gr.Slider(0.05, 1.0, value=0.9, step=0.01, label="top-p (1: off)")
-        ui.repeat = gr.Slider(0.0, 8.0, value=0.0, step=0.5, elem_id="repeat",
-                              label="bar repeats (nats for copying a bar; 0: off)")  # fmt: skip
+        ui.sampling = [_sampling_widget(name, defaults[name]) for name in inputs.SAMPLING]
     with gr.Tabs():
         with gr.Tab("Generate"):
-            ui.bars = gr.Slider(1, inputs.MAX_BARS, value=8, step=1, label="bars", elem_id="bars")
+            ui.bars = gr.Slider(1, inputs.MAX_BARS, value=SCRATCH_BARS, step=1, label="bars",
+                                elem_id="bars")  # fmt: skip
             ui.chords = gr.Textbox(
                 label="chord progression (chord symbols, e.g. C G Am F; '|' between bars)",
                 visible=False,
@@ -256,8 +263,7 @@ def _controls(models: jobs.ModelCache, default: str) -> SimpleNamespace:
             with gr.Row():
                 ui.cont_btn = gr.Button("Continue", variant="primary", elem_id="continue")
                 ui.cont_stop = gr.Button("Stop", variant="stop", elem_id="stop-continue")
-    numbers = (ui.num, ui.seed, ui.temperature, ui.top_k, ui.top_p, ui.repeat, ui.bars,
-               ui.prompt_bars, ui.seconds, ui.new_bars)  # fmt: skip
+    numbers = (ui.num, ui.seed, *ui.sampling, ui.bars, ui.prompt_bars, ui.seconds, ui.new_bars)
     for component in numbers:
         raw(component)
     return ui
@@ -286,10 +292,10 @@ def _wire(page: gr.Blocks, ui: SimpleNamespace, act: Actions) -> None:
     """Events: the two public endpoints in one concurrency group, the rest private."""
     private = {"api_visibility": "private"}
     shown = [ui.session, ui.roll, ui.audio, ui.files, ui.pieces, ui.history, ui.message]
-    model_out = [ui.card, ui.chords, ui.temperature, ui.top_k, ui.top_p, ui.repeat, ui.status]
+    model_out = [ui.card, ui.chords, *ui.sampling, ui.status]
     page.load(_guarded(act.on_model), [ui.model], model_out, **private)
     ui.model.change(_guarded(act.on_model), [ui.model], model_out, **private)
-    sampling = [ui.num, ui.seed, ui.temperature, ui.top_k, ui.top_p, ui.repeat]
+    sampling = [ui.num, ui.seed, *ui.sampling]
     gen = ui.gen_btn.click(
         _guarded(act.generate), [ui.model, ui.bars, *sampling, ui.chords, ui.session], shown,
         api_name="generate", concurrency_id="sampling", show_progress_on=[ui.roll],

@@ -4,21 +4,22 @@ Widgets send floats and None, a file upload is whatever a browser sent: every va
 here with a one-line `MusicgenError` naming the API's parameter (`bars`, `top_p`) or the file,
 and the page shows that line. The sizes (bars, pieces, prompt length) are the page's own,
 tighter than the API's so that one request cannot hold a shared machine for long; the sampling
-numbers and the chord progression go through the library's own checks (one range each, the
-same as the CLI's); uploads are also held to `musicgen.limits`.
+numbers and the chord progression are checked once, by the library's `GenerationRequest` (one
+range each, the same as the CLI's); uploads are also held to `musicgen.limits`.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from pathlib import Path
 
 import symusic
 
 from musicgen import errors
+from musicgen.config import SampleConfig
 from musicgen.errors import SEED_MAX, MusicgenError
-from musicgen.generation.progression import parse_progression
-from musicgen.generation.sample import SamplingOptions
+from musicgen.generation.request import GenerationRequest
 from musicgen.limits import check_score
 
 MAX_UPLOAD_MB = 2.0  # a POP909 song is 20-60 kB; the bundled MAESTRO excerpt 4 kB
@@ -33,6 +34,8 @@ SESSION_MB = 200.0
 SERVER_MB = 2000.0
 SESSION_IDLE_S = 3600  # a page (or API client) idle this long loses its session and files
 MAX_AUDIO_SECONDS = 180.0  # the player's WAV holds at most this much of a piece (the MIDI all)
+# the page's sampling widgets: the options a model's config sets (its defaults fill them)
+SAMPLING = tuple(f.name for f in dataclasses.fields(SampleConfig))
 
 
 def random_seed(value) -> int | None:
@@ -63,28 +66,32 @@ def number(where: str, value, low: float, high: float) -> float | None:
     return errors.check_range(where, float(value), low, high)
 
 
-def sampling(temperature=None, top_k=None, top_p=None, repeat=None) -> dict:
-    """The sampling keywords for the API (None: the model's default), checked by the library's
-    own `SamplingOptions` (one range per option, the same as the CLI's and the API's)."""
-    given = {"temperature": temperature, "top_k": top_k, "top_p": top_p, "repeat": repeat}
-    given = {k: None if v == "" else v for k, v in given.items()}
-    if isinstance(top_k, float) and not isinstance(top_k, bool):  # a page's number box: 40.0
-        given["top_k"] = whole("top_k", top_k, 0, None)
-    checked = SamplingOptions().replace(**given)
-    return {k: getattr(checked, k) for k, v in given.items() if v is not None}
+def request(bars_name: str = "bars", **values) -> GenerationRequest:
+    """The page's values as a `GenerationRequest` (checked there, once; a number box's 40.0 is
+    a whole 40, an empty box is not given)."""
+    values = {k: None if v == "" else v for k, v in values.items()}
+    top_k = values.get("top_k")
+    if isinstance(top_k, float) and not isinstance(top_k, bool):
+        values["top_k"] = whole("top_k", top_k, 0, None)
+    return GenerationRequest.build(bars_name, **values)
 
 
-def check_chords(model, text) -> str:
-    """The page's chord progression: chord symbols only. The API also takes a file path
-    (a .mid or chord_midi.txt), which must not reach the server's files from the page."""
+def given(request: GenerationRequest) -> dict:
+    """The page's sampling values a request holds (what a piece's info records)."""
+    return {k: getattr(request, k) for k in SAMPLING if getattr(request, k) is not None}
+
+
+def check_chords(text) -> str | None:
+    """The page's chord progression: chord symbols only (None: none). The API also takes a file
+    path (a .mid or chord_midi.txt), which must not reach the server's files from the page; the
+    progression itself is read by the request."""
     if text is not None and not isinstance(text, str):
         raise MusicgenError(f"chords: must be text (chord symbols), got {text!r}")
     text = (text or "").strip()
     if not text:
-        return ""
+        return None
     if text.lower().endswith((".mid", ".midi", ".txt")) or "chord_midi" in text.lower():
         raise MusicgenError("chords: give chord symbols (C G Am F); files cannot be named here")
-    parse_progression(text)  # its limits (repeats, length) refuse it before any job starts
     return text
 
 

@@ -20,10 +20,11 @@ import threading
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from musicgen import errors
 from musicgen.errors import MusicgenError
-from musicgen.generation.api import Model, Music, checkpoint_stem, load, pick_seed
+from musicgen.generation.api import Model, Music, checkpoint_stem, load
 from musicgen.generation.render import piano_roll, synthesize
+from musicgen.generation.request import SCRATCH_BARS
+from musicgen.generation.sample import SamplingOptions
 from musicgen.measures.metrics import load_notes, notes_from_score
 from musicgen.resources import resolve_checkpoint, shipped_dir
 from musicgen.studio.inputs import (
@@ -31,13 +32,15 @@ from musicgen.studio.inputs import (
     MAX_BARS,
     MAX_NEW_BARS,
     MAX_NUM,
+    SAMPLING,
     SERVER_MB,
     SESSION_MB,
     check_chords,
     check_upload,
+    given,
     prompt_length,
     random_seed,
-    sampling,
+    request,
     whole,
 )
 
@@ -120,10 +123,19 @@ def has_chord_tokens(model: Model) -> bool:
 
 
 def sampling_defaults(model: Model) -> dict:
-    """temperature, top_k, top_p, repeat that the API uses for this model when none are given."""
+    """The page's sampling values (`inputs.SAMPLING`) that the API uses for this model when
+    none are given."""
     opts = model.options()
-    names = ("temperature", "top_k", "top_p", "repeat")
-    return {k: getattr(opts, k) for k in names}
+    return {k: getattr(opts, k) for k in SAMPLING}
+
+
+def page_defaults(models: ModelCache, label: str) -> dict:
+    """The sampling values a page opens with: the model's (`sampling_defaults`), or plain
+    sampling's where it cannot be loaded (choosing it then shows why)."""
+    try:
+        return sampling_defaults(models.get(label))
+    except MusicgenError:
+        return {k: getattr(SamplingOptions(), k) for k in SAMPLING}
 
 
 # ---------------------------------------------------------------------------------------------
@@ -241,10 +253,6 @@ def check_disk(session: Session, server_mb: float = SERVER_MB) -> None:
         )
 
 
-def stopped() -> MusicgenError:
-    return errors.Cancelled("stopped: the job was cancelled")
-
-
 def render(music: Music, session: Session, kind: str, label: str, info: dict) -> Piece:
     """Write a piece's MIDI, piano roll and audio into the session folder."""
     folder = session.dir()
@@ -271,7 +279,7 @@ def run_generate(
     session: Session,
     model_label: str,
     *,
-    bars=4,
+    bars=SCRATCH_BARS,
     num=1,
     seed=None,
     chords: str = "",
@@ -283,24 +291,26 @@ def run_generate(
     a cancelled or closed request) stops the sampler at its next step."""
     bars = whole("bars", bars, 1, MAX_BARS, required=True)
     num = whole("num", num, 1, MAX_NUM) or 1
-    seed = pick_seed(random_seed(seed))
-    kwargs = sampling(**sampling_given)
-    chords = check_chords(model, chords)
-    if chords:
-        kwargs["chords"] = chords
-    check_disk(session)
-    flag = session.start_job(cancel)
-    try:
-        pieces = model.generate_many(
-            num, bars=bars, seed=seed, progress=progress, cancel=flag, **kwargs
-        )
-    finally:
-        session.end_job(flag)
-    info = {"model": model_label, "bars": bars, "seed": seed, **sampling(**sampling_given)}
+    asked = request(
+        num=num, bars=bars, seed=random_seed(seed), chords=check_chords(chords), **sampling_given
+    ).seeded()
+    pieces = _run(model, session, asked, progress, cancel)
+    seed = asked.seed
+    info = {"model": model_label, "bars": bars, "seed": seed, **given(asked)}
     return [
         render(p, session, "gen", f"{model_label}, seed {seed}, piece {i + 1}, {bars} bars", info)
         for i, p in enumerate(pieces)
     ]
+
+
+def _run(model: Model, session: Session, asked, progress, cancel, prompt=None) -> list[Music]:
+    """The request's pieces (`Model.pieces`) under a stop flag of the session's."""
+    check_disk(session)
+    flag = session.start_job(cancel)
+    try:
+        return list(model.pieces(asked, prompt=prompt, progress=progress, cancel=flag))
+    finally:
+        session.end_job(flag)
 
 
 def run_continue(
@@ -324,23 +334,23 @@ def run_continue(
     length = prompt_length(mode, prompt_bars, seconds)
     new_bars = whole("new_bars", new_bars, 1, MAX_NEW_BARS, required=True)
     num = whole("num", num, 1, MAX_NUM) or 1
-    seed = pick_seed(random_seed(seed))
-    given = sampling(**sampling_given)
-    check_disk(session)
-    flag = session.start_job(cancel)
-    try:
-        pieces = model.continue_many(
-            path, num, **length, new_bars=new_bars, seed=seed, progress=progress, cancel=flag,
-            **given,
-        )  # fmt: skip
-    finally:
-        session.end_job(flag)
+    asked = request(
+        "new_bars", num=num, bars=new_bars, seed=random_seed(seed), **sampling_given
+    ).seeded()
+    prompt = model.prompt(path, **length)
+    pieces = _run(model, session, asked, progress, cancel, prompt)
     what = f"{length['bars']} bars" if "bars" in length else f"{length['seconds']:g} s"
     name = Path(path).name
-    info = {"model": model_label, "prompt": name, **length, "new_bars": new_bars, "seed": seed}
-    label = f"{model_label} continues {what} of {name}, seed {seed}"
+    info = {"model": model_label, "prompt": name, **length, "new_bars": new_bars}
+    label = f"{model_label} continues {what} of {name}, seed {asked.seed}"
     return [
-        render(p, session, "cont", f"{label}, piece {i + 1}", {**info, **given})
+        render(
+            p,
+            session,
+            "cont",
+            f"{label}, piece {i + 1}",
+            {**info, "seed": asked.seed, **given(asked)},
+        )
         for i, p in enumerate(pieces)
     ]
 

@@ -50,6 +50,12 @@ class Grammar(abc.ABC):
         return None
 
     errors: int = 0  # number of ids advanced that were not allowed
+    position: int = -1  # the position in the current bar (-1: none yet), what a control reads
+
+    def place(self, mask: np.ndarray, position: int, token_id: int) -> np.ndarray:
+        """`mask` narrowed so that the event `token_id` comes next at `position` of the current
+        bar (a control's forced event, e.g. a chord); grammars without such events refuse."""
+        raise NotImplementedError(f"{type(self).__name__}: cannot place forced events")
 
 
 @dataclass(frozen=True)

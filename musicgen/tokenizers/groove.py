@@ -44,8 +44,6 @@ from musicgen.tokenizers.groove_notes import (  # noqa: F401  (re-exported)
 )
 from musicgen.tokenizers.options import GrooveOptions, as_dict, options_from, parse_options
 
-DEFAULTS: dict[str, Any] = as_dict(GrooveOptions())  # the fields of `GrooveOptions`
-
 
 class GrooveTokenizer(Tokenizer):
     """MIDI <-> Groove2Groove ids (see the module docstring for roles, bars and tempo)."""

@@ -41,10 +41,6 @@ def note_on(track: int, pitch: int) -> int:
     return NOTE_ON + track * N_PITCHES + pitch
 
 
-def note_off(track: int, pitch: int) -> int:
-    return NOTE_OFF + track * N_PITCHES + pitch
-
-
 def time_shift(ticks: int) -> int:
     """Id of a TimeShift of 1..24 ticks."""
     return TIME_SHIFT + ticks - 1

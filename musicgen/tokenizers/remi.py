@@ -20,14 +20,11 @@ from miditok.constants import SCORE_LOADING_EXCEPTION
 from musicgen.errors import MusicgenError
 from musicgen.limits import check_score
 from musicgen.tokenizers.base import PAD_ID, TimeTables, Tokenizer
-from musicgen.tokenizers.chords import ChordSpan, chord_grid_events, insert_chords
+from musicgen.tokenizers.chords import ChordSpan, chord_grid_events, fold_quality, insert_chords
 from musicgen.tokenizers.options import RemiOptions, as_dict, options_from, parse_options
 from musicgen.tokenizers.pedal import fold_pedal
 from musicgen.tokenizers.remi_grammar import RemiGrammar, RemiTables
 
-# The paper's pop-piano vocabulary, expressed with miditok's options (nearest choices documented
-# in docs/tokenization.md): the fields of `RemiOptions`, which a YAML config may override.
-DEFAULTS: dict[str, Any] = as_dict(RemiOptions())
 SPECIAL_TOKENS = ["PAD", "BOS", "EOS"]  # miditok puts them first, in this order: PAD is id 0
 
 
@@ -228,6 +225,33 @@ class RemiTokenizer(Tokenizer):
             self.bar_id,
             unique_pitches=self.options["merge_duplicates"],
         )
+
+    # --- what a control needs (generation.chords) --------------------------------------------
+
+    def bar_start_ids(self) -> list[int]:
+        """The ids that open a bar."""
+        return [self.bar_id]
+
+    def chord_qualities(self) -> list[str]:
+        """The chord qualities the vocabulary holds (what annotations and forced chords fold
+        onto)."""
+        return list(self._mt.config.chord_maps)
+
+    def chord_token(self, root: int, pitch_classes) -> int | None:
+        """The Chord id of a chord (root, its pitch classes above the root): the quality whose
+        pitch set is the largest subset of the chord's, as for annotations (C:maj6 -> C:maj);
+        None where no quality fits (C5)."""
+        quality = fold_quality(pitch_classes, self._mt.config.chord_maps)
+        return self.tables.chord_to_id.get((int(root), quality)) if quality else None
+
+    def chord_mask(self) -> np.ndarray:
+        """bool[vocab]: the Chord ids."""
+        return self.tables.family == RemiTables.CHORD
+
+    def pitch_class_mask(self, pitch_classes) -> np.ndarray:
+        """bool[vocab]: the Pitch ids whose pitch class is one of `pitch_classes`."""
+        pitch = self.tables.pitch
+        return (pitch >= 0) & np.isin(pitch % 12, sorted(pitch_classes))
 
     # --- musical time -----------------------------------------------------------------------
 

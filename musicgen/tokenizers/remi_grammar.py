@@ -104,6 +104,7 @@ class RemiGrammar(Grammar):
         v = len(t.family)
         one = {i: np.eye(1, v, i, dtype=bool)[0] for i in (bos, eos, bar)}
         positions = t.family == RemiTables.POSITION
+        self._positions, self._tempos = positions, t.family == RemiTables.TEMPO
         events = t.mask(RemiTables.TEMPO, RemiTables.CHORD, RemiTables.PITCH)
         # pos_after[p + 1]: positions strictly after p (p = -1 right after a Bar)
         n_pos = int(t.position.max()) + 1
@@ -124,6 +125,24 @@ class RemiGrammar(Grammar):
         self._fill_vel = int(vel_ids[np.argsort(t.value[vel_ids])[len(vel_ids) // 2]])
         one_beat = dur_ids[np.isclose(t.value[dur_ids], 1.0)]
         self._fill_dur = int(one_beat[0] if len(one_beat) else dur_ids[0])
+
+    @property
+    def position(self) -> int:
+        """The position in the current bar (-1 before its first Position)."""
+        return self.pos
+
+    def place(self, mask: np.ndarray, position: int, token_id: int) -> np.ndarray:
+        """`mask` narrowed so that `token_id`, an event written at the head of a position (a
+        Chord: after the Position and its Tempo, before the notes), comes at `position` of the
+        current bar: there, only a Tempo (right after the Position) or it; before it, no later
+        position, no Bar and no end."""
+        if self.state in (AFTER_POS, IN_POS) and self.pos == position:
+            mask &= self._tempos if self.state == AFTER_POS else np.zeros_like(mask)
+            mask[token_id] = True
+            return mask
+        mask &= ~(self._positions & (self.t.position > position))
+        mask[self.bar] = mask[self.eos] = False
+        return mask
 
     def _key(self) -> tuple[int, int]:
         return (IN_POS, self.pos) if self.state == IN_POS else (self.state, -1)

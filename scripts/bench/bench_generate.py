@@ -25,8 +25,10 @@ sys.path.insert(0, str(ROOT))
 
 from benchlib import bandwidth_gbs, machine, weight_bytes_per_token, write_section  # noqa: E402
 
-from musicgen.config import ModelConfig  # noqa: E402
-from musicgen.generation.sample import SamplingOptions, generate, invalid_rate  # noqa: E402
+from musicgen.checkpoint import Loaded  # noqa: E402
+from musicgen.config import Config, ModelConfig  # noqa: E402
+from musicgen.generation.api import Model  # noqa: E402
+from musicgen.generation.sample import invalid_rate  # noqa: E402
 from musicgen.model import build_model  # noqa: E402
 from musicgen.tokenizers import build_tokenizer  # noqa: E402
 
@@ -132,20 +134,15 @@ def invalid_rates(samples: int, max_tokens: int) -> dict:
             kernel_size=8,
         )
         torch.manual_seed(0)
-        model = build_model(cfg).eval()
+        loaded = Loaded(build_model(cfg).eval(), tok, Config(model=cfg))
+        model = Model(loaded, torch.device("cpu"), name)
+        plain = {"temperature": 1.0, "top_k": 0, "top_p": 1.0}
         row = {}
         for grammar in (False, True):
-            gen = torch.Generator().manual_seed(0)
-            res = []
-            for _ in range(samples // 50):
-                res += generate(
-                    model,
-                    tok,
-                    [[tok.bos_id]] * 50,
-                    SamplingOptions(1.0, 0, 1.0, grammar),
-                    max_new_tokens=max_tokens,
-                    generator=gen,
-                )
+            res = list(
+                model.pieces(samples // 50 * 50, max_tokens=max_tokens, seed=0, batch_size=50,
+                             grammar=grammar, **plain)
+            )  # fmt: skip
             row[grammar] = (invalid_rate(res), sum(r.sampled for r in res))
         out[name] = row
     torch.set_num_threads(threads)

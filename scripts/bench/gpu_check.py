@@ -33,9 +33,9 @@ sys.path.insert(0, str(ROOT / "scripts" / "bench"))
 
 from benchlib import machine, write_section  # noqa: E402
 
+import musicgen  # noqa: E402
 from musicgen.config import load_config  # noqa: E402
 from musicgen.data.prepare import prepare  # noqa: E402
-from musicgen.generation.sample import SamplingOptions, generate  # noqa: E402
 from musicgen.train.log import read_log  # noqa: E402
 from musicgen.train.run import train  # noqa: E402
 
@@ -136,22 +136,16 @@ def agreement(model, device: str, n: int) -> dict:
     return out
 
 
-def generation(model, tokenizer, device: str, tokens: int) -> dict:
+def generation(model: musicgen.Model, device: str, tokens: int) -> dict:
+    """Sampling speed through the API (`Model.pieces`, plain sampling at T = 1), bf16."""
     out = {}
+    plain = {"temperature": 1.0, "top_k": 0, "top_p": 1.0, "repeat": 0.0}
     for batch in (1, 8):
-        gen = torch.Generator(device=device).manual_seed(0)
         with torch.autocast(device, dtype=torch.bfloat16):
             if device == "cuda":
                 torch.cuda.synchronize()
             t0 = time.perf_counter()
-            done = generate(
-                model,
-                tokenizer,
-                [[tokenizer.bos_id]] * batch,
-                SamplingOptions(),
-                tokens,
-                generator=gen,
-            )
+            done = list(model.pieces(batch, max_tokens=tokens, seed=0, batch_size=batch, **plain))
             if device == "cuda":
                 torch.cuda.synchronize()
             seconds = time.perf_counter() - t0
@@ -229,14 +223,12 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         model, tr = training(Path(tmp), device, args.steps, args.train_minutes)
         print(json.dumps({"training": tr}), flush=True)
-        from musicgen.checkpoint import load_checkpoint
-
-        tokenizer = load_checkpoint(Path(tmp) / "run" / "last.pt").tokenizer
+        loaded = musicgen.load(Path(tmp) / "run" / "last.pt", device)
     agree = agreement(model, device, args.agree_len)
     for a in agree.values():
         a["n"] = args.agree_len
     print(json.dumps({"agreement": agree}), flush=True)
-    gen = generation(model, tokenizer, device, args.gen_tokens)
+    gen = generation(loaded, device, args.gen_tokens)
     print(json.dumps({"generation": gen}), flush=True)
     write(args.write, device, args.tests, tr, agree, gen, time.perf_counter() - t0)
     print(f"wrote the '{SECTION[3:]}' section of {args.write}")

@@ -42,7 +42,6 @@ from musicgen.generation.chords import (  # noqa: E402
     progression_from_chord_file,
 )
 from musicgen.generation.prompt import encode_song, load_prompt  # noqa: E402
-from musicgen.generation.sample import generate  # noqa: E402
 from musicgen.measures import form as fm  # noqa: E402
 from musicgen.measures.metrics import notes_from_score  # noqa: E402
 
@@ -174,16 +173,18 @@ def form(score, first_bar: int, bars: int) -> dict[str, float]:
     return out
 
 
-SAMPLING: dict = {}  # --temperature / --top-p / --repeat over the model's defaults
+SAMPLING: dict = {}  # what the result file records: the options used and the tone bonus
+GIVEN: dict = {}  # --temperature / --top-p / --repeat (None: the model's defaults)
 TONES: list = [0.0]  # --tones: the chord-tone bonus of the forced runs (chord_grammar_wrap)
-OPTIONS: list = []  # the loaded model's options (`Model.options`), set in main
 
 
-def sample(model, tok, prompt, n, bars, seed, wrap):
-    gen = torch.Generator().manual_seed(seed)
-    args = (model, tok, [list(prompt)] * n, OPTIONS[0], 512 * bars, bars, gen)
-    res = generate(*args) if wrap is None else generate(*args, grammar_wrap=wrap)
-    return [tok.decode(r.ids) for r in res], res
+def sample(model, prompt, n, bars, seed, wrap):
+    """`n` pieces through the API (`Model.pieces`), each scored as the ids the model wrote."""
+    pieces = list(
+        model.pieces(n, prompt=prompt, bars=bars, seed=seed, batch_size=n, grammar_wrap=wrap,
+                     **GIVEN)
+    )  # fmt: skip
+    return [model.tokenizer.decode(p.ids) for p in pieces], pieces
 
 
 def validation_songs(pop909: Path, count: int) -> list[Path]:
@@ -195,7 +196,8 @@ def validation_songs(pop909: Path, count: int) -> list[Path]:
     return [s for s in songs if (s.parent / "chord_midi.txt").is_file()][:count]
 
 
-def run_song(model, tok, song: Path, samples: int, seed: int) -> dict | None:
+def run_song(model, song: Path, samples: int, seed: int) -> dict | None:
+    tok = model.tokenizer
     ids = encode_song(tok, song)
     prompt = load_prompt(tok, song, PROMPT_BARS, None, None)  # the first 4 bars with music
     first = prompt.first_bar
@@ -214,12 +216,12 @@ def run_song(model, tok, song: Path, samples: int, seed: int) -> dict | None:
     }
     for kind in ("generate", "continue"):
         if kind == "generate":
-            p_ids, bars, skip = [tok.bos_id], BARS, 0
+            given_prompt, bars, skip = None, BARS, 0
         else:
-            p_ids, bars, skip = prompt.ids, BARS - prompt.bars, prompt.bars  # 5 with a pickup
+            given_prompt, bars, skip = prompt, BARS - prompt.bars, prompt.bars  # 5 with a pickup
         forced = chord_grammar_wrap(tok, prog, start_bar=first + skip, tones=TONES[0])
         for mode, wrap in (("free", None), ("forced", forced)):
-            scores, res = sample(model, tok, p_ids, samples, bars, seed, wrap)
+            scores, res = sample(model, given_prompt, samples, bars, seed, wrap)
             row[f"{kind}_{mode}"] = [
                 {
                     "agreement": agreement(given[skip:], recognised(sc, bars, skip, spans[skip:])),
@@ -309,19 +311,19 @@ def main() -> int:
     sys.path.append(a.chorder)  # after the venv: its numpy wins
     import musicgen
 
-    SAMPLING.update({"temperature": a.temperature, "top_p": a.top_p, "repeat": a.repeat})
+    GIVEN.update({"temperature": a.temperature, "top_p": a.top_p, "repeat": a.repeat})
     TONES[0] = a.tones
     torch.set_num_threads(1)
     m = musicgen.load(a.model)
-    OPTIONS.append(m.options(**SAMPLING))
-    SAMPLING.update(temperature=OPTIONS[0].temperature, top_p=OPTIONS[0].top_p, tones=a.tones)
-    SAMPLING.update(repeat=OPTIONS[0].repeat)
+    used = m.options(**GIVEN)
+    SAMPLING.update(temperature=used.temperature, top_p=used.top_p, tones=a.tones)
+    SAMPLING.update(repeat=used.repeat)
     rows, t0 = [], time.time()
     if a.rescore:
         rows = json.loads(Path(a.rescore).read_text())["rows"]
         rescore(m.tokenizer, rows, Path(a.pop909))
     for i, song in enumerate([] if a.rescore else validation_songs(Path(a.pop909), a.songs)):
-        row = run_song(m.model, m.tokenizer, song, a.samples, a.seed + i)
+        row = run_song(m, song, a.samples, a.seed + i)
         if row is not None:
             rows.append(row)
             save(a.out, rows)  # after every song: a stopped run keeps the songs it finished

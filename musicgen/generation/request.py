@@ -1,0 +1,280 @@
+"""One generation request: every option of a call with its default, range and help, in one table.
+
+`GenerationRequest` is what `Model.pieces` runs. Everything that asks for a generation derives
+from its fields: the API's keyword arguments (`GenerationRequest.build`), the flags of `musicgen
+generate` and `continue` (`add_flags`, `from_args`), the studio's widgets (`widget`) and the
+sampling names a model's config may set (`limits.SAMPLING_RANGES`, whose ranges the sampling
+fields use). A value is checked once, when the request is built; the sampler trusts it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import copy
+import dataclasses
+import secrets
+from dataclasses import InitVar, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from musicgen.errors import SEED_MAX, MusicgenError, check_int
+from musicgen.generation.chords import CHORD_TONE_NATS
+from musicgen.generation.progression import (
+    Progression,
+    check_chord_path,
+    looks_like_file,
+    parse_progression,
+)
+from musicgen.generation.sample import SamplingOptions
+from musicgen.limits import (
+    MAX_BATCH,
+    MAX_NEW_BARS,
+    MAX_NEW_TOKENS,
+    SAMPLING_RANGES,
+    Range,
+    check_option,
+    describe_range,
+)
+
+BAR_TOKEN_CAP = 512  # with `bars` and no `max_tokens`: at most this many sampled ids per bar
+GENERATE_MAX_TOKENS = 2048  # from scratch without `bars` or `max_tokens`
+CONTINUE_MAX_TOKENS = 1024  # a continuation without `bars` or `max_tokens`
+SCRATCH_BARS = 16  # bars of a piece from scratch where a caller asks for none (API, studio, demo)
+BATCH_SIZE = 8  # sequences decoded together
+
+# Sampling settings of the SPE paper's music experiments (Liutkus et al., ICML 2021), per
+# tokenizer; a model's config (`sample:`) replaces them where it says something.
+PAPER_DEFAULTS: dict[str, dict[str, float]] = {
+    "remi": {"temperature": 1.2, "top_k": 0, "top_p": 0.9},
+    "groove": {"temperature": 0.6, "top_k": 0, "top_p": 1.0},
+}
+
+
+@dataclass(frozen=True)
+class Spec:
+    """A field's help, range (None: no number) and command-line form. `flag`: its flag where it
+    is not `--name`; `cli_default`: the commands' default where it differs from the API's;
+    `widget`: the studio's slider (low, high, step), inside the range."""
+
+    help: str
+    range: Range | None = None
+    flag: str = ""
+    cli_default: Any = None
+    widget: tuple[float, float, float] | None = None
+
+
+def _field(default, help: str, rng: Range | None = None, **spec) -> Any:
+    return field(default=default, metadata={"spec": Spec(help, rng, **spec)})
+
+
+def _whole(low: int, high: int | None) -> Range:
+    return Range(low, high, integer=True)
+
+
+@dataclass(frozen=True)
+class GenerationRequest:
+    """What to sample: how many pieces, how long, how (None: the model's default), under which
+    control. `bars_name`: what the caller calls `bars` in messages (`new_bars` continuing)."""
+
+    num: int = _field(1, "pieces to write", _whole(1, None), cli_default=4)
+    bars: int | None = _field(None, "stop each piece after N new bars", _whole(1, MAX_NEW_BARS))
+    max_tokens: int | None = _field(
+        None,
+        "the most ids sampled after the prompt, per piece (default {default}; with {bars}, "
+        f"{BAR_TOKEN_CAP} per bar)",
+        _whole(1, MAX_NEW_TOKENS),
+    )
+    seed: int | None = _field(None, "random seed (default: drawn, printed)", _whole(0, SEED_MAX))
+    batch_size: int = _field(
+        BATCH_SIZE, f"pieces decoded together ({BATCH_SIZE})", _whole(1, MAX_BATCH)
+    )
+    temperature: float | None = _field(
+        None, "sampling temperature", SAMPLING_RANGES["temperature"], widget=(0.0, 2.0, 0.05)
+    )
+    top_k: int | None = _field(None, "keep the K likeliest ids", SAMPLING_RANGES["top_k"])
+    top_p: float | None = _field(
+        None, "nucleus mass", SAMPLING_RANGES["top_p"], widget=(0.05, 1.0, 0.01)
+    )
+    repeat: float | None = _field(
+        None,
+        "nats for the id that continues an earlier bar being copied (bar repeats)",
+        SAMPLING_RANGES["repeat"],
+        widget=(0.0, 8.0, 0.5),
+    )
+    min_tokens: int | None = _field(
+        None,
+        "mask the end token until this many ids are sampled (long generations)",
+        SAMPLING_RANGES["min_tokens"],
+    )
+    grammar: bool = _field(True, "do not mask invalid tokens (ablation)", flag="--no-grammar")
+    chords: Any = _field(
+        None,
+        'force a chord progression at the new bars: "C G Am F" (one chord a bar, repeated; '
+        '"C | G | Am F" for bars of 1, 2 or 4 chords, "xN" repeats a bar), or a POP909 '
+        "chord_midi.txt or a .mid (its detected chords), read at the song's own bars (REMI "
+        "checkpoints; docs/generation.md, 'Chord control')",
+    )
+    chord_tones: float | None = _field(
+        None,
+        f"with chords: nats for the pitches of the chord sounding (default {CHORD_TONE_NATS:g})",
+        SAMPLING_RANGES["chord_tones"],
+    )
+    bars_name: InitVar[str] = "bars"
+
+    def __post_init__(self, bars_name: str) -> None:
+        for f in dataclasses.fields(self):
+            value = _check(f.name, getattr(self, f.name), bars_name)
+            object.__setattr__(self, f.name, value)
+        if self.chord_tones is not None and self.chords is None:
+            raise MusicgenError(
+                "chord_tones: has an effect only with chords (a progression); give chords too, "
+                "or leave chord_tones out"
+            )
+
+    @classmethod
+    def build(cls, bars_name: str = "bars", **fields) -> GenerationRequest:
+        """A request from keyword arguments; an unknown name is a one-line error."""
+        unknown = sorted(set(fields) - set(NAMES))
+        if unknown:
+            raise MusicgenError(f"{unknown[0]}: unknown option (known: {', '.join(NAMES)})")
+        return cls(**fields, bars_name=bars_name)
+
+    def seeded(self) -> GenerationRequest:
+        """This request with a seed: its own, or a fresh one (printed and stored, so any piece
+        can be made again; drawn here, so not checked again)."""
+        if self.seed is not None:
+            return self
+        out = copy.copy(self)
+        object.__setattr__(out, "seed", secrets.randbelow(2**31))
+        return out
+
+    def max_new(self, default: int) -> int:
+        """The most ids sampled after the prompt, per piece: `max_tokens`, else `BAR_TOKEN_CAP`
+        per requested bar, else `default`."""
+        if self.max_tokens is not None:
+            return self.max_tokens
+        return min(BAR_TOKEN_CAP * self.bars, MAX_NEW_TOKENS) if self.bars else default
+
+    def sampling(self) -> dict[str, Any]:
+        """The sampler's options this request gives (not None)."""
+        return {k: getattr(self, k) for k in SAMPLER if getattr(self, k) is not None}
+
+    def options(self, tokenizer_name: str, model: dict | None = None) -> SamplingOptions:
+        """THE sampling defaults, resolved: the paper's settings for this tokenizer (plain
+        sampling at T = 1 for an unknown one), then the model's own (`model`: its config's
+        `sample` section, checked when the config was read; None keeps the paper's), then this
+        request's. Nothing is checked again."""
+        values = dict(PAPER_DEFAULTS.get(tokenizer_name, {}))
+        values.update({k: v for k, v in (model or {}).items() if v is not None and k in SAMPLER})
+        values.update(self.sampling())
+        return SamplingOptions(**values)
+
+    def tones(self) -> float:
+        """The chord-tone bonus in nats (`chord_tones`, else its measured default)."""
+        return CHORD_TONE_NATS if self.chord_tones is None else self.chord_tones
+
+
+SPECS: dict[str, Spec] = {f.name: f.metadata["spec"] for f in dataclasses.fields(GenerationRequest)}
+NAMES = tuple(SPECS)
+SAMPLER = tuple(f.name for f in dataclasses.fields(SamplingOptions))  # what the sampler reads
+_REQUIRED = ("num", "batch_size")  # None is not "not given" for these
+
+
+def _check(name: str, value, bars_name: str):
+    """One field's value checked (and normalised: 2 -> 2.0 for a float option)."""
+    where = bars_name if name == "bars" else name
+    if name == "grammar":
+        if not isinstance(value, bool):
+            raise MusicgenError(f"grammar: must be True or False, got {value!r}")
+        return value
+    if name == "chords":
+        return _check_chords(value)
+    rng = SPECS[name].range
+    if name in SAMPLING_RANGES:
+        return check_option(name, value, where)
+    if value is None and name in _REQUIRED:
+        raise MusicgenError(f"{where}: must be >= {rng.low:g}, got None")
+    return check_int(where, value, int(rng.low), rng.high)
+
+
+def _check_chords(chords):
+    """A progression given as text, parsed once here (its repeats and length; the model's
+    vocabulary is checked once it is loaded); a file only for its kind and size (it is read once
+    the model's tokenizer is known)."""
+    if chords is None or isinstance(chords, Progression):
+        return chords
+    if isinstance(chords, Path) or (isinstance(chords, str) and looks_like_file(chords)):
+        check_chord_path(Path(chords))
+        return Path(chords)
+    if isinstance(chords, str) or (
+        isinstance(chords, (list, tuple)) and all(isinstance(x, str) for x in chords)
+    ):
+        return parse_progression(chords)
+    raise MusicgenError("chords: give a string, a list of chord symbols or a file path")
+
+
+def default_options(tokenizer_name: str, model: dict | None = None, **given) -> SamplingOptions:
+    """The sampling options for a tokenizer and a model's `sample` section, with those `given`
+    (None: not given) checked and applied (`GenerationRequest.options`)."""
+    return GenerationRequest.build(**given).options(tokenizer_name, model)
+
+
+# ---------------------------------------------------------------------------------------------
+# the command line and the studio, derived from the fields
+
+
+def flag(name: str) -> str:
+    return SPECS[name].flag or "--" + name.replace("_", "-")
+
+
+def help_text(name: str, **values) -> str:
+    """A field's help with its range (`limits.describe_range`) where it is a sampling number."""
+    spec = SPECS[name]
+    text = spec.help.format(**values) if values else spec.help
+    if name in SAMPLING_RANGES:
+        return f"{text}: {describe_range(spec.range)}"
+    return text
+
+
+def add_flags(parser: argparse.ArgumentParser, continuation: bool = False) -> None:
+    """The request's flags on a command (`--bars` is `--new-bars` continuing; `--bars` and
+    `--max-tokens` exclude each other from scratch). Each flag's value lands under its field's
+    name (`new_bars` for `--new-bars`), None where not given."""
+    length = parser if continuation else parser.add_mutually_exclusive_group()
+    bars = "--new-bars" if continuation else "--bars"
+    length.add_argument(bars, type=int, default=None, help=help_text("bars"))
+    default = CONTINUE_MAX_TOKENS if continuation else GENERATE_MAX_TOKENS
+    length.add_argument(
+        "--max-tokens",
+        type=int,
+        default=None,
+        help=help_text("max_tokens", default=default, bars=bars),
+    )
+    for name in NAMES:
+        spec = SPECS[name]
+        if name in ("bars", "max_tokens"):
+            continue
+        if name == "grammar":
+            parser.add_argument(flag(name), dest=name, action="store_false", help=spec.help)
+            continue
+        kind = float if spec.range is not None and not spec.range.integer else int
+        kind = str if name == "chords" else kind
+        shown = (
+            f"{help_text(name)} (default {spec.cli_default})"
+            if spec.cli_default
+            else help_text(name)
+        )
+        parser.add_argument(flag(name), type=kind, default=spec.cli_default, help=shown)
+
+
+def from_args(args: argparse.Namespace, continuation: bool = False) -> GenerationRequest:
+    """The request a command line gives (every value checked here, before a model is loaded)."""
+    values = {name: getattr(args, name) for name in NAMES if name != "bars"}
+    values["bars"] = args.new_bars if continuation else args.bars
+    given = {k: v for k, v in values.items() if v is not None}  # None: the request's default
+    return GenerationRequest(**given, bars_name="new_bars" if continuation else "bars")
+
+
+def flags() -> dict[str, str]:
+    """Parameter -> flag, for the CLI's messages (`max_tokens: ...` -> `--max-tokens: ...`)."""
+    return {name: flag(name) for name in NAMES} | {"new_bars": "--new-bars"}
