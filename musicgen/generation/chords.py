@@ -1,28 +1,12 @@
 """Chord control: a progression from the user, forced as Chord tokens while the model writes notes.
 
-A `Progression` (read in `generation.progression`, re-exported here) is a list of bars, each
-holding the chords given in it (at a fraction of the bar) and read by the one Harte parser
-(`tokenizers.chords.parse_harte`). It comes from a string of
-chord symbols (`parse_progression("C G Am F")`, repeated over the bars), a POP909 annotation
-(`progression_from_chord_file`, the chords at the bars and positions where the tokenizer puts
-them) or a MIDI file (`progression_from_midi`, the tokenizer's own chord detection).
-
-`chord_grammar_wrap(tokenizer, progression)` returns the `grammar_wrap(grammar, prompt_ids)`
-callable of the generation API (docs/generation.md, "Chord control"). The wrapped grammar writes
-the progression the way the tokenizer writes annotated chords (docs/tokenization.md): a Chord
-token where the chord changes, right after its position's `Position` (and `Tempo`), before the
-notes. In a bar of the progression the wrapper therefore
-- lets no position past a pending chord's come before it, nor a `Bar` or the end (the first
-  position of a bar whose chord starts on its downbeat is `Position_0`);
-- at the chord's position allows only a `Tempo` (right after the Position) and that Chord;
-- forbids every other Chord token: the chord changes only where the progression says, and a
-  bar whose chord repeats the one before gets none (the chord holds, as in the training data);
-  `N` (no chord) ends the chord and writes nothing.
-Everything else is the tokenizer's grammar, so the sampler always has a choice. Bars of the
-prompt are never forced: the progression starts with the first bar written after it.
-Beside the mask, a soft rule (`Grammar.bonus`): in a bar of the progression, `tones` nats for
-every Pitch whose pitch class belongs to the chord sounding at the current position (the model
-keeps writing notes outside a forced chord; `CHORD_TONE_NATS`, chosen by measurement).
+A `Progression` (read in `generation.progression`) is a list of bars with the chords given in
+them. `chord_grammar_wrap(tokenizer, progression)` wraps the tokenizer's grammar so that the
+progression is written the way the training data write annotated chords: a Chord token where
+the chord changes, right after its position, and no other Chord token; everything else stays the
+model's choice, and the prompt's bars are never forced. Beside the mask, a soft rule adds `tones`
+nats to each pitch of the sounding chord (`CHORD_TONE_NATS`, chosen by measurement). The rules in
+full: docs/generation.md, "Chord control".
 """
 
 from __future__ import annotations
