@@ -38,8 +38,8 @@ def read_meta(root: Path) -> list[dict]:
         return list(csv.DictReader(fh))
 
 
-def assert_split_disjoint(rows: list[dict]) -> None:
-    for key in STYLE_KEYS:
+def assert_split_disjoint(rows: list[dict], keys: tuple[str, ...] = STYLE_KEYS) -> None:
+    for key in keys:
         sets = {s: {r[key] for r in rows if r["split"] == s} for s in SPLITS}
         assert not sets["train"] & sets["test"], key
         assert not sets["train"] & sets["validation"], key

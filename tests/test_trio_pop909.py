@@ -15,7 +15,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 import symusic
+import test_trio as trio_tests
 from paths import DATA, SHARED
+from test_trio import files, read_meta
 
 from musicgen.data.trio import SPLITS, drum_pool
 from musicgen.data.trio_pop909 import build_pop909_trio, genre_of, split_drum_genres
@@ -28,25 +30,8 @@ POP909, GROOVE = SOURCES / "pop909", SOURCES / "groove_drums"
 SPLIT_KEYS = ("pop909_id", "drum_file", "drum_style", "drum_genre")
 
 
-def files(root: Path) -> dict[str, bytes]:
-    return {
-        p.relative_to(root).as_posix(): p.read_bytes()
-        for p in sorted(root.rglob("*"))
-        if p.is_file()
-    }
-
-
-def read_meta(root: Path) -> list[dict]:
-    with open(root / "metadata.csv", newline="") as fh:
-        return list(csv.DictReader(fh))
-
-
 def assert_split_disjoint(rows: list[dict]) -> None:
-    for key in SPLIT_KEYS:
-        sets = {s: {r[key] for r in rows if r["split"] == s} for s in SPLITS}
-        assert not sets["train"] & sets["test"], key
-        assert not sets["train"] & sets["validation"], key
-        assert not sets["validation"] & sets["test"], key
+    trio_tests.assert_split_disjoint(rows, SPLIT_KEYS)
 
 
 @pytest.fixture(scope="module")

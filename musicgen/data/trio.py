@@ -274,9 +274,14 @@ def build_trio(
             )
             bar.update(1)
     bar.close()
+    atomic_write_text(out_dir / "metadata.csv", csv_text(rows, META_FIELDS))
+    return rows
+
+
+def csv_text(rows: list[dict], fields: tuple[str, ...]) -> str:
+    """`rows` as CSV text with a header, `\n` line ends (the same bytes on every platform)."""
     buf = io.StringIO()
-    writer = csv.DictWriter(buf, fieldnames=META_FIELDS, lineterminator="\n")
+    writer = csv.DictWriter(buf, fieldnames=fields, lineterminator="\n")
     writer.writeheader()
     writer.writerows(rows)
-    atomic_write_text(out_dir / "metadata.csv", buf.getvalue())
-    return rows
+    return buf.getvalue()

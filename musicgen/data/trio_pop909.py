@@ -21,8 +21,6 @@ depend on which other songs were built.
 
 from __future__ import annotations
 
-import csv
-import io
 import zlib
 from pathlib import Path
 
@@ -39,6 +37,7 @@ from musicgen.data.trio import (
     _midi_bytes,
     _tile,
     beat_chart,
+    csv_text,
     drum_excerpt,
     drum_pool,
 )
@@ -199,14 +198,6 @@ def build_song(
     return _midi_bytes(parts, tempo), meta
 
 
-def _csv_text(rows: list[dict], fields: tuple[str, ...]) -> str:
-    buf = io.StringIO()
-    writer = csv.DictWriter(buf, fieldnames=fields, lineterminator="\n")
-    writer.writeheader()
-    writer.writerows(rows)
-    return buf.getvalue()
-
-
 def build_pop909_trio(
     pop909_dir: str | Path,
     groove_dir: str | Path,
@@ -239,6 +230,6 @@ def build_pop909_trio(
             continue
         atomic_write_bytes(out_dir / split / f"{pid}.mid", data)
         rows.append({"song": f"{split}/{pid}.mid", "split": split, **meta})
-    atomic_write_text(out_dir / "metadata.csv", _csv_text(rows, META_FIELDS))
-    atomic_write_text(out_dir / "skipped.csv", _csv_text(skipped, ("pop909_id", "reason")))
+    atomic_write_text(out_dir / "metadata.csv", csv_text(rows, META_FIELDS))
+    atomic_write_text(out_dir / "skipped.csv", csv_text(skipped, ("pop909_id", "reason")))
     return rows, skipped
