@@ -90,6 +90,7 @@ class DataConfig:
     drop_instrument_p: float = 0.0  # groove: drop each track with this probability
     random_start_bar: bool = True  # crops start at a random bar (else at the song's head)
     start_bar_every: int = 1  # ... whose index in the song is a multiple of this (phrase_bars)
+    start_at_sections: bool = False  # songs with section tokens: crops start where a phrase does
     workers: int = 0  # DataLoader worker processes
 
 

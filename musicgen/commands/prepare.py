@@ -57,6 +57,12 @@ def register(sub: argparse._SubParsersAction) -> None:
         default=MAX_TOKENS,
         help=f"skip songs of more tokens than this (default {MAX_TOKENS})",
     )
+    p.add_argument(
+        "--structure",
+        help="POP909 only: the pop909_structure folder (phrase labels and melody per song); "
+        "with a tokenizer that has section tokens (configs/tokenizer/remi_song.yaml) each "
+        "song is aligned onto its annotated bars and its phrases become tokens",
+    )
     p.set_defaults(func=run)
 
 
@@ -73,6 +79,7 @@ def run(args: argparse.Namespace) -> int:
         args.workers,
         args.max_size_mb,
         limits,
+        args.structure,
     )
     print(
         f"prepared {s['songs']} songs ({s['train']} train, {s['validation']} validation, "

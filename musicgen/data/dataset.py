@@ -149,6 +149,8 @@ class CropDataset(SongDataset):
     With `start_bar_every` k > 1 a crop starts only on bars whose index in the song is a multiple
     of k, so a model's bar-mod-phrase embedding (counted from the crop's first bar) agrees with
     the song's own bar count mod k, as it does when a song is scored or generated from its head.
+    With `start_at_sections` a song that has section tokens starts its crops where a phrase
+    starts (its Section token in the crop, the bar count from the phrase's first bar).
     """
 
     def __init__(
@@ -161,6 +163,7 @@ class CropDataset(SongDataset):
         seed: int = 0,
         num_samples: int | None = None,
         start_bar_every: int = 1,
+        start_at_sections: bool = False,
     ):
         super().__init__(split, transpose, drop_instrument_p, seed, num_samples)
         if crop_len < 1:
@@ -170,6 +173,16 @@ class CropDataset(SongDataset):
         self.crop_len = int(crop_len)
         self.random_start_bar = random_start_bar
         self.start_bar_every = int(start_bar_every)
+        self.start_at_sections = start_at_sections
+
+    def _crop_bars(self, song: np.ndarray) -> np.ndarray:
+        """Where crops of `song` may start: its phrases' bars, or every k-th bar."""
+        bars = self.tokenizer.bar_starts(song)
+        if self.start_at_sections:
+            phrase_bars = [s.bar for s in self.tokenizer.sections(song) if s.bar < len(bars)]
+            if phrase_bars:
+                return bars[phrase_bars]
+        return bars[:: self.start_bar_every]  # bars 0, k, 2k, ...
 
     def __getitem__(self, index: int) -> dict[str, torch.Tensor]:
         rng = self.item_rng(index)
@@ -177,7 +190,7 @@ class CropDataset(SongDataset):
         n_take = self.crop_len + 1  # input and its one-step-shifted target
         start = 0
         if self.random_start_bar:
-            bars = self.tokenizer.bar_starts(song)[:: self.start_bar_every]  # bars 0, k, 2k, ...
+            bars = self._crop_bars(song)
             starts = np.concatenate([[0], bars[bars <= len(song) - n_take]])
             start = int(starts[rng.integers(len(starts))])
         if self.drop_instrument_p > 0:

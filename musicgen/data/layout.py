@@ -151,3 +151,19 @@ def load_arrays(folder: Path, split: str) -> tuple[np.ndarray, np.ndarray]:
             "tokens.npy, never decreasing"
         )
     return tokens, offsets
+
+
+def manifest_forms(path: str | Path, split: str = "train") -> list[str]:
+    """The forms (`i4A8B8o4`) of a prepared dataset's songs in `split`, as `prepare` wrote
+    them in manifest.jsonl (songs with section tokens only)."""
+    import json
+
+    manifest = Path(path) / "manifest.jsonl"
+    if not manifest.is_file():
+        return []
+    forms = []
+    for line in manifest.read_text().splitlines():
+        entry = json.loads(line) if line.strip() else {}
+        if entry.get("split") == split and entry.get("form"):
+            forms.append(entry["form"])
+    return forms

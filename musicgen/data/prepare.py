@@ -87,6 +87,7 @@ class Job:
     max_bytes: int
     limits: Limits = field(default_factory=Limits)
     chords: str = ""  # POP909: the song's chord_midi.txt (its chords replace detected ones)
+    structure: str = ""  # POP909: the song's pop909_structure folder (phrases, melody)
 
 
 @dataclass
@@ -98,6 +99,7 @@ class Result:
     bars: int = 0
     cache: str = ""
     reused: bool = False
+    form: str = ""  # the phrases written as section tokens (`i4A8...`), "" for none
 
 
 def _save_npy(path: Path, arr: np.ndarray) -> None:
@@ -119,7 +121,8 @@ def process_song(job: Job, tok: Tokenizer | None = None) -> Result:
     if not data:
         return Result(job.rel, "empty file")
     digest = hashlib.sha1(data).hexdigest()
-    key = hashlib.sha1(data + b"\0" + chord_text).hexdigest() if job.chords else digest
+    extra = chord_text + b"\0" + _structure_bytes(job.structure)
+    key = hashlib.sha1(data + b"\0" + extra).hexdigest() if extra != b"\0" else digest
     cache = Path(job.cache_dir) / f"{job.fingerprint}-{key}.npy"
     if cache.is_file():
         try:
@@ -149,7 +152,7 @@ def _tokenize(job: Job, tok: Tokenizer, data: bytes, chord_text: bytes) -> list[
         return Result(job.rel, f"corrupt MIDI ({msg})")
     try:
         check_score(score, "score", job.limits)  # before the tokenizer allocates per bar
-        return _encode(tok, score, job.chords, chord_text)
+        return _encode(tok, score, job.chords, chord_text, job.structure)
     except MusicgenError as exc:
         return Result(job.rel, str(exc).removeprefix("score: "))
     except MemoryError:
@@ -172,21 +175,52 @@ def _accepted(
             )
     except MusicgenError as exc:
         return Result(job.rel, str(exc).removeprefix("score: "))
-    return Result(job.rel, "", digest, len(arr), bars, str(cache), reused)
+    form = "".join(f"{s.label}{s.bars}" for s in tok.sections(arr))
+    return Result(job.rel, "", digest, len(arr), bars, str(cache), reused, form)
 
 
-def _encode(tok: Tokenizer, score, chord_path: str, chord_text: bytes) -> list[int]:
-    """Ids of one song; a REMI tokenizer takes its chords from the annotation when there is one."""
-    from musicgen.tokenizers.chords import parse_chord_text
+def _structure_bytes(folder: str) -> bytes:
+    """What of a structure folder the tokens depend on (its form and melody), for the cache."""
+    from musicgen.data.pop909_structure import LABEL_FILES, MELODY_FILE
+
+    if not folder:
+        return b""
+    parts = []
+    for name in (LABEL_FILES[0], MELODY_FILE):
+        try:
+            parts.append(read_regular(str(Path(folder) / name), CHORD_MAX_BYTES))
+        except Unreadable:
+            parts.append(b"")
+    return b"\0".join(parts)
+
+
+def _encode(
+    tok: Tokenizer, score, chord_path: str, chord_text: bytes, structure: str = ""
+) -> list[int]:
+    """Ids of one song; a REMI tokenizer takes its chords from the annotation when there is
+    one, and, with section tokens, its phrases from the structure folder (the score delayed
+    onto the annotation's bars, the chords with it)."""
+    from musicgen.tokenizers.chords import ChordSpan, parse_chord_text
     from musicgen.tokenizers.remi import RemiTokenizer
 
-    if not chord_path or not isinstance(tok, RemiTokenizer):
+    if not isinstance(tok, RemiTokenizer):
         return tok.encode(score)
-    try:
-        text = chord_text.decode("utf-8")
-    except UnicodeDecodeError:
-        raise MusicgenError(f"{chord_path}: not a UTF-8 text file") from None
-    return tok.encode(score, chords=parse_chord_text(text, chord_path))
+    chords = None
+    if chord_path:
+        try:
+            chords = parse_chord_text(chord_text.decode("utf-8"), chord_path)
+        except UnicodeDecodeError:
+            raise MusicgenError(f"{chord_path}: not a UTF-8 text file") from None
+    sections = None
+    if structure and tok.options["sections"]:
+        from musicgen.data.pop909_structure import align_song, delay_seconds
+
+        song = align_song(score, structure)
+        if song.delay and chords:
+            dt = delay_seconds(score, song.delay)
+            chords = [ChordSpan(c.start + dt, c.end + dt, c.label) for c in chords]
+        score, sections = song.score, song.sections
+    return tok.encode(score, chords=chords, sections=sections)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -242,9 +276,12 @@ def prepare(
     workers: int = 1,
     max_size_mb: float = 10.0,
     limits: Limits | None = None,
+    structure: str | Path | None = None,
 ) -> dict:
     """Tokenize every MIDI file under `input_dir` into `output_dir`; returns the summary counts.
-    SIGTERM raises `errors.Terminated` meanwhile (workers ended, nothing half-written)."""
+    `structure`: POP909's pop909_structure folder (a subfolder per song, named as the song's
+    folder), read by tokenizers with section tokens. SIGTERM raises `errors.Terminated`
+    meanwhile (workers ended, nothing half-written)."""
     limits = limits or Limits()
     _check_options(dataset, workers, max_size_mb, limits)
     root = Path(input_dir)
@@ -254,6 +291,8 @@ def prepare(
     if not files:
         raise MusicgenError(f"{root}: no MIDI files (*.mid, *.midi) found")
     tok = _tokenizer(tokenizer, dataset)
+    if structure is not None and not Path(structure).is_dir():
+        raise MusicgenError(f"{structure}: structure folder not found")
     out = Path(output_dir)
     cache_dir = ensure_dir(out / "cache")
     fp = fingerprint(tok)
@@ -267,6 +306,7 @@ def prepare(
             max_bytes,
             limits,
             chord_file(p, dataset),
+            _song_structure(structure, p),
         )
         for p in files
     ]
@@ -289,6 +329,14 @@ def prepare(
         "tokens": sum(r.tokens for r in good),
         **sizes,
     }
+
+
+def _song_structure(structure: str | Path | None, midi: Path) -> str:
+    """The structure folder of a song (named as the folder that holds its MIDI), or ""."""
+    if structure is None:
+        return ""
+    folder = Path(structure) / midi.parent.name
+    return str(folder) if folder.is_dir() else ""
 
 
 def _check_options(dataset: str, workers: int, max_size_mb: float, limits: Limits) -> None:
@@ -333,9 +381,8 @@ def _write_outputs(
     for r in good:
         split = assign_split(r.rel, dataset, official)
         per_split[split].append(np.load(r.cache, allow_pickle=False))
-        manifest.append(
-            {"path": r.rel, "hash": r.hash, "tokens": r.tokens, "bars": r.bars, "split": split}
-        )
+        entry = {"path": r.rel, "hash": r.hash, "tokens": r.tokens, "bars": r.bars}
+        manifest.append({**entry, "split": split, **({"form": r.form} if r.form else {})})
     buf = io.StringIO()
     writer = csv.writer(buf)
     writer.writerow(["path", "reason"])

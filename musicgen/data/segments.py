@@ -119,4 +119,5 @@ def make_train_dataset(cfg, split: PreparedSplit, num_samples: int) -> Dataset:
         seed=cfg.train.seed,
         num_samples=num_samples,
         start_bar_every=cfg.data.start_bar_every,
+        start_at_sections=cfg.data.start_at_sections,
     )

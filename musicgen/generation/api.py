@@ -106,6 +106,8 @@ class Model:
         _check_hooks(progress, cancel, grammar_wrap)
         request = request.seeded()
         options = request.options(self.tokenizer.name, vars(self.config.sample))
+        if request.form is not None:  # the form control (generation.form): phrase tokens
+            request, prompts, grammar_wrap = self._form(request, prompts, grammar_wrap)
         if request.chords is not None:  # the chord control (generation.chords): a grammar_wrap
             from musicgen.generation.chords import request_wrap
 
@@ -120,6 +122,30 @@ class Model:
         gen = generator if generator is not None else self.generator(request.seed)
         return self._batches(request, prompts, feeds, options, max_new, gen,
                              (progress, cancel, grammar_wrap), only_continuation)  # fmt: skip
+
+    def _form(self, request, prompts, grammar_wrap):
+        """The request, prompts and grammar_wrap of a form: its phrases drawn or read, its
+        tokens in each prompt's bars, forced in the new ones, and as many new bars as it has
+        left (where the request gives no `bars`)."""
+        from dataclasses import replace
+
+        from musicgen.generation.form import form_wrap, resolve, total_bars, with_form
+
+        phrases = resolve(request.form, self.source, request.seed)
+        wrap = form_wrap(self.tokenizer, phrases)
+        held = max((p.bars for p in prompts if p is not None), default=0)
+        if request.bars is None:
+            left = total_bars(phrases) - held
+            if left < 1:
+                raise MusicgenError(f"form: its {total_bars(phrases)} bars end inside the prompt")
+            request = request.with_bars(left)
+        prompts = [
+            None if p is None else replace(p, ids=with_form(self.tokenizer, p.ids, phrases))
+            for p in prompts
+        ]
+        if grammar_wrap is None:
+            return request, prompts, wrap
+        return request, prompts, lambda grammar, ids: grammar_wrap(wrap(grammar, ids), ids)
 
     def _batches(self, request, prompts, feeds, options, max_new, gen, hooks, only_continuation):
         """The pieces, one batch of `request.batch_size` at a time (`pieces`)."""

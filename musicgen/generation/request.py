@@ -19,6 +19,7 @@ from typing import Any
 
 from musicgen.errors import SEED_MAX, MusicgenError, check_int
 from musicgen.generation.chords import CHORD_TONE_NATS
+from musicgen.generation.form import read_form_arg
 from musicgen.generation.progression import (
     Progression,
     check_chord_path,
@@ -119,6 +120,12 @@ class GenerationRequest:
         f"with chords: nats for the pitches of the chord sounding (default {CHORD_TONE_NATS:g})",
         SAMPLING_RANGES["chord_tones"],
     )
+    form: Any = _field(
+        None,
+        "force a song form: phrases with a label and a length in bars, e.g. 'i4A8B8A8B8o4' "
+        "(sets the bars), 'auto' (one of the training songs' forms), or a POP909 "
+        "human_label*.txt (models with section tokens; docs/generation.md, 'Form control')",
+    )
     bars_name: InitVar[str] = "bars"
 
     def __post_init__(self, bars_name: str) -> None:
@@ -169,6 +176,12 @@ class GenerationRequest:
         values.update(self.sampling())
         return SamplingOptions(**values)
 
+    def with_bars(self, bars: int | None) -> GenerationRequest:
+        """This request with `bars` (a form's length where the caller gave none)."""
+        out = copy.copy(self)
+        object.__setattr__(out, "bars", bars)
+        return out
+
     def tones(self) -> float:
         """The chord-tone bonus in nats (`chord_tones`, else its measured default)."""
         return CHORD_TONE_NATS if self.chord_tones is None else self.chord_tones
@@ -189,6 +202,8 @@ def _check(name: str, value, bars_name: str):
         return value
     if name == "chords":
         return _check_chords(value)
+    if name == "form":
+        return None if value is None else read_form_arg(value)
     rng = SPECS[name].range
     if name in SAMPLING_RANGES:
         return check_option(name, value, where)
@@ -258,7 +273,7 @@ def add_flags(parser: argparse.ArgumentParser, continuation: bool = False) -> No
             parser.add_argument(flag(name), dest=name, action="store_false", help=spec.help)
             continue
         kind = float if spec.range is not None and not spec.range.integer else int
-        kind = str if name == "chords" else kind
+        kind = str if name in ("chords", "form") else kind
         shown = (
             f"{help_text(name)} (default {spec.cli_default})"
             if spec.cli_default

@@ -149,6 +149,26 @@ class Tokenizer(abc.ABC):
     @abc.abstractmethod
     def grammar(self) -> Grammar: ...
 
+    def seed_ids(self) -> dict[int, int]:
+        """id -> the id whose learned rows a model starts it from when the vocabulary grows
+        (train.init_from from a smaller vocabulary); none by default."""
+        return {}
+
+    def section_mask(self) -> np.ndarray:
+        """bool[vocab]: the ids that write a phrase (none by default)."""
+        return np.zeros(self.vocab_size, dtype=bool)
+
+    def section_ids(self, label: str, bars: int, where: str = "form") -> list[int]:
+        """The ids that open a phrase `label` of `bars` bars (tokenizers with section tokens)."""
+        from musicgen.errors import MusicgenError
+
+        raise MusicgenError(f"{where}: this model has no section tokens (no form control)")
+
+    def sections(self, ids: list[int] | np.ndarray) -> list:
+        """The phrases (tokenizers.form.Section) that `ids` write; none for a tokenizer
+        without section tokens."""
+        return []
+
     @abc.abstractmethod
     def time_tables(self) -> TimeTables:
         """The lookups a model uses to know the bar and the position in the bar of every token."""

@@ -46,6 +46,10 @@ class RemiOptions:
     fold_pedal: bool = False
     # a pitch sounds once per onset: same-position duplicates merge (docs/tokenization.md)
     merge_duplicates: bool = True
+    # the melody as its own voice: MelodyPitch_p tokens for the notes of a track named Melody
+    melody: bool = False
+    # phrases as tokens: Section_<label> SectionBars_<n> after the Bar where a phrase starts
+    sections: bool = False
 
     def check(self) -> RemiOptions:
         from miditok.constants import CHORD_MAPS

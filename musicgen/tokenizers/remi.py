@@ -2,6 +2,10 @@
 
 Every non-drum track is merged into one piano part before tokenizing (POP909's MELODY, BRIDGE and
 PIANO tracks become one stream), time signatures are ignored (every bar is 4/4, 16 positions).
+With `melody: true` the notes of a track named Melody keep their voice as `MelodyPitch_p` tokens
+(in place of `Pitch_p`: no longer sequences) and decode to a Melody track beside the Piano; with
+`sections: true` a phrase's label and length follow the `Bar` where it starts (tokenizers.form).
+Both families are appended after miditok's vocabulary, so the ids of a plain REMI are unchanged.
 The miditok configuration is embedded in `to_dict()`, so a checkpoint alone rebuilds the exact
 vocabulary. See docs/tokenization.md for the vocabulary and where it differs from the paper.
 """
@@ -21,11 +25,13 @@ from musicgen.errors import MusicgenError
 from musicgen.limits import check_score
 from musicgen.tokenizers.base import PAD_ID, TimeTables, Tokenizer
 from musicgen.tokenizers.chords import ChordSpan, chord_grid_events, fold_quality, insert_chords
+from musicgen.tokenizers.form import MAX_SECTION_BARS, SECTION_LABELS, Section
 from musicgen.tokenizers.options import RemiOptions, as_dict, options_from, parse_options
 from musicgen.tokenizers.pedal import fold_pedal
 from musicgen.tokenizers.remi_grammar import RemiGrammar, RemiTables
 
 SPECIAL_TOKENS = ["PAD", "BOS", "EOS"]  # miditok puts them first, in this order: PAD is id 0
+SECTION_FAMILIES = (RemiTables.SECTION, RemiTables.SECTION_BARS)
 
 
 def _miditok_config(opts: dict[str, Any]) -> TokenizerConfig:
@@ -66,6 +72,31 @@ def merge_piano(score: symusic.Score) -> symusic.Score:
     track.notes.sort()
     out.tracks.append(track)
     return out
+
+
+def melody_track(score: symusic.Score) -> symusic.Track | None:
+    """The track named MELODY (POP909) or Melody (musicgen's own files), if any."""
+    for track in score.tracks:
+        if not track.is_drum and track.name.strip().lower() == "melody":
+            return track
+    return None
+
+
+def _only(score: symusic.Score, track: symusic.Track) -> symusic.Score:
+    out = symusic.Score(score.ticks_per_quarter)
+    out.tempos = score.tempos.copy()
+    out.tracks.append(track.copy())
+    return out
+
+
+def extra_names(options: dict[str, Any]) -> list[str]:
+    """The tokens appended after miditok's vocabulary: melody pitches, then section tokens."""
+    low, high = options["pitch_range"]
+    names = [f"MelodyPitch_{p}" for p in range(low, high + 1)] if options["melody"] else []
+    if options["sections"]:
+        names += [f"Section_{label}" for label in SECTION_LABELS]
+        names += [f"SectionBars_{n}" for n in range(1, MAX_SECTION_BARS + 1)]
+    return names
 
 
 def merge_duplicates(ids: list[int], t: RemiTables) -> list[int]:
@@ -110,6 +141,8 @@ class RemiTokenizer(Tokenizer):
         self._names = [""] * len(vocab)
         for tok, i in vocab.items():
             self._names[i] = tok
+        self._names += extra_names(self.options)
+        self._ids = {name: i for i, name in enumerate(self._names)}
         if self._names[PAD_ID] != "PAD_None":
             raise MusicgenError("tokenizer: miditok did not put PAD at id 0")
         self.bos_id = vocab["BOS_None"]
@@ -132,7 +165,7 @@ class RemiTokenizer(Tokenizer):
 
     def token_id(self, name: str) -> int:
         try:
-            return self._mt.vocab[name]
+            return self._ids[name]
         except KeyError:
             raise MusicgenError(f"unknown REMI token '{name}'") from None
 
@@ -158,27 +191,113 @@ class RemiTokenizer(Tokenizer):
         return score
 
     def encode(
-        self, src: str | Path | symusic.Score, chords: list[ChordSpan] | None = None
+        self,
+        src: str | Path | symusic.Score,
+        chords: list[ChordSpan] | None = None,
+        sections: list[Section] | None = None,
     ) -> list[int]:
-        """With `chords` (annotations), their Chord tokens replace miditok's detected ones."""
+        """With `chords` (annotations), their Chord tokens replace miditok's detected ones;
+        with `sections` (the phrases on this score's bars), their tokens follow their bars."""
         where = "score" if isinstance(src, symusic.Score) else str(src)
         score = self.load_score(src)
-        score = merge_piano(fold_pedal(score) if self.options["fold_pedal"] else score)
-        if len(score.tracks[0].notes) == 0:
+        if self.options["fold_pedal"]:
+            score = fold_pedal(score)
+        melody = melody_track(score) if self.options["melody"] else None
+        merged = merge_piano(score)
+        if len(merged.tracks[0].notes) == 0:
             raise MusicgenError(f"{where}: no notes (outside drum tracks)")
+        ids = [self.bos_id, *self._miditok_ids(merged, where), self.eos_id]
+        if self.options["merge_duplicates"]:
+            ids = merge_duplicates(ids, self.tables)
+        if melody is not None and len(melody.notes):
+            ids = self._mark_melody(ids, self._miditok_ids(_only(merged, melody), where))
+        if chords is not None:
+            ids = self._annotated_chords(ids, merged, chords)
+        if sections:
+            ids = self.insert_sections(ids, sections, where)
+        if not np.any(self.tables.family[np.asarray(ids)] == RemiTables.PITCH):
+            raise MusicgenError(f"{where}: no notes inside the piano range")
+        return ids
+
+    def _miditok_ids(self, score: symusic.Score, where: str) -> list[int]:
         try:
             seqs = self._mt.encode(score)
         except (ValueError, IndexError, RuntimeError) as exc:
             raise MusicgenError(f"{where}: cannot tokenize ({exc})") from None
-        seq = seqs[0] if isinstance(seqs, list) else seqs
-        ids = [self.bos_id, *seq.ids, self.eos_id]
-        if self.options["merge_duplicates"]:
-            ids = merge_duplicates(ids, self.tables)
-        if chords is not None:
-            ids = self._annotated_chords(ids, score, chords)
-        if not np.any(self.tables.family[np.asarray(ids)] == RemiTables.PITCH):
-            raise MusicgenError(f"{where}: no notes inside the piano range")
-        return ids
+        return list((seqs[0] if isinstance(seqs, list) else seqs).ids)
+
+    def _note_keys(self, ids: list[int]) -> list[tuple[int, int, int]]:
+        """(bar, position, pitch) of each Pitch token, in order."""
+        t, bar, pos, keys = self.tables, -1, 0, []
+        for i in ids:
+            fam = t.family[i]
+            if fam == RemiTables.BAR:
+                bar, pos = bar + 1, 0
+            elif fam == RemiTables.POSITION:
+                pos = int(t.position[i])
+            elif fam == RemiTables.PITCH:
+                keys.append((bar, pos, int(t.pitch[i])))
+        return keys
+
+    def _mark_melody(self, ids: list[int], melody_ids: list[int]) -> list[int]:
+        """Pitch tokens of notes the melody track plays (same bar, position and pitch, as
+        miditok quantised both) become MelodyPitch tokens."""
+        melody = set(self._note_keys(melody_ids))
+        keys = iter(self._note_keys(ids))
+        t, out = self.tables, list(ids)
+        for k, i in enumerate(ids):
+            if t.family[i] == RemiTables.PITCH and next(keys) in melody:
+                out[k] = t.melody_to_id[int(t.pitch[i])]
+        return out
+
+    def section_ids(self, label: str, bars: int, where: str = "form") -> list[int]:
+        """The ids that open a phrase: Section_<label> SectionBars_<bars> (longer phrases are
+        written as the longest length the vocabulary has)."""
+        t = self.tables
+        if not t.section_to_id:
+            raise MusicgenError(f"{where}: this model has no section tokens (no form control)")
+        if label not in t.section_to_id:
+            raise MusicgenError(
+                f"{where}: unknown phrase label '{label}' (known: {' '.join(SECTION_LABELS)})"
+            )
+        return [
+            t.section_to_id[label],
+            t.section_bars_to_id[min(max(int(bars), 1), MAX_SECTION_BARS)],
+        ]
+
+    def section_mask(self) -> np.ndarray:
+        """bool[vocab]: the ids of phrase tokens (Section and SectionBars)."""
+        return np.isin(self.tables.family, SECTION_FAMILIES)
+
+    def insert_sections(
+        self, ids: list[int], sections: list[Section], where: str = "form"
+    ) -> list[int]:
+        """Section_<label> SectionBars_<n> after the Bar token of each section's first bar."""
+        at = {int(s.bar): self.section_ids(s.label, s.bars, where) for s in sections}
+        out, bar = [], -1
+        for i in ids:
+            out.append(i)
+            if i == self.bar_id:
+                bar += 1
+                out += at.get(bar, [])
+        return out
+
+    def seed_ids(self) -> dict[int, int]:
+        """A melody pitch starts from its accompaniment pitch."""
+        return {i: int(self.tables.twin[i]) for i in np.flatnonzero(self.tables.melody)}
+
+    def sections(self, ids: list[int] | np.ndarray) -> list[Section]:
+        """The phrases written in `ids` (bar counted from the first Bar)."""
+        t, bar, out = self.tables, -1, []
+        arr = [int(i) for i in np.asarray(ids).reshape(-1)]
+        for k, i in enumerate(arr):
+            if i == self.bar_id:
+                bar += 1
+            elif t.family[i] == RemiTables.SECTION and k + 1 < len(arr):
+                n = arr[k + 1]
+                if t.family[n] == RemiTables.SECTION_BARS:
+                    out.append(Section(bar, t.label[i], int(t.value[n])))
+        return out
 
     def _annotated_chords(
         self, ids: list[int], score: symusic.Score, chords: list[ChordSpan]
@@ -190,11 +309,33 @@ class RemiTokenizer(Tokenizer):
         return insert_chords(ids, events, self.tables, self.bar_id)
 
     def decode(self, ids: list[int] | np.ndarray) -> symusic.Score:
+        """A Piano track; with melody notes in `ids`, a Melody track first."""
+        t = self.tables
         arr = np.asarray(ids, dtype=np.int64).reshape(-1)
         arr = arr[(arr >= 0) & (arr < self.vocab_size)]
-        arr = arr[self.tables.family[arr] != RemiTables.SPECIAL]
-        score = self._mt.decode([TokSequence(ids=arr.tolist())])
+        arr = arr[~np.isin(t.family[arr], (RemiTables.SPECIAL, *SECTION_FAMILIES))]
+        in_melody = self._note_members(arr, t.melody[arr])
+        if not in_melody.any():
+            return self._mt.decode([TokSequence(ids=arr.tolist())])
+        in_piano = self._note_members(arr, (t.family[arr] == RemiTables.PITCH) & ~t.melody[arr])
+        score = self._mt.decode([TokSequence(ids=arr[~in_melody].tolist())])
+        sung = self._mt.decode([TokSequence(ids=t.twin[arr[~in_piano]].tolist())])
+        for track in score.tracks:
+            track.name = "Piano"
+        melody = sung.tracks[0]
+        melody.name = "Melody"
+        score.tracks.insert(0, melody)
         return score
+
+    def _note_members(self, arr: np.ndarray, starts: np.ndarray) -> np.ndarray:
+        """bool per id: a note start in `starts`, or the Velocity/Duration that follow it."""
+        fam = self.tables.family[arr]
+        member = starts.copy()
+        vel = np.zeros_like(member)
+        vel[1:] = member[:-1] & (fam[1:] == RemiTables.VELOCITY)
+        dur = np.zeros_like(member)
+        dur[1:] = vel[:-1] & (fam[1:] == RemiTables.DURATION)
+        return member | vel | dur
 
     # --- sequence operations ----------------------------------------------------------------
 
@@ -205,7 +346,8 @@ class RemiTokenizer(Tokenizer):
         table = np.arange(self.vocab_size, dtype=np.int64)
         pitch_ids = np.flatnonzero(t.family == RemiTables.PITCH)
         for i in pitch_ids:
-            table[i] = t.pitch_to_id.get(int(t.pitch[i]) + k, -1)
+            voice = t.melody_to_id if t.melody[i] else t.pitch_to_id
+            table[i] = voice.get(int(t.pitch[i]) + k, -1)
         for i in np.flatnonzero(t.family == RemiTables.CHORD):
             root, quality = t.chord[i]
             table[i] = t.chord_to_id[((root + k) % 12, quality)]

@@ -3,8 +3,9 @@
 Order: BOS, then bars; a bar is `Bar` followed by positions strictly increasing inside it; after a
 `Position` come Tempo, Chord or note events; a note is the triple Pitch, Velocity, Duration
 (miditok's order) and must be complete before anything else; a pitch sounds at most once per
-position (`unique_pitches`, the tokenizer's `merge_duplicates`); EOS ends the sequence (allowed
-after a bar, a position or a complete event).
+position (`unique_pitches`, the tokenizer's `merge_duplicates`), as melody or as accompaniment;
+a phrase's `Section` label and its `SectionBars` length come right after its `Bar`, before the
+bar's first position; EOS ends the sequence (allowed after a bar, a position or a complete event).
 """
 
 from __future__ import annotations
@@ -31,14 +32,22 @@ class RemiTables:
     VELOCITY = 6
     DURATION = 7
     OTHER = 8
+    SECTION = 9  # a phrase's label (Section_A)
+    SECTION_BARS = 10  # its length in bars (SectionBars_8)
 
     family: np.ndarray  # (V,) int8: one of the constants above
     pitch: np.ndarray  # (V,) MIDI pitch of Pitch tokens, -1 elsewhere
     position: np.ndarray  # (V,) position index of Position tokens, -1 elsewhere
     value: np.ndarray  # (V,) numeric value of Velocity / Duration (beats) / Tempo tokens
+    melody: np.ndarray  # (V,) bool: a melody Pitch (MelodyPitch_p; family PITCH)
+    twin: np.ndarray  # (V,) the same pitch in the other voice (itself where there is none)
     chord: dict[int, tuple[int, str]] = field(default_factory=dict)  # id -> (root, quality)
-    pitch_to_id: dict[int, int] = field(default_factory=dict)
+    pitch_to_id: dict[int, int] = field(default_factory=dict)  # accompaniment pitches
+    melody_to_id: dict[int, int] = field(default_factory=dict)  # melody pitches
     chord_to_id: dict[tuple[int, str], int] = field(default_factory=dict)
+    section_to_id: dict[str, int] = field(default_factory=dict)
+    section_bars_to_id: dict[int, int] = field(default_factory=dict)
+    label: dict[int, str] = field(default_factory=dict)  # Section id -> its label
 
     @classmethod
     def build(cls, names: list[str]) -> RemiTables:
@@ -53,6 +62,9 @@ class RemiTables:
             "Pitch": cls.PITCH,
             "Velocity": cls.VELOCITY,
             "Duration": cls.DURATION,
+            "MelodyPitch": cls.PITCH,
+            "Section": cls.SECTION,
+            "SectionBars": cls.SECTION_BARS,
         }
         n = len(names)
         t = cls(
@@ -60,6 +72,8 @@ class RemiTables:
             pitch=np.full(n, -1, dtype=np.int64),
             position=np.full(n, -1, dtype=np.int64),
             value=np.zeros(n, dtype=np.float64),
+            melody=np.zeros(n, dtype=bool),
+            twin=np.arange(n, dtype=np.int64),
         )
         for i, name in enumerate(names):
             kind, _, arg = name.partition("_")
@@ -67,7 +81,14 @@ class RemiTables:
             t.family[i] = fam
             if fam == cls.PITCH:
                 t.pitch[i] = int(arg)
-                t.pitch_to_id[int(arg)] = i
+                t.melody[i] = kind == "MelodyPitch"
+                (t.melody_to_id if t.melody[i] else t.pitch_to_id)[int(arg)] = i
+            elif fam == cls.SECTION:
+                t.section_to_id[arg] = i
+                t.label[i] = arg
+            elif fam == cls.SECTION_BARS:
+                t.value[i] = int(arg)
+                t.section_bars_to_id[int(arg)] = i
             elif fam == cls.POSITION:
                 t.position[i] = int(arg)
             elif fam in (cls.VELOCITY, cls.TEMPO):
@@ -80,6 +101,10 @@ class RemiTables:
                 key = (PITCH_CLASSES.index(root), quality)
                 t.chord[i] = key
                 t.chord_to_id[key] = i
+        for pitch, i in t.melody_to_id.items():
+            j = t.pitch_to_id.get(pitch)
+            if j is not None:
+                t.twin[i], t.twin[j] = j, i
         return t
 
     def mask(self, *families: int) -> np.ndarray:
@@ -88,6 +113,7 @@ class RemiTables:
 
 # parser states
 START, AFTER_BOS, AFTER_BAR, AFTER_POS, IN_POS, AFTER_PITCH, AFTER_VEL, DONE = range(8)
+AFTER_SECTION, AFTER_SECTION_BARS = 8, 9
 
 
 class RemiGrammar(Grammar):
@@ -109,10 +135,13 @@ class RemiGrammar(Grammar):
         # pos_after[p + 1]: positions strictly after p (p = -1 right after a Bar)
         n_pos = int(t.position.max()) + 1
         pos_after = [positions & (t.position > p) for p in range(-1, n_pos)]
+        sections = t.family == RemiTables.SECTION
         self._masks: dict[tuple[int, int], np.ndarray] = {
             (START, -1): one[bos],
             (AFTER_BOS, -1): one[bar],
-            (AFTER_BAR, -1): one[bar] | positions | one[eos],
+            (AFTER_BAR, -1): one[bar] | positions | one[eos] | sections,
+            (AFTER_SECTION, -1): t.family == RemiTables.SECTION_BARS,
+            (AFTER_SECTION_BARS, -1): one[bar] | positions | one[eos],
             (AFTER_PITCH, -1): t.family == RemiTables.VELOCITY,
             (AFTER_VEL, -1): t.family == RemiTables.DURATION,
             (AFTER_POS, -1): events | one[eos],
@@ -125,6 +154,8 @@ class RemiGrammar(Grammar):
         self._fill_vel = int(vel_ids[np.argsort(t.value[vel_ids])[len(vel_ids) // 2]])
         one_beat = dur_ids[np.isclose(t.value[dur_ids], 1.0)]
         self._fill_dur = int(one_beat[0] if len(one_beat) else dur_ids[0])
+        bars_ids = np.flatnonzero(t.family == RemiTables.SECTION_BARS)
+        self._fill_bars = [int(bars_ids[0])] if len(bars_ids) else []
 
     @property
     def position(self) -> int:
@@ -177,9 +208,13 @@ class RemiGrammar(Grammar):
         elif fam == RemiTables.PITCH:
             self.state = AFTER_PITCH
             if self.unique_pitches:
-                self._played.append(token_id)
+                self._played += [token_id, int(self.t.twin[token_id])]
         elif fam == RemiTables.VELOCITY:
             self.state = AFTER_VEL
+        elif fam == RemiTables.SECTION:
+            self.state = AFTER_SECTION
+        elif fam == RemiTables.SECTION_BARS:
+            self.state = AFTER_SECTION_BARS
         return ok
 
     def finished(self) -> bool:
@@ -191,6 +226,7 @@ class RemiGrammar(Grammar):
             AFTER_BOS: [self.bar],
             AFTER_PITCH: [self._fill_vel, self._fill_dur],
             AFTER_VEL: [self._fill_dur],
+            AFTER_SECTION: self._fill_bars,
             DONE: None,
         }.get(self.state, [])
         return [] if tail is None else [*tail, self.eos]

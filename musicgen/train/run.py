@@ -31,6 +31,7 @@ from tqdm import tqdm
 from musicgen.checkpoint import checked_weights, payload_tokenizer, read_payload
 from musicgen.config import Config, config_from_dict, to_dict
 from musicgen.data.dataset import PreparedSplit, load_songs
+from musicgen.data.layout import manifest_forms
 from musicgen.data.segments import make_train_dataset
 from musicgen.device import pick_device, resolve_precision
 from musicgen.errors import MusicgenError
@@ -220,9 +221,14 @@ def init_weights(model: nn.Module, src: str, tok: Tokenizer) -> list[str]:
     payload = read_payload(src)
     theirs = payload_tokenizer(payload)
     names = [theirs.token_name(i) for i in range(theirs.vocab_size)]
-    if names != [tok.token_name(i) for i in range(tok.vocab_size)]:
+    ours = [tok.token_name(i) for i in range(tok.vocab_size)]
+    if names != ours[: len(names)]:
         raise MusicgenError(f"train.init_from: {src}: its vocabulary differs from the data's")
-    weights = checked_weights(model, payload["model"], f"train.init_from: {src}")
+    weights = payload["model"]
+    if len(names) < len(ours):
+        weights = extend_vocabulary(model, weights, len(names), tok)
+        print(f"init_from {src}: vocabulary {len(names)} -> {len(ours)} tokens", flush=True)
+    weights = checked_weights(model, weights, f"train.init_from: {src}")
     try:
         missing, unexpected = model.load_state_dict(weights, strict=False)
     except RuntimeError as exc:
@@ -240,6 +246,29 @@ def init_weights(model: nn.Module, src: str, tok: Tokenizer) -> list[str]:
     if missing:
         print(f"init_from {src}: new, not loaded: {', '.join(missing)}", flush=True)
     return missing
+
+
+def extend_vocabulary(
+    model: nn.Module, weights: dict, old_size: int, tok: Tokenizer
+) -> dict[str, torch.Tensor]:
+    """`weights` of a model whose vocabulary is the first `old_size` ids of `tok`'s: each
+    per-token table (rows = tokens) keeps its rows, and a new token's row starts as a copy of
+    the row of the token it refines (`tok.seed_ids()`: a melody pitch from its pitch) or as
+    this model's initialisation."""
+    seeds = tok.seed_ids()
+    own = model.state_dict()
+    out = dict(weights)
+    for name, w in weights.items():
+        mine = own.get(name)
+        if mine is None or w.ndim == 0 or w.shape[0] != old_size or mine.shape[0] == old_size:
+            continue
+        grown = mine.detach().clone().to(w.dtype)
+        grown[:old_size] = w
+        for new, seed in seeds.items():
+            if seed < old_size:
+                grown[new] = w[seed]
+        out[name] = grown
+    return out
 
 
 def data_tokenizer(cfg: Config, split: PreparedSplit) -> Tokenizer:
@@ -348,6 +377,9 @@ def open_outputs(run: Run, start_step: int) -> None:
         remove_stale_temps(run.out, STATE_FILES)
         _truncate_log(run.out / "log.jsonl", start_step)
         run.log = open(run.out / "log.jsonl", "a")
+        forms = manifest_forms(run.cfg.data.path)
+        if forms:  # what `--form auto` draws from (generation.form)
+            atomic_write_text(run.out / "forms.json", json.dumps(forms) + "\n")
         n_params = sum(p.numel() for p in run.model.parameters())
         print(
             f"musicgen train: {n_params / 1e6:.1f} M parameters, device {run.device}, "
