@@ -277,3 +277,44 @@ def test_crops_start_where_phrases_start(tok):
     bars = tok.bar_starts(ids)
     assert list(starts) == [int(bars[s.bar]) for s in aligned.sections]
     assert all(tok.tables.family[ids[s + 1]] == RemiTables.SECTION for s in starts)
+
+
+def test_copy_rule_copies_the_same_bar_of_the_last_phrase_with_the_label(tok):
+    from musicgen.generation.repeat import BarEcho
+
+    score, folder = song("001")
+    aligned = align_song(score, folder)
+    ids = tok.encode(aligned.score, sections=aligned.sections)
+    bars = tok.bar_starts(np.array(ids))
+    first_a, second_a = [s for s in aligned.sections if s.label == "A"][:2]
+    b_phrase = next(s for s in aligned.sections if s.label == "B")
+    # two bars into the second A phrase: the source is two bars into the first A phrase
+    at = int(bars[second_a.bar + 2])
+    echo = BarEcho(tok, ids[: at + 1])
+    assert echo._sources == [int(bars[first_a.bar + 2])]
+    # a B bar has no earlier B phrase: no candidate, whatever the lag
+    echo = BarEcho(tok, ids[: int(bars[b_phrase.bar + 1]) + 1])
+    assert echo._sources == []
+    # without phrase tokens the lags rule: bars 8 and 4 back
+    plain_ids = [i for i in ids if not tok.section_mask()[i]]
+    pb = tok.bar_starts(np.array(plain_ids))
+    echo = BarEcho(tok, plain_ids[: int(pb[12]) + 1])
+    assert set(echo._sources) <= {int(pb[4]), int(pb[8])}
+
+
+def test_chords_per_phrase_follow_the_form():
+    from musicgen.generation.form import parse_section_chords
+    from musicgen.generation.request import GenerationRequest
+
+    per = parse_section_chords("A: C G Am F; B: F G C Am")
+    prog = per.over(parse_form("A4B2A2"))
+    firsts = [bar[0].label for bar in prog.bars]
+    assert firsts == ["C", "G", "Am", "F", "F", "G", "C", "G"]
+    assert not prog.repeat
+    with pytest.raises(MusicgenError, match="no progression for the form's phrase 'i'"):
+        per.over(parse_form("i2A4"))
+    assert parse_section_chords("C:maj G:maj") is None  # Harte labels are not phrase labels
+    with pytest.raises(MusicgenError, match="needs a form"):
+        GenerationRequest.build(chords="A: C G; B: F")
+    request = GenerationRequest.build(chords="A: C G; B: F", form="A2B2")
+    assert isinstance(request.chords, type(per)) and request.form == parse_form("A2B2")

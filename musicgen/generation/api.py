@@ -129,7 +129,13 @@ class Model:
         left (where the request gives no `bars`)."""
         from dataclasses import replace
 
-        from musicgen.generation.form import form_wrap, resolve, total_bars, with_form
+        from musicgen.generation.form import (
+            SectionChords,
+            form_wrap,
+            resolve,
+            total_bars,
+            with_form,
+        )
 
         phrases = resolve(request.form, self.source, request.seed)
         wrap = form_wrap(self.tokenizer, phrases)
@@ -143,6 +149,8 @@ class Model:
             None if p is None else replace(p, ids=with_form(self.tokenizer, p.ids, phrases))
             for p in prompts
         ]
+        if isinstance(request.chords, SectionChords):  # the song's chords, bar by bar
+            request = request.with_chords(request.chords.over(phrases))
         if grammar_wrap is None:
             return request, prompts, wrap
         return request, prompts, lambda grammar, ids: grammar_wrap(wrap(grammar, ids), ids)

@@ -12,12 +12,15 @@ path reads POP909's `human_label*.txt`. See docs/generation.md, "Form control".
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
 from musicgen.errors import MusicgenError
+from musicgen.generation.progression import Progression, parse_progression
 from musicgen.generation.sample import GrammarWrap
 from musicgen.io import Unreadable, read_regular
 from musicgen.tokenizers.base import Grammar, Tokenizer
@@ -168,6 +171,49 @@ def with_form(tokenizer: Tokenizer, ids: list[int], phrases: list[Phrase]) -> li
     bars = set(tokenizer.bar_start_ids())
     held = sum(int(t) in bars for t in ids) - int(bool(ids) and int(ids[-1]) in bars)
     return tokenizer.insert_sections(list(ids), [s for s in place(phrases) if s.bar < held])
+
+
+SECTION_CHORDS = re.compile(r"(?:^|;)\s*([A-Za-z])\s*:\s")  # "A: C G Am F; B: F G C Am"
+
+
+@dataclass(frozen=True)
+class SectionChords:
+    """A progression per phrase label (`"A: C G Am F; B: F G C Am"`), laid over a form."""
+
+    by_label: dict[str, Progression]
+
+    def over(self, phrases: list[Phrase]) -> Progression:
+        """The song's chords: each phrase takes its label's progression from its first bar;
+        every label of the form needs one."""
+        bars = []
+        for p in phrases:
+            prog = self.by_label.get(p.label)
+            if prog is None:
+                given = ", ".join(sorted(self.by_label))
+                raise MusicgenError(
+                    f"chords: no progression for the form's phrase '{p.label}' (given: {given})"
+                )
+            bars += [prog.from_bar(k).bars[0] if k else prog.bars[0] for k in range(p.bars)]
+        return Progression(tuple(bars), repeat=False, strict=True)
+
+
+def parse_section_chords(text: str) -> SectionChords | None:
+    """`"A: C G Am F; B: F G C Am"` -> a progression per label; None for a text without
+    `label:` parts (a plain progression)."""
+    if not SECTION_CHORDS.search(text):
+        return None
+    parts = [x.strip() for x in text.split(";") if x.strip()]
+    by_label: dict[str, Progression] = {}
+    for part in parts:
+        label, sep, chords = part.partition(":")
+        if not sep or len(label.strip()) != 1 or not label.strip().isalpha():
+            raise MusicgenError(
+                f"chords: '{part[:30]}' is not 'LABEL: chords' (e.g. 'A: C G Am F; B: F G C Am')"
+            )
+        if label.strip() in by_label:
+            raise MusicgenError(f"chords: phrase '{label.strip()}' is given twice")
+        by_label[label.strip()] = parse_progression(chords)
+    return SectionChords(by_label)
 
 
 def total_bars(phrases: list[Phrase]) -> int:

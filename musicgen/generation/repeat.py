@@ -13,9 +13,16 @@ bar gets `bonus` nats (added after the temperature, before the grammar mask and 
 At a bar's first id the bars 4 and 8 back are the candidates; one id the model picks that no
 candidate has ends the bonus for the rest of the bar. With the source bar's ids all copied, its
 successor is the next bar's first id, so a finished copy ends where its source ended.
+
+In a song with phrase tokens (a form) the candidate is not a fixed lag: it is the same bar of
+the last earlier phrase with the current phrase's label (bar 3 of the second A copies bar 3 of
+the first A), and a bar of a phrase whose label has not come before has none. Phrase tokens
+never end a copy (two A phrases of different lengths differ in their `SectionBars`).
 """
 
 from __future__ import annotations
+
+from dataclasses import replace
 
 from musicgen.tokenizers.base import Tokenizer
 
@@ -26,22 +33,46 @@ class BarEcho:
     """One sequence's copy candidates, updated in constant time per id (`push`)."""
 
     def __init__(self, tokenizer: Tokenizer, ids: list[int]) -> None:
+        self._tok = tokenizer
         self._bars = tokenizer.bar_counter()
+        self._phrase_ids = tokenizer.section_mask()
+        self._phrases: list = []  # the song's phrases so far (tokenizers.form.Section)
         self._ids: list[int] = []
         self._sources: list[int] = []  # where each still-matching earlier bar starts
         for tok in ids:
             self.push(tok)
 
+    def _candidates(self) -> list[int]:
+        """Where the earlier bars the current bar may copy start: the same bar of the last
+        phrase with this phrase's label, or (no phrases) the bars `LAGS` back."""
+        starts = self._bars.starts
+        bar = len(starts) - 1
+        if not self._phrases:
+            return [starts[-1 - lag] for lag in LAGS if lag < len(starts)]
+        now = [p for p in self._phrases if p.bar <= bar < p.bar + p.bars]
+        if not now:
+            return []
+        offset = bar - now[-1].bar
+        same = [p for p in self._phrases if p.label == now[-1].label and p.bar < now[-1].bar]
+        same = [p for p in same if offset < p.bars and p.bar + offset < bar]
+        return [starts[same[-1].bar + offset]] if same else []
+
     def push(self, tok: int) -> None:
-        """Append an id; a new bar resets the candidates, any other id keeps those it matches."""
+        """Append an id; a new bar resets the candidates, a phrase's tokens set them from the
+        phrase, any other id keeps those it matches."""
         self._bars.push(tok)
         self._ids.append(int(tok))
         starts = self._bars.starts
         if starts and starts[-1] == len(self._ids) - 1:  # this id opens a bar
-            self._sources = [starts[-1 - lag] for lag in LAGS if lag < len(starts)]
-            self._sources = [s for s in self._sources if self._ids[s] == tok]
+            self._sources = [s for s in self._candidates() if self._ids[s] == tok]
             return
         if not starts:
+            return
+        if 0 <= tok < len(self._phrase_ids) and self._phrase_ids[tok]:
+            found = self._tok.sections(self._ids[starts[-1] :])  # complete after its length
+            if found:
+                self._phrases.append(replace(found[0], bar=len(starts) - 1))
+                self._sources = self._candidates()
             return
         n = len(self._ids) - 1 - starts[-1]  # index of this id in its bar
         self._sources = [s for s in self._sources if s + n < starts[-1] and self._ids[s + n] == tok]

@@ -19,7 +19,7 @@ from typing import Any
 
 from musicgen.errors import SEED_MAX, MusicgenError, check_int
 from musicgen.generation.chords import CHORD_TONE_NATS
-from musicgen.generation.form import read_form_arg
+from musicgen.generation.form import SectionChords, parse_section_chords, read_form_arg
 from musicgen.generation.progression import (
     Progression,
     check_chord_path,
@@ -132,6 +132,10 @@ class GenerationRequest:
         for f in dataclasses.fields(self):
             value = _check(f.name, getattr(self, f.name), bars_name)
             object.__setattr__(self, f.name, value)
+        if isinstance(self.chords, SectionChords) and self.form is None:
+            raise MusicgenError(
+                "chords: a progression per phrase ('A: ...; B: ...') needs a form (form=)"
+            )
         if self.chord_tones is not None and self.chords is None:
             raise MusicgenError(
                 "chord_tones: has an effect only with chords (a progression); give chords too, "
@@ -182,6 +186,12 @@ class GenerationRequest:
         object.__setattr__(out, "bars", bars)
         return out
 
+    def with_chords(self, chords: Progression) -> GenerationRequest:
+        """This request with a progression built for it (a form's chords per phrase)."""
+        out = copy.copy(self)
+        object.__setattr__(out, "chords", chords)
+        return out
+
     def tones(self) -> float:
         """The chord-tone bonus in nats (`chord_tones`, else its measured default)."""
         return CHORD_TONE_NATS if self.chord_tones is None else self.chord_tones
@@ -216,11 +226,13 @@ def _check_chords(chords):
     """A progression given as text, parsed once here (its repeats and length; the model's
     vocabulary is checked once it is loaded); a file only for its kind and size (it is read once
     the model's tokenizer is known)."""
-    if chords is None or isinstance(chords, Progression):
+    if chords is None or isinstance(chords, (Progression, SectionChords)):
         return chords
     if isinstance(chords, Path) or (isinstance(chords, str) and looks_like_file(chords)):
         check_chord_path(Path(chords))
         return Path(chords)
+    if isinstance(chords, str) and (per_section := parse_section_chords(chords)) is not None:
+        return per_section
     if isinstance(chords, str) or (
         isinstance(chords, (list, tuple)) and all(isinstance(x, str) for x in chords)
     ):
