@@ -9,7 +9,8 @@ for a fine-tune, `init_from` holds the same summary of the run it started from, 
 to the first phase) and writes OUT/model.pt, which `load_checkpoint` reads like any other
 checkpoint. SPE parameters and gates stay float32 (`musicgen.checkpoint.full_precision_names`):
 rounding them would shift the positional kernel's phase by radians at long lags. Prints the
-summary as JSON. `--set sample.temperature=1.0` keeps the model's own sampling defaults with it.
+summary as JSON, and copies the run's `forms.json` (what `--form auto` draws from) beside the
+model. `--set sample.temperature=1.0` keeps the model's own sampling defaults with it.
 RUN may also be a model folder (a committed phase of a training done in parts, e.g.
 training/pop909_phase7/pop909_ape): its stored summary is kept as it is, the weights (already
 half) are written unchanged.
@@ -57,6 +58,9 @@ def main() -> None:
         train_state={"step": info["step"], "summary": json.dumps(info)},
         half=True,
     )
+    forms = args.run / "forms.json"  # the training songs' forms (`--form auto`)
+    if forms.is_file():
+        (args.out / "forms.json").write_text(forms.read_text())
     info["file"] = str(path)
     info["megabytes"] = round(path.stat().st_size / 1e6, 2)
     print(json.dumps(info, indent=1))
