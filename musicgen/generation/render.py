@@ -88,8 +88,13 @@ def _soundfont_for_pip_synth(soundfont: str | Path | None) -> Path | None:
     return find_soundfont() or pip_soundfont()
 
 
-def piano_roll(notes: Notes, path: str | Path, title: str = "") -> Path:
-    """Draw notes as bars (one colour per track, drums as ticks), bar lines every 4 beats."""
+MELODY_COLOUR = "#d62728"  # a melody track is red, drawn over the others
+
+
+def piano_roll(notes: Notes, path: str | Path, title: str = "", sections=()) -> Path:
+    """Draw notes as bars (one colour per track, a Melody track red and on top, drums as
+    ticks), bar lines every 4 beats; `sections` (tokenizers.form.Section: a song's phrases)
+    mark where each phrase starts with its label and length."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -109,8 +114,12 @@ def piano_roll(notes: Notes, path: str | Path, title: str = "") -> Path:
         y0, y1 = part.pitch - 0.4, part.pitch + 0.4
         boxes = zip(x0, x1, y0, y1, strict=True)
         verts = [[(a, c), (b, c), (b, d), (a, d)] for a, b, c, d in boxes]
-        colour = colours(t % 10)
-        ax.add_collection(PolyCollection(verts, facecolors=colour, edgecolors="none"))
+        melody = "melody" in str(key).lower()
+        colour = MELODY_COLOUR if melody else colours(t % 10)
+        polys = PolyCollection(
+            verts, facecolors=colour, edgecolors="none", zorder=3 if melody else 2
+        )
+        ax.add_collection(polys)
         handles.append(Patch(color=colour, label=key))
     end = max(notes.end(), BAR_BEATS)
     lines = bar_lines(end)
@@ -121,6 +130,9 @@ def piano_roll(notes: Notes, path: str | Path, title: str = "") -> Path:
         lo, hi = 60, 72
     ax.set_xlim(0, end)
     ax.set_ylim(lo - 2, hi + 2)
+    for s in sections:  # a phrase: a dark line and its label at the top
+        ax.axvline(s.bar * BAR_BEATS, color="0.2", lw=0.8, zorder=1)
+        ax.text(s.bar * BAR_BEATS + 0.3, hi + 1.2, f"{s.label}{s.bars}", fontsize=7, va="center")
     step = lines[1] - lines[0] if len(lines) > 1 else BAR_BEATS
     ax.set_xlabel(f"beats (bar lines every {step:g})")
     ax.set_ylabel("MIDI pitch")
