@@ -26,6 +26,7 @@ from musicgen.generation.chords import (
     read_chord,
 )
 from musicgen.generation.prompt import encode_song, prompt_from_ids
+from musicgen.measures.metrics import notes_from_score, notes_per_onset
 from musicgen.tokenizers import build_tokenizer
 from musicgen.tokenizers.chords import (
     SYMBOL_SUFFIXES,
@@ -262,6 +263,16 @@ def test_the_shipped_model_writes_notes_under_the_chords():
     assert len(piece.score.tracks[0].notes) > 8
 
 
+def test_the_shipped_model_keeps_its_texture_under_the_chords():
+    """The chord tones choose pitches, they do not stack them: 4 seeded 4-bar pieces forcing
+    "C G Am F" strike under 2.5 notes per onset, as real songs do (about 2; the nats added
+    plainly stacked 5-6 in 16-bar pieces)."""
+    m = musicgen.load("pop909_sine_spe_gated")
+    pieces = m.generate_many(4, bars=4, seed=1, chords="C G Am F")
+    stack = np.mean([notes_per_onset(notes_from_score(p.score)) for p in pieces])
+    assert 1.0 < stack < 2.5
+
+
 def test_a_continuation_is_forced_from_its_first_new_bar(tiny, tok):
     ids = encode_song(tok, SONG)
     prompt = prompt_from_ids(tok, ids, 2, 4)  # ends with the Bar that opens the first new bar
@@ -340,22 +351,58 @@ def test_cli_chords_end_to_end(tiny_checkpoints, tmp_path, capsys):
 
 def test_chord_tones_get_the_bonus_where_their_chord_sounds(tok):
     """The soft rule (`tones`): at every step of a random walk in "C | G", exactly the Pitch ids
-    of the bar's chord carry the bonus; without it the grammar adds nothing."""
-    plain = chord_grammar_wrap(tok, "C G")(tok.grammar(), [tok.bos_id])
-    assert plain.bonus() is None
+    of the bar's chord carry the bonus, as a choice among all the Pitch ids; without it the
+    grammar adds nothing, and it adds no plain bonus either way."""
+    plain = chord_grammar_wrap(tok, "C G", tones=0)(tok.grammar(), [tok.bos_id])
+    assert plain.choice_bonus() is None and plain.bonus() is None
     g = chord_grammar_wrap(tok, "C G", tones=2.0)(tok.grammar(), [tok.bos_id])
     rng, bars, pitch = np.random.default_rng(0), -1, tok.tables.pitch
     chords = [{0, 4, 7}, {7, 11, 2}]
     for _ in range(300):
-        bonus = g.bonus()
+        assert g.bonus() is None
         if bars >= 0:
+            bonus, group = g.choice_bonus()
             boosted = {int(p) % 12 for p in pitch[bonus == 2.0]}
             assert boosted == chords[bars % 2] and set(np.unique(bonus)) == {0.0, 2.0}
-            assert (bonus[pitch < 0] == 0).all()  # Pitch ids only
+            assert (bonus[pitch < 0] == 0).all() and (group == (pitch >= 0)).all()
         allowed = np.flatnonzero(g.allowed())
         tok_id = int(rng.choice(allowed[allowed != tok.eos_id]))
         assert g.advance(tok_id)
         bars += tok_id == tok.bar_id
+
+
+def test_chord_tones_leave_the_chance_of_another_note_at_the_onset_unchanged(tok):
+    """After a note in a C bar the model chooses between another note (a Pitch) and moving on
+    (a Position, a Bar): through the sampler's filters, the chord tones' nats change which
+    pitch comes, never the probability of another note (nats added plainly raise it: they
+    stacked chords)."""
+    from musicgen.generation.sample import SamplingOptions, filter_logits
+
+    g = chord_grammar_wrap(tok, "C", tones=2.0)(tok.grammar(), [tok.bos_id])
+    pitch = tok.tables.pitch
+    assert g.advance(tok.bos_id)
+    while True:  # Bar, Position_0, the C chord, a note's Pitch
+        ids = np.flatnonzero(g.allowed())
+        ids = [int(i) for i in ids if not tok.token_name(int(i)).startswith("Tempo")]
+        notes = [i for i in ids if pitch[i] >= 0]
+        assert g.advance(notes[0] if notes else ids[0])
+        if notes:
+            break
+    for _ in range(2):  # its Velocity and Duration
+        assert g.advance(int(np.flatnonzero(g.allowed())[0]))
+    assert g.allowed()[tok.bar_id] and g.allowed()[pitch >= 0].any()
+    logits = torch.randn(1, tok.vocab_size, generator=torch.Generator().manual_seed(0))
+    allowed = torch.from_numpy(g.allowed())[None]
+    nats, group = (torch.from_numpy(a)[None] for a in g.choice_bonus())
+    options = SamplingOptions(temperature=1.0)
+    plain = torch.softmax(filter_logits(logits, options, allowed), -1)[0]
+    added = torch.softmax(filter_logits(logits, options, allowed, nats), -1)[0]
+    chosen = torch.softmax(filter_logits(logits, options, allowed, choice=(nats, group)), -1)[0]
+    another = torch.from_numpy(pitch >= 0)
+    assert torch.isclose(chosen[another].sum(), plain[another].sum())
+    assert added[another].sum() > plain[another].sum() + 0.05  # the nats added plainly
+    tones = torch.from_numpy(tok.pitch_class_mask({0, 4, 7}))
+    assert chosen[tones].sum() > plain[tones].sum()
 
 
 def test_a_strong_chord_tone_bonus_keeps_every_note_in_the_chord(tiny):
@@ -398,10 +445,10 @@ def test_chord_tones_is_a_sampling_option_from_the_api_to_the_grammar(tok):
         wrap = request_wrap(tok, request.chords, None, request.tones())
         g = wrap(tok.grammar(), [tok.bos_id])
         assert g.advance(tok.bos_id) and g.advance(tok.bar_id)
-        return g.bonus()
+        return g.choice_bonus()
 
     assert after_first_bar(0) is None
-    bonus = after_first_bar(5)
+    bonus, _ = after_first_bar(5)
     assert {int(p) % 12 for p in tok.tables.pitch[bonus == 5.0]} == {0, 4, 7}
     with pytest.raises(MusicgenError, match="^chord_tones: must be >= 0"):
         GenerationRequest(chords="C G", chord_tones=-1)

@@ -31,7 +31,7 @@ CASES = {
     "chords": (
         ["generate", "--checkpoint", "pop909_sine_spe_gated", "--bars", "4"]
         + ["--chords", "C G Am F"],
-        ["aef25f63fa9e1dc36a5060fcbdf7b3522e5ccc7e", "f2241bf131d8e8659dc286130cb3adc4bf8f36c3"],
+        ["cc6671fc6bcf2ca48331189406b51b5075119827", "38aa69d548b8836c41d9dd748466c49437ab2f46"],
     ),
     "groove": (
         ["generate", "--checkpoint", "groove_sine_spe_gated", "--bars", "4"]

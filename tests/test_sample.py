@@ -17,6 +17,7 @@ from musicgen.generation.request import default_options
 from musicgen.generation.sample import (
     SamplingOptions,
     apply_temperature,
+    choose_within,
     filter_logits,
     generate,
     invalid_rate,
@@ -98,6 +99,36 @@ def test_combined_filters_give_exact_probabilities():
     # T = 0.5 squares the probabilities: 16, 9, 4, 1 (/30)
     out = filter_logits(x, SamplingOptions(temperature=0.5))
     assert torch.allclose(torch.softmax(out, -1), torch.tensor([[16, 9, 4, 1]]) / 30.0)
+
+
+def test_a_choice_bonus_moves_probability_only_inside_its_group():
+    """`choose_within`: the bonus reorders the group (ids 2-5: "another note", the pitches) by
+    its nats, while the group's total and the ids outside it (0, 1: "the next position") keep
+    their probabilities; a group with no probability takes the bonus as it is."""
+    x = logits_of(0.3, 0.2, 0.2, 0.1, 0.1, 0.1)
+    group = torch.tensor([[False, False, True, True, True, True]])
+    bonus = torch.tensor([[0.0, 0.0, 0.0, 2.0, 2.0, 0.0]])
+    before, after = torch.softmax(x, -1), torch.softmax(choose_within(x, bonus, group), -1)
+    assert torch.allclose(after[0, :2], before[0, :2])
+    assert torch.isclose(after[0, 2:].sum(), before[0, 2:].sum())
+    assert torch.isclose(after[0, 3] / after[0, 5], math.e**2 * before[0, 3] / before[0, 5])
+    empty = x.masked_fill(group, float("-inf"))
+    assert torch.equal(choose_within(empty, bonus, group), empty + bonus)
+
+
+def test_a_choice_keeps_the_allowed_group_probability_through_the_filters():
+    """In `filter_logits` the choice comes after the temperature and is measured among the
+    allowed ids: masked, the group (2, 3) keeps what the tempered, masked distribution gave it."""
+    x = logits_of(0.3, 0.2, 0.2, 0.1, 0.1, 0.1)
+    allowed = torch.tensor([[True, False, True, True, False, True]])
+    group = torch.tensor([[False, False, True, True, True, False]])
+    choice = (torch.tensor([[0.0, 0.0, 0.0, 3.0, 3.0, 0.0]]), group)
+    options = SamplingOptions(temperature=0.8)
+    plain = torch.softmax(filter_logits(x, options, allowed), -1)
+    chosen = torch.softmax(filter_logits(x, options, allowed, choice=choice), -1)
+    assert torch.isclose(chosen[0, 2:4].sum(), plain[0, 2:4].sum())
+    assert torch.allclose(chosen[0, [0, 5]], plain[0, [0, 5]])
+    assert chosen[0, 3] > plain[0, 3] and chosen[0, 4] == 0
 
 
 def test_greedy_picks_the_best_allowed_id():

@@ -5,8 +5,9 @@ them. `chord_grammar_wrap(tokenizer, progression)` wraps the tokenizer's grammar
 progression is written the way the training data write annotated chords: a Chord token where
 the chord changes, right after its position, and no other Chord token; everything else stays the
 model's choice, and the prompt's bars are never forced. Beside the mask, a soft rule adds `tones`
-nats to each pitch of the sounding chord (`CHORD_TONE_NATS`, chosen by measurement). The rules in
-full: docs/generation.md, "Chord control".
+nats to each pitch of the sounding chord (`CHORD_TONE_NATS`, chosen by measurement), as a choice
+among the pitches (`choice_bonus`): which pitch a note takes, not how many notes an onset gets.
+The rules in full: docs/generation.md, "Chord control".
 """
 
 from __future__ import annotations
@@ -64,7 +65,8 @@ from musicgen.generation.progression import (  # re-exported: the chord control'
 # the default of `chord_tones` (the request's, CLI `--chord-tones`), measured with
 # scripts/experiments/chord_control.py (docs/generation.md): at 0 the recogniser finds the forced
 # chord's root in 72-76 % of bars, at 2 in 88-90 % (the songs themselves: 85 %), with note time
-# on chord tones near the songs' own 0.90
+# on chord tones near the songs' own 0.90; as a choice among the pitches it keeps the songs'
+# notes per onset (scripts/experiments/chord_texture.py)
 CHORD_TONE_NATS = 2.0
 
 # --- forcing --------------------------------------------------------------------------------------
@@ -113,6 +115,7 @@ class ChordGrammar(Grammar):
         self.pending: list[tuple[int, int]] = []  # (position, chord id) still to write this bar
         self.controlled = False  # inside a bar of the progression
         self._own_errors = 0
+        self._pitches = tokenizer.pitch_class_mask(range(12))  # the group the tones choose in
         ends_open = len(prompt_ids) > 0 and int(prompt_ids[-1]) in self._bar_ids
         if ends_open and force_open_bar:  # the prompt's lead-in opened the first new bar
             self._open_bar()
@@ -135,20 +138,25 @@ class ChordGrammar(Grammar):
             self.bar_tones.append((pos, None if slot.chord is None else slot.chord.tones))
 
     def bonus(self) -> np.ndarray | None:
-        """`tones` nats on the Pitch ids of the chord sounding now (bars of the progression)."""
-        inner = self.base.bonus()
+        """The inner grammar's bonus: the chord tones' is a choice (`choice_bonus`)."""
+        return self.base.bonus()
+
+    def choice_bonus(self) -> tuple[np.ndarray, np.ndarray] | None:
+        """(nats, group): `tones` nats on the Pitch ids of the chord sounding now (bars of the
+        progression), chosen among all Pitch ids: the sampler keeps the Pitch ids' total
+        probability (`filters.choose_within`), so the chord picks which pitch a note takes, not
+        whether another note joins the onset."""
         if not self.controlled or self.tone_nats == 0:
-            return inner
+            return None
         tones, pos = self.carried, max(self.base.position, 0)  # no Position yet: 0
         for at, pcs in self.bar_tones:
             tones = pcs if at <= pos else tones
         if tones is None:
-            return inner
+            return None
         if tones not in self._tone_rows:
             hit = self.tok.pitch_class_mask(tones)
             self._tone_rows[tones] = np.where(hit, self.tone_nats, 0.0).astype(np.float32)
-        mine = self._tone_rows[tones]
-        return mine if inner is None else inner + mine
+        return self._tone_rows[tones], self._pitches
 
     def allowed(self) -> np.ndarray:
         mask = self.base.allowed()

@@ -1,9 +1,10 @@
 """Pure filters over a batch of logits (`[B, V]`), each testable on a hand-made distribution.
 
-Their order matters (`filter_logits`): temperature, then the additive bonus (the bar-copy
-rule's `repeat` and a grammar's own, in nats of the tempered distribution), then the grammar
-mask (disallowed ids to -inf), then top-k and top-p, so that the kept set is never empty as
-long as the grammar allows something.
+Their order matters (`filter_logits`): temperature, then a grammar's choice bonus (kept within
+its group, `choose_within`), then the additive bonus (the bar-copy rule's `repeat` and a
+grammar's own, in nats of the tempered distribution), then the grammar mask (disallowed ids to
+-inf), then top-k and top-p, so that the kept set is never empty as long as the grammar allows
+something.
 """
 
 from __future__ import annotations
@@ -33,6 +34,21 @@ def mask_disallowed(logits: torch.Tensor, allowed: torch.Tensor) -> torch.Tensor
         allowed = allowed.to(device=logits.device, dtype=torch.bool)
     blocked = allowed.logical_not().logical_and_(allowed.any(dim=-1, keepdim=True))
     return logits.masked_fill(blocked, NEG_INF)
+
+
+def choose_within(logits: torch.Tensor, bonus: torch.Tensor, group: torch.Tensor) -> torch.Tensor:
+    """`logits` plus `bonus` ([B, V] nats), lowered on each row's `group` ids (bool [B, V]) by the
+    one amount that leaves the group's total probability as `logits` gave it. A soft rule then
+    chooses inside the group without choosing the group over the rest: with the Pitch ids as
+    the group, the chord tones pick which pitch a note takes, while whether another note joins
+    the onset (a Pitch) or the piece moves on (a Position) stays the model's choice. Added
+    plainly, the nats make another note likelier after every note, and the notes pile up. A
+    row whose group has no probability takes the bonus as it is."""
+    inside = logits.masked_fill(group.logical_not(), NEG_INF)
+    before = torch.logsumexp(inside, dim=-1, keepdim=True)
+    after = torch.logsumexp(inside + bonus, dim=-1, keepdim=True)
+    shift = torch.where(torch.isfinite(before), after - before, torch.zeros_like(before))
+    return logits + bonus - shift * group
 
 
 def greedy_filter(logits: torch.Tensor) -> torch.Tensor:
@@ -70,12 +86,18 @@ def filter_logits(
     options: SamplingOptions,
     allowed: torch.Tensor | None = None,
     bonus: torch.Tensor | None = None,
+    choice: tuple[torch.Tensor, torch.Tensor] | None = None,
 ) -> torch.Tensor:
-    """Temperature, the additive `bonus` ([B, V]: the grammar's own and the bar-copy rule's),
-    grammar mask, then top-k and top-p: the logits to sample from, [B, V]."""
+    """Temperature, the grammar's `choice` ((nats, group), `choose_within`, its group taken
+    among the allowed ids), the additive `bonus` ([B, V]: the grammar's own and the bar-copy
+    rule's), grammar mask, then top-k and top-p: the logits to sample from, [B, V]."""
     logits = as_dtype(logits, torch.float32)
     if options.temperature > 0:
         logits = apply_temperature(logits, options.temperature)
+    if choice is not None:
+        nats, group = (t.to(logits.device) for t in choice)
+        group = group if allowed is None else group & allowed.to(logits.device, torch.bool)
+        logits = choose_within(logits, nats, group)
     if bonus is not None:
         logits = logits + bonus.to(logits.device)
     if allowed is not None:

@@ -16,6 +16,7 @@ from musicgen.errors import Cancelled, MusicgenError, check_int
 from musicgen.generation.filters import (  # noqa: F401 (re-exported: the sampler's one import)
     NEG_INF,
     apply_temperature,
+    choose_within,
     filter_logits,
     greedy_filter,
     mask_disallowed,
@@ -214,7 +215,8 @@ def _draw(
         allowed = torch.from_numpy(
             np.stack([r.allowed() if s else ones for r, s in zip(rows, sampling, strict=True)])
         )
-    logits = filter_logits(logits, options, allowed, _bonus(rows, sampling, options, vocab))
+    bonus, choice = _bonus(rows, sampling, options, vocab), _choice(rows, sampling, options, vocab)
+    logits = filter_logits(logits, options, allowed, bonus, choice)
     drawn = sample_from_logits(logits, generator).tolist()
     return [int(t) if s else None for t, s in zip(drawn, sampling, strict=True)]
 
@@ -236,6 +238,23 @@ def _bonus(
             out[b, copies] += options.repeat
             used = True
     return torch.from_numpy(out) if used else None
+
+
+def _choice(
+    rows: list[_Row], sampling: list[bool], options: SamplingOptions, vocab: int
+) -> tuple[torch.Tensor, torch.Tensor] | None:
+    """([B, V] nats, [B, V] group) of each sampling row's grammar's `choice_bonus()` (with
+    masking on): nats that choose among the group's ids, the group as likely as before
+    (`filters.choose_within`); None where no row has any."""
+    nats, group = np.zeros((len(rows), vocab), np.float32), np.zeros((len(rows), vocab), bool)
+    used = False
+    for b, (row, s) in enumerate(zip(rows, sampling, strict=True)):
+        own = getattr(row.grammar, "choice_bonus", None) if s and options.grammar else None
+        got = own() if own is not None else None
+        if got is not None:
+            nats[b], group[b] = got
+            used = True
+    return (torch.from_numpy(nats), torch.from_numpy(group)) if used else None
 
 
 @dataclass
