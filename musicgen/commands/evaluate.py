@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import math
+from pathlib import Path
 
 from musicgen.errors import MusicgenError, check_range, check_seed
 
@@ -120,6 +121,29 @@ def register(sub: argparse._SubParsersAction) -> None:
     )
     form.add_argument("--seed", type=int, default=0)
     form.add_argument("--batch-size", type=int, default=8, help="songs continued together")
+    form.add_argument(
+        "--whole-song",
+        action="store_true",
+        help="whole songs with their own forms (needs --structure and a model with section "
+        "tokens): each song written from scratch and continuing its first --prompt-bars bars, "
+        "the copy rule at the model's default and off unless --repeat is given; scored beside "
+        "the real song (phrase similarity by label, the melody, repeats, texture, key, chords); "
+        "writes song.json, song.md and samples/ (default --max-songs 4)",
+    )
+    form.add_argument(
+        "--structure", help="whole songs: POP909's pop909_structure folder (NNN/human_label1.txt)"
+    )
+    form.add_argument(
+        "--prompt-bars", type=int, default=2, help="whole songs: bars continued (default 2)"
+    )
+    form.add_argument(
+        "--max-bars", type=int, help="whole songs: cut each form after this many bars"
+    )
+    form.add_argument(
+        "--chords",
+        action="store_true",
+        help="whole songs: also write each song from scratch with its own chords forced",
+    )
     form.set_defaults(func=run_form)
 
     for task in (nll, style, music, form):
@@ -273,6 +297,8 @@ def run_form(args: argparse.Namespace) -> int:
 
     from musicgen.evaluate.form import MEASURES, evaluate_form
 
+    if args.whole_song:
+        return run_whole_song(args)
     check_range("--max-songs", args.max_songs, 1)
     check_range("--batch-size", args.batch_size, 1)
     check_range("--new-bars", args.new_bars, 1)
@@ -308,4 +334,46 @@ def run_form(args: argparse.Namespace) -> int:
         print(f"{name:>22}: real {_fmt(real['mean'])}  " + "  ".join(cells))
     print("runs: " + "; ".join(res["runs"]))
     print(f"wrote {args.out}/form.json, {args.out}/form.png, {args.out}/samples/")
+    return 0
+
+
+def run_whole_song(args: argparse.Namespace) -> int:
+    """`evaluate form --whole-song`: musicgen.evaluate.song, its table printed."""
+    import itertools
+
+    from musicgen.evaluate.song import MAX_SONGS, evaluate_songs
+
+    if args.structure is None:
+        raise MusicgenError("--whole-song: give --structure (POP909's pop909_structure folder)")
+    if len(args.checkpoint) != 1:
+        raise MusicgenError("--whole-song: give one --checkpoint")
+    check_range("--max-songs", args.max_songs, 1)
+    check_range("--prompt-bars", args.prompt_bars, 1)
+    check_range("--max-bars", args.max_bars, args.prompt_bars + 1)
+    if args.split not in ("train", "validation", "test", "all"):
+        raise MusicgenError(f"--split: must be train, validation, test or all; got '{args.split}'")
+    check_seed("--seed", args.seed)
+    given = {"temperature": args.temperature, "top_p": args.top_p}
+    repeats = args.repeat or [None, 0.0]  # the copy rule at the model's default, and off
+    settings = [
+        {k: v for k, v in zip([*given, "repeat"], values, strict=True) if v is not None}
+        for values in itertools.product(*(v or [None] for v in given.values()), repeats)
+    ]
+    res = evaluate_songs(
+        args.checkpoint[0],
+        args.data,
+        args.structure,
+        args.out,
+        split=args.split,
+        max_songs=args.max_songs or MAX_SONGS,
+        settings=settings,
+        seed=args.seed,
+        device=args.device,
+        prompt_bars=args.prompt_bars,
+        max_bars=args.max_bars,
+        chords=args.chords,
+    )
+    print(f"{len(res['songs'])} songs ({len(res['skipped'])} skipped); run (run - real [95 % CI])")
+    print((Path(args.out) / "song.md").read_text(), end="")
+    print(f"wrote {args.out}/song.json, {args.out}/song.md, {args.out}/samples/")
     return 0
