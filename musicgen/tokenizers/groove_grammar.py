@@ -43,7 +43,7 @@ VOCAB_SIZE = TIME_SHIFT + MAX_SHIFT  # 795 (794 paper tokens + PAD)
 BAR_TICKS = 4 * TICKS_PER_BEAT
 HOLD_TICKS = (BAR_TICKS, 1, BAR_TICKS)
 """The longest a sampled note of each track (bass, drums, third) sounds, in ticks. Pitched parts:
-1 bar (every bass note and 99.6 % of the piano notes of the POP909 trio set are shorter; the
+1 bar (no bass note and 0.4 % of the piano notes of the POP909 trio set are longer; the
 model's forgotten notes otherwise drone on). Drums: 1 tick, the length of every drum note of
 the trio sets (a drum's length is not heard; a longer one leaves the model off its data)."""
 
@@ -195,9 +195,9 @@ class GrooveGrammar(Grammar):
 
     def redirects(self) -> list[tuple[np.ndarray, np.ndarray]]:
         """Per track with notes sounding: its NoteOffs of silent pitches -> its sounding notes'
-        NoteOffs. The model knows far better when a part's note ends than which pitch is held
-        (on real test songs a quarter of its NoteOff mass names a silent pitch); renormalising
-        that mass over every allowed id instead leaves the held note sounding on."""
+        NoteOffs. The groove models know far better when a part's note ends than which pitch is
+        held (docs/tokenization.md has the numbers); renormalising that mass over every allowed
+        id instead leaves the held note sounding on."""
         out = []
         for track in range(N_TRACKS):
             lo = track * N_PITCHES
