@@ -85,7 +85,8 @@ def _defaults(model: Model) -> str:
     states, else the paper's), as the step titles print it."""
     opts = model.options()
     text = f"T={opts.temperature:g}, top-p {opts.top_p:g}"
-    return text + (f", top-k {opts.top_k}" if opts.top_k else "")
+    text += f", top-k {opts.top_k}" if opts.top_k else ""
+    return text + (f", repeat {opts.repeat:g}" if opts.repeat else "")
 
 
 def _continue(
