@@ -52,6 +52,16 @@ def groove_eval(ev):
     (ev / "groove_style").mkdir()
     (ev / "groove_style" / "style.json").write_text(json.dumps(style))
 
+    def band(pieces: int, share: float, drums: float) -> dict:
+        spread = {"mean": 1.0, "std": 0.0}
+        measures = {k: spread for k in ("bass_bars", "third_bars", "drum_hits_per_bar")}
+        measures |= {"drum_pitches": {"mean": drums, "std": 1.5}, "longest_note_bars": spread}
+        return {"pieces": pieces, "band_share": share, "measures": measures}
+
+    music = {"band": {"generated": band(24, 0.9583, 7.1), "reference": band(787, 0.999, 7.2)}}
+    (ev / "band_groove").mkdir()
+    (ev / "band_groove" / "music.json").write_text(json.dumps(music))
+
 
 def test_groove_card_quotes_the_numbers_of_its_files(tmp_path):
     groove_eval(tmp_path)
@@ -65,6 +75,10 @@ def test_groove_card_quotes_the_numbers_of_its_files(tmp_path):
     assert "(0-512) | beyond it (512-2048) |" in card
     assert "| time_pitch, sampled | 0.299 ± 0.010 | 0.252 ± 0.010 |" in card
     assert "unrelated" not in card  # a style.json from before the other-song baseline
+    assert "24 pieces from scratch (T = 1.1, top-p 0.95, grammar on) against the test" in card
+    assert "| drum pitches | 7.1 ± 1.5 | 7.2 ± 1.5 |" in card
+    assert "| bars where the piano sounds | 100 % ± 0 % | 100 % ± 0 % |" in card
+    assert "| plays as a band | 96 % | 99.9 % |" in card
     assert "## Music statistics" not in card  # no music.json for this model
     assert card.endswith(
         "python scripts/reproduce/write_model_cards.py groove_sine_spe_gated\n```\n"
@@ -136,7 +150,7 @@ def test_a_fine_tune_of_a_shipped_folder_keeps_its_shipped_summary_and_config(tm
     cfg.train.init_from = str(GROOVE)
     info = export_summary(run, cfg, step=3)
     base_info = info["init_from"]
-    assert base_info["steps_trained"] == stored["steps_trained"] == 1500
+    assert base_info["steps_trained"] == stored["steps_trained"] == 7400
     assert base_info["train_minutes"] == stored["train_minutes"] and base_info["step"] == 0
     assert config_from_dict(base_info["config"]) == loaded.config
     # the card describes both phases from the summary alone (the folder's path is not read)
@@ -144,7 +158,7 @@ def test_a_fine_tune_of_a_shipped_folder_keeps_its_shipped_summary_and_config(tm
     cfg.data.path = "data/prepared/trio"
     paragraph = training_text(cfg, info, text, tmp_path / "elsewhere")
     assert paragraph.startswith("2 phases. Phase 1, `groove_small` (configs/groove/small.yaml")
-    assert "1500 steps of batch 4 x 512 tokens" in paragraph and "3 steps of" in paragraph
+    assert "7400 steps of batch 4 x 512 tokens" in paragraph and "3 steps of" in paragraph
 
 
 def test_maestro_acceptance_checks_each_target_against_the_real_performances(tmp_path):

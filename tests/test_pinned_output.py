@@ -36,7 +36,7 @@ CASES = {
     "groove": (
         ["generate", "--checkpoint", "groove_sine_spe_gated", "--bars", "4"]
         + ["--temperature", "0.8", "--top-k", "40"],
-        ["555881324d038dbc2d1ddfa02cdf593cb3d8b79b", "833a8c718ed37ca06d355acbedcdc2632ba42b53"],
+        ["8c5e0e6ce5e5bb5a339d3a19846c82479bdd28e1", "f28f2fed1f67e499ee58ada3c24efb12bf1279b5"],
     ),
 }
 

@@ -283,7 +283,10 @@ def music_section(d: dict, spec: dict, sampling: str = "") -> list[str]:
 
 def style_section(d: dict, groove: bool = True) -> list[str]:
     """The time-segment table of a style.json (`musicgen evaluate style`)."""
-    t = d["sampling"]["temperature"]
+    o = d["sampling"]
+    t = f"{o['temperature']:g}"
+    t += f", top-k {o['top_k']}" if o.get("top_k") else ""
+    t += f", top-p {o['top_p']:g}" if o.get("top_p", 1) < 1 else ""
     songs = (
         f"{len(d['songs'])} test-split trio songs (styles never seen in training)"
         if groove
@@ -291,11 +294,11 @@ def style_section(d: dict, groove: bool = True) -> list[str]:
     )
     out = [
         f"## Style similarity of continuations ({'unseen styles' if groove else 'held-out songs'}, "
-        f"T = {t:g})",
+        f"T = {t})",
         "",
         f"{songs}, {d['samples']} sample{'s' if d['samples'] > 1 else ''} each: the first 2 bars "
         "as prompt, continued to "
-        f"{d['max_tokens']} tokens at T = {t:g} with grammar masking; the continuation is cut "
+        f"{d['max_tokens']} tokens at T = {t} with grammar masking; the continuation is cut "
         "into 4 equal time segments, each scored against the whole source song by cosine "
         "similarity of style histograms (`musicgen evaluate style`):",
         "",
@@ -319,13 +322,53 @@ def style_section(d: dict, groove: bool = True) -> list[str]:
     return out
 
 
+BAND_ROWS = (
+    ("drum_pitches", "drum pitches", "{:.1f}"),
+    ("bass_bars", "bars where the bass sounds", "pct"),
+    ("third_bars", "bars where the piano sounds", "pct"),
+    ("longest_note_bars", "longest bass or piano note (bars)", "{:.2f}"),
+    ("drum_hits_per_bar", "drum hits per bar", "{:.1f}"),
+)
+
+
+def _band_cell(stats: dict, form: str) -> str:
+    if form == "pct":
+        return f"{100 * stats['mean']:.0f} % ± {100 * stats['std']:.0f} %"
+    return f"{form.format(stats['mean'])} ± {form.format(stats['std'])}"
+
+
+def band_section(d: dict, sampling: str) -> list[str]:
+    """The band measure of a music.json (`musicgen evaluate music --band`): the pieces against
+    the test songs read as pieces of the same length."""
+    g, r = d["generated"], d["reference"]
+    lines = [
+        "## Does it play as a band? (from scratch)",
+        "",
+        f"{g['pieces']} pieces from scratch ({sampling}, grammar on) against the test songs "
+        f"read as {r['pieces']} pieces of the same length (`musicgen evaluate music --band`; "
+        "mean ± std over pieces). A piece plays as a band with drums on >= 3 pitches, bass and "
+        "piano in >= 75 % of its bars and no note over 2 bars.",
+        "",
+        "| measure | generated | test songs |",
+        "|---|---:|---:|",
+    ]
+    for key, label, form in BAND_ROWS:
+        lines.append(
+            f"| {label} | {_band_cell(g['measures'][key], form)} | "
+            f"{_band_cell(r['measures'][key], form)} |"
+        )
+    share = f"| plays as a band | {100 * g['band_share']:.0f} % | {100 * r['band_share']:.1f} % |"
+    return lines + [share, ""]
+
+
 def _json(path: Path) -> dict:
     return json.loads(path.read_text())
 
 
 def render_card(folder: Path, ev: Path, text: CardText, root: Path) -> str:
     """The card of the model folder `folder` from the evaluation outputs under `ev`
-    (<name>.export.json, the family's nll folder, music_<name>, style_<name>, groove_style*)."""
+    (<name>.export.json, the family's nll folder, music_<name>, style_<name>, band_groove,
+    groove_style*)."""
     name, loaded = folder.name, load_checkpoint(folder)
     cfg = loaded.config
     fam = family(cfg)
@@ -347,6 +390,9 @@ def render_card(folder: Path, ev: Path, text: CardText, root: Path) -> str:
             lines += style_section(_json(ev / f"style_{name}" / "style.json"), groove=False)
     if name in text.seen:
         lines += ["## What the piano rolls show", "", text.seen[name], ""]
+    if fam == "groove" and (ev / "band_groove" / "music.json").exists():
+        band = _json(ev / "band_groove" / "music.json")["band"]
+        lines += band_section(band, sampling_text(loaded, source=False))
     for sub in ("groove_style", "groove_style_t1"):
         if fam == "groove" and (ev / sub / "style.json").exists():
             lines += style_section(_json(ev / sub / "style.json"))

@@ -80,23 +80,27 @@ def _write(model: Model, pieces, stem: str, args: argparse.Namespace) -> list[Pa
     return write_pieces(pieces, args.out, stem, model.tokenizer, overwrite=True, render=True)
 
 
+def _defaults(model: Model) -> str:
+    """The sampling the model uses by default (its config's `sample:` section, as its card
+    states, else the paper's), as the step titles print it."""
+    opts = model.options()
+    text = f"T={opts.temperature:g}, top-p {opts.top_p:g}"
+    text += f", top-k {opts.top_k}" if opts.top_k else ""
+    return text + (f", repeat {opts.repeat:g}" if opts.repeat else "")
+
+
 def _continue(
     args: argparse.Namespace, checkpoint: str | Path, title: str, prompt: Path, **length
 ) -> list[Path]:
-    """One continuation through the API, shown as the `continue` command a user would type;
-    `length`: bars=N or seconds=S, and the sampling options that differ from the defaults."""
-    flags = " ".join(f"--{k.replace('_', '-')} {v:g}" for k, v in length.items())
-    _show(title, f"continue --checkpoint {checkpoint} --prompt {prompt} {flags}", args)
+    """One continuation through the API at the model's own sampling defaults, shown as the
+    `continue` command a user would type; `length`: bars=N or seconds=S."""
     model = load(checkpoint, args.device)
-    sampling = {k: length.pop(k) for k in ("temperature",) if k in length}
+    flags = " ".join(f"--{k.replace('_', '-')} {v:g}" for k, v in length.items())
+    command = f"continue --checkpoint {checkpoint} --prompt {prompt} {flags}"
+    _show(f"{title} ({_defaults(model)})", command, args)
     built = model.prompt(prompt, **length)
     pieces = model.pieces(
-        1,
-        prompt=built,
-        seed=args.seed,
-        max_tokens=args.max_tokens,
-        progress=ProgressBar(),
-        **sampling,
+        1, prompt=built, seed=args.seed, max_tokens=args.max_tokens, progress=ProgressBar()
     )
     return _write(model, pieces, f"{checkpoint_stem(model.source)}_{prompt.stem}", args)
 
@@ -120,9 +124,7 @@ def run(args: argparse.Namespace) -> int:
     t0 = time.time()
     command = f"generate --checkpoint {pop} --num 2 --bars {args.bars}"
     model = load(pop, args.device)
-    opts = model.options()  # the model's own defaults (its card), else the paper's
-    title = f"two pop-piano pieces from scratch (T={opts.temperature:g}, top-p {opts.top_p:g})"
-    _show(title, command, args)
+    _show(f"two pop-piano pieces from scratch ({_defaults(model)})", command, args)
     pieces = model.pieces(2, bars=args.bars, seed=args.seed, progress=ProgressBar())
     files = _write(model, pieces, checkpoint_stem(model.source), args)
     files += _continue(
@@ -132,15 +134,12 @@ def run(args: argparse.Namespace) -> int:
         demo / POP_PROMPT,
         bars=2,
     )
-    # T = 1.0 rather than the paper's 0.6: this small model puts little mass on each
-    # pitched note, and at 0.6 it continues the drums alone (see its model card).
     files += _optional(
         args,
         args.groove,
-        f"continue a 2-bar trio prompt of an unseen style ({GROOVE_PROMPT}, T=1.0)",
+        f"continue a 2-bar trio prompt of an unseen style ({GROOVE_PROMPT})",
         prompt=demo / GROOVE_PROMPT,
         bars=2,
-        temperature=1.0,
     )
     files += _optional(
         args,

@@ -62,7 +62,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     style.add_argument("--max-tokens", type=int, default=1024, help="ids sampled after the prompt")
     style.add_argument("--samples", type=int, default=3, help="continuations per prompt")
     style.add_argument("--max-prompts", type=int, help="use only the first N prompt songs")
-    style.add_argument("--temperature", type=float, help="default: the paper's, per tokenizer")
+    style.add_argument(
+        "--temperature", type=float, help="default: the model's own, else the paper's"
+    )
     style.add_argument("--top-p", type=float)
     style.add_argument("--seed", type=int, default=0)
     style.set_defaults(func=run_style)

@@ -2,9 +2,9 @@
 
 Their order matters (`filter_logits`): temperature, then a grammar's choice bonus (kept within
 its group, `choose_within`), then the additive bonus (the bar-copy rule's `repeat` and a
-grammar's own, in nats of the tempered distribution), then the grammar mask (disallowed ids to
--inf), then top-k and top-p, so that the kept set is never empty as long as the grammar allows
-something.
+grammar's own, in nats of the tempered distribution), then the grammar's redirects (the mass of
+ids it forbids moved to the ids it means), then the grammar mask (disallowed ids to -inf), then
+top-k and top-p, so that the kept set is never empty as long as the grammar allows something.
 """
 
 from __future__ import annotations
@@ -17,6 +17,8 @@ from musicgen.device import as_dtype
 
 if TYPE_CHECKING:
     from musicgen.generation.sample import SamplingOptions
+
+Redirect = tuple[torch.Tensor, torch.Tensor]  # (source ids, target ids) of one row
 
 NEG_INF = float("-inf")
 
@@ -49,6 +51,16 @@ def choose_within(logits: torch.Tensor, bonus: torch.Tensor, group: torch.Tensor
     after = torch.logsumexp(inside + bonus, dim=-1, keepdim=True)
     shift = torch.where(torch.isfinite(before), after - before, torch.zeros_like(before))
     return logits + bonus - shift * group
+
+
+def redirect_mass(logits: torch.Tensor, row: int, sources: torch.Tensor, targets: torch.Tensor):
+    """In place: add the probability of `sources` to `targets` of one row, shared as the targets'
+    own probabilities are (the sources keep theirs; the grammar mask removes them). Drawing from
+    the result is drawing from the row and reading a source drawn as one of the targets."""
+    x = logits[row]
+    moved = torch.logsumexp(x[sources], dim=0)
+    share = torch.log_softmax(x[targets], dim=0)
+    x[targets] = torch.logaddexp(x[targets], moved + share)
 
 
 def greedy_filter(logits: torch.Tensor) -> torch.Tensor:
@@ -87,10 +99,12 @@ def filter_logits(
     allowed: torch.Tensor | None = None,
     bonus: torch.Tensor | None = None,
     choice: tuple[torch.Tensor, torch.Tensor] | None = None,
+    redirects: list[list[Redirect]] | None = None,
 ) -> torch.Tensor:
     """Temperature, the grammar's `choice` ((nats, group), `choose_within`, its group taken
     among the allowed ids), the additive `bonus` ([B, V]: the grammar's own and the bar-copy
-    rule's), grammar mask, then top-k and top-p: the logits to sample from, [B, V]."""
+    rule's), each row's `redirects` (`redirect_mass`), grammar mask, then top-k and top-p: the
+    logits to sample from, [B, V]."""
     logits = as_dtype(logits, torch.float32)
     if options.temperature > 0:
         logits = apply_temperature(logits, options.temperature)
@@ -100,6 +114,11 @@ def filter_logits(
         logits = choose_within(logits, nats, group)
     if bonus is not None:
         logits = logits + bonus.to(logits.device)
+    if redirects is not None and any(redirects):
+        logits = logits.clone()  # a tempered view may share the model's storage at T = 1
+        for row, pairs in enumerate(redirects):
+            for sources, targets in pairs:
+                redirect_mass(logits, row, sources.to(logits.device), targets.to(logits.device))
     if allowed is not None:
         logits = mask_disallowed(logits, allowed)
     if options.temperature == 0:

@@ -216,7 +216,8 @@ def _draw(
             np.stack([r.allowed() if s else ones for r, s in zip(rows, sampling, strict=True)])
         )
     bonus, choice = _bonus(rows, sampling, options, vocab), _choice(rows, sampling, options, vocab)
-    logits = filter_logits(logits, options, allowed, bonus, choice)
+    redirects = _redirects(rows, sampling, options)
+    logits = filter_logits(logits, options, allowed, bonus, choice, redirects)
     drawn = sample_from_logits(logits, generator).tolist()
     return [int(t) if s else None for t, s in zip(drawn, sampling, strict=True)]
 
@@ -257,6 +258,19 @@ def _choice(
     return (torch.from_numpy(nats), torch.from_numpy(group)) if used else None
 
 
+def _redirects(rows: list[_Row], sampling: list[bool], options: SamplingOptions) -> list | None:
+    """Each sampling row's grammar's `redirects` as tensors (with masking on); None where no
+    row has any."""
+    if not options.grammar:
+        return None
+    out = []
+    for row, s in zip(rows, sampling, strict=True):
+        own = getattr(row.grammar, "redirects", None) if s else None  # a wrap may have none
+        pairs = own() if own is not None else []
+        out.append([(torch.from_numpy(a), torch.from_numpy(b)) for a, b in pairs])
+    return out if any(out) else None
+
+
 @dataclass
 class _Row:
     """One sequence of the batch while it is generated: its output, grammar and whether it runs.
@@ -273,13 +287,17 @@ class _Row:
     echo: BarEcho | None = None  # with `repeat`: the bars the current one copies so far
 
     def allowed(self) -> np.ndarray:
-        """The grammar's mask, narrowed by `first` while nothing is sampled yet and without the
-        end token before `no_end_before` sampled ids."""
+        """The grammar's mask, narrowed by `first` while nothing is sampled yet, without the
+        end token before `no_end_before` sampled ids, and by the grammar's `sampling_mask`."""
         mask = np.array(self.grammar.allowed(), dtype=bool)  # a copy: the grammar's may be shared
         if self.first is not None and self.out.sampled == 0:
             mask &= self.first
         if self.out.sampled < self.no_end_before and self.eos_id >= 0:
             mask[self.eos_id] = False
+        narrow = getattr(self.grammar, "sampling_mask", None)  # a caller's wrap may have none
+        own = narrow() if narrow is not None else None
+        if own is not None and (mask & own).any():  # never an empty draw (a `first` clash)
+            mask &= own
         return mask
 
     @classmethod

@@ -49,6 +49,21 @@ class Grammar(abc.ABC):
         A grammar that wraps another passes the inner one's on if it wants it."""
         return None
 
+    def sampling_mask(self) -> np.ndarray | None:
+        """bool (vocab_size,): which of the `allowed()` ids the sampler may draw next, a rule on
+        what is written rather than on what is valid (so prompts and scored songs are never
+        judged by it: the groove grammar's bound on how long a note sounds); None: all of them.
+        A grammar that wraps another passes the inner one's on if it wants it."""
+        return None
+
+    def redirects(self) -> list[tuple[np.ndarray, np.ndarray]]:
+        """(source ids, target ids) pairs: the probability the model puts on a disallowed source
+        is what it means for the targets, so the sampler moves it there instead of spreading it
+        over every allowed id (the groove grammar's NoteOff of a pitch not sounding: the end of
+        a note of that track that is); [] for none. A wrapping grammar passes the inner one's on
+        if it wants them."""
+        return []
+
     errors: int = 0  # number of ids advanced that were not allowed
     position: int = -1  # the position in the current bar (-1: none yet), what a control reads
 

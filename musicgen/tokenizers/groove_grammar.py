@@ -13,12 +13,17 @@ Layout (795 ids = the paper's 794 tokens + our padding id 0):
 Tracks: 1 = bass, 2 = drums, 3 = the accompaniment instrument. The 24 TimeShifts are beats 0..1 x
 offset 0..11 without the zero shift (23) plus exactly 2 beats (1): 768 + 24 + 2 = 794.
 Kept separate from `groove.py` so that the sampler-facing part (masks) stays small and numpy-only.
+
+Sampling also bounds how long a note sounds (`HOLD_TICKS`, `GrooveGrammar.sampling_mask`): a
+model that loses track of a note it opened never writes its NoteOff, and the note would sound to
+the piece's end. Validity does not depend on it (a real song's long note is a valid prompt).
 """
 
 from __future__ import annotations
 
 import numpy as np
 
+from musicgen.errors import MusicgenError
 from musicgen.tokenizers.base import PAD_ID, Grammar
 
 TICKS_PER_BEAT = 12
@@ -34,6 +39,13 @@ NOTE_ON = 3
 NOTE_OFF = NOTE_ON + N_TRACKS * N_PITCHES  # 387
 TIME_SHIFT = NOTE_OFF + N_TRACKS * N_PITCHES  # 771: id of the 1-tick shift
 VOCAB_SIZE = TIME_SHIFT + MAX_SHIFT  # 795 (794 paper tokens + PAD)
+
+BAR_TICKS = 4 * TICKS_PER_BEAT
+HOLD_TICKS = (BAR_TICKS, 1, BAR_TICKS)
+"""The longest a sampled note of each track (bass, drums, third) sounds, in ticks. Pitched parts:
+1 bar (no bass note and 0.4 % of the piano notes of the POP909 trio set are longer; the
+model's forgotten notes otherwise drone on). Drums: 1 tick, the length of every drum note of
+the trio sets (a drum's length is not heard; a longer one leaves the model off its data)."""
 
 
 def note_on(track: int, pitch: int) -> int:
@@ -93,9 +105,15 @@ class GrooveGrammar(Grammar):
     - TimeShifts always (time only moves forward by construction);
     - EOS only when nothing sounds; nothing at all after EOS; PAD and a second BOS never.
     The allowed mask is kept up to date in O(1) per `advance`; `allowed()` copies it (O(vocab)).
+    `hold`: the longest a sampled note of each track sounds, in ticks (`sampling_mask`).
     """
 
-    def __init__(self) -> None:
+    def __init__(self, hold: tuple[int, int, int] = HOLD_TICKS) -> None:
+        if len(hold) != N_TRACKS or min(hold) < 1:
+            raise MusicgenError(f"groove grammar: hold needs 3 tick counts >= 1, got {hold!r}")
+        self.hold = tuple(int(h) for h in hold)
+        self._time = 0  # ticks so far
+        self._due: dict[int, int] = {}  # sounding slot -> tick by which a sampled id ends it
         self.tables = _TABLES
         self.errors = 0
         self._sounding = np.zeros(N_TRACKS * N_PITCHES, dtype=bool)
@@ -135,7 +153,9 @@ class GrooveGrammar(Grammar):
                 self._open_mask()
             return ok
         kind = self.tables.kind_list[i]
-        if kind == GrooveTables.ON:
+        if kind == GrooveTables.SHIFT:
+            self._time += i - TIME_SHIFT + 1
+        elif kind == GrooveTables.ON:
             self._set(self.tables.slot_list[i], True)
         elif kind == GrooveTables.OFF:
             self._set(self.tables.slot_list[i], False)
@@ -150,9 +170,42 @@ class GrooveGrammar(Grammar):
             return  # an invalid repeat (already counted as an error): state unchanged
         self._sounding[slot] = on
         self._n_sounding += 1 if on else -1
+        if on:
+            self._due[slot] = self._time + self.hold[slot // N_PITCHES]
+        else:
+            del self._due[slot]
         self._mask[NOTE_ON + slot] = not on
         self._mask[NOTE_OFF + slot] = on
         self._mask[EOS_ID] = self._n_sounding == 0
+
+    def sampling_mask(self) -> np.ndarray | None:
+        """What a sampled id may be beside `allowed()`: no TimeShift carries a note past its
+        `hold` bound, and a note at its bound is ended before anything else (the NoteOffs that
+        come first at a tick in the encoder's order). None while nothing sounds."""
+        if not self._due:
+            return None
+        left = min(self._due.values()) - self._time
+        mask = np.ones(VOCAB_SIZE, dtype=bool)
+        if left > 0:
+            mask[TIME_SHIFT + left :] = False  # shifts of more than `left` ticks
+            return mask
+        mask[:] = False
+        mask[[NOTE_OFF + s for s, end in self._due.items() if end <= self._time]] = True
+        return mask
+
+    def redirects(self) -> list[tuple[np.ndarray, np.ndarray]]:
+        """Per track with notes sounding: its NoteOffs of silent pitches -> its sounding notes'
+        NoteOffs. The groove models know far better when a part's note ends than which pitch is
+        held (docs/tokenization.md has the numbers); renormalising that mass over every allowed
+        id instead leaves the held note sounding on."""
+        out = []
+        for track in range(N_TRACKS):
+            lo = track * N_PITCHES
+            held = self._sounding[lo : lo + N_PITCHES]
+            if held.any():
+                base = NOTE_OFF + lo
+                out.append((base + np.flatnonzero(~held), base + np.flatnonzero(held)))
+        return out
 
     def completion(self) -> list[int]:
         if self._finished:

@@ -134,15 +134,19 @@ elif [ "$WHAT" = maestro ]; then
   $BIN/musicgen evaluate music $E/samples_$name --reference $E/maestro_reference \
     --checkpoint checkpoints/$name --out $E/music_$name
 elif [ "$WHAT" = groove ]; then
-  ship groove_sine_spe_gated
+  # the committed phase (training/groove_pop909_phase1) unless GROOVE_RUN names a run folder
+  ship groove_sine_spe_gated ${GROOVE_RUN:-training/groove_pop909_phase1/groove_small}
   $BIN/musicgen evaluate nll --checkpoint checkpoints/groove_sine_spe_gated \
-    --data data/prepared/trio --max-len 2048 --out $E/groove_nll
+    --data data/prepared/trio_pop909 --max-len 2048 --out $E/groove_nll
   # continue 2-bar prompts of unseen (test) styles, style similarity per time segment
-  for t in 0.6 1.0; do
-    $BIN/musicgen evaluate style --checkpoint checkpoints/groove_sine_spe_gated \
-      --prompts data/trio/test --max-prompts 10 --samples 2 --max-tokens 1024 --temperature $t \
-      --out $E/groove_style$([ $t = 1.0 ] && echo _t1 || true)
-  done
+  $BIN/musicgen evaluate style --checkpoint checkpoints/groove_sine_spe_gated \
+    --prompts out/trio_pop909/test --max-prompts 10 --samples 2 --max-tokens 1024 \
+    --out $E/groove_style
+  # the band measure from scratch, against the test songs read as 8-bar pieces
+  $BIN/musicgen generate --checkpoint checkpoints/groove_sine_spe_gated --out $E/samples_groove \
+    --num 24 --bars 8 --seed 0 --overwrite > /dev/null
+  $BIN/musicgen evaluate music $E/samples_groove --band --reference out/trio_pop909/test \
+    --reference-bars 8 --out $E/band_groove
 else
   echo "usage: scripts/reproduce/evaluate_shipped.sh pop909|groove|maestro" >&2; exit 2
 fi

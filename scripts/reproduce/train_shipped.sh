@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Reproduce the checkpoints shipped in checkpoints/ on a 2-core CPU, with nothing else running.
 #   scripts/reproduce/train_shipped.sh pop909   # the POP909 gated-sineSPE model and its APE twin
-#   scripts/reproduce/train_shipped.sh groove   # the groove model (without the musical-position inputs)
+#   scripts/reproduce/train_shipped.sh groove   # the groove model on the POP909 trio set
 #   scripts/reproduce/train_shipped.sh maestro  # the classical model with musical inputs
 # pop909: the two runs side by side, one thread each, musical-position embeddings on (the
 # presets' default), three phases, each with its own cosine schedule:
@@ -26,7 +26,8 @@
 #      training/pop909_phase7: 31.7 M / 32.2 M tokens in all).
 # MINUTES is a safety stop per phase (the run checkpoints and exits).
 # Interrupted? Run it again: each run resumes from its last.pt.
-# Data: POP909 from ../shared/data (or POP909=path), the bundled trio set.
+# Data: POP909 from ../shared/data (or POP909=path); the groove model's POP909 trio set is built from
+# ../shared/data's POP909 and Groove MIDI (scripts/reproduce/make_pop909_trio.py).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 WHAT=${1:-pop909}
@@ -121,15 +122,16 @@ elif [ "$WHAT" = maestro ]; then
     --train.max_steps=${MAESTRO_STEPS:-1800} --train.max_minutes=$MINUTES "${more[@]}" \
     --out $run $(resume_if $run) >> $run.log 2>&1
 elif [ "$WHAT" = groove ]; then
-  # Phase 1: 1000 steps (warm-up, cosine to 5e-6); phase 2: resumed to 1500 steps with the cosine
-  # recomputed over 1500 (a warm restart at lr ~1.4e-4), as the shipped groove model was trained.
-  [ -f data/prepared/trio/tokenizer.json ] || $BIN/musicgen prepare --dataset groove \
-    --input data/trio --output data/prepared/trio
-  for phase in 1000 1500; do
-    resume=(); [ "$phase" = 1500 ] && resume=(--resume)
-    $BIN/musicgen train --config configs/groove/small.yaml --out runs/groove_sine_spe_gated \
-      "${resume[@]}" --train.max_steps=$phase --train.max_minutes=110 >> runs/groove.log 2>&1
-  done
+  # The POP909 trio set (training/groove_pop909_phase1/README.md): 7400 steps of 4 x 512 tokens
+  # (15.2 M) with the musical-position inputs, one cosine schedule.
+  [ -f out/trio_pop909/metadata.csv ] || $BIN/python scripts/reproduce/make_pop909_trio.py \
+    --out out/trio_pop909 --seed 0
+  [ -f data/prepared/trio_pop909/tokenizer.json ] || $BIN/musicgen prepare --dataset groove \
+    --tokenizer groove --input out/trio_pop909 --output data/prepared/trio_pop909 --workers 2
+  $BIN/musicgen train --config configs/groove/small.yaml --data data/prepared/trio_pop909 \
+    --out runs/groove_sine_spe_gated $(resume_if runs/groove_sine_spe_gated) \
+    --model.musical.embed=true --train.max_steps=7400 --train.val_every=1000 \
+    --train.ckpt_every=250 --train.max_minutes=$MINUTES >> runs/groove.log 2>&1
 else
   echo "usage: scripts/reproduce/train_shipped.sh pop909|groove|maestro" >&2; exit 2
 fi
