@@ -162,8 +162,8 @@ def _player(piece: jobs.Piece | None, k: int) -> str:
     """Slot k's player: the piece's roll following the audio player of the same slot."""
     if piece is None or piece.roll is None:
         return ""
-    head = f"**{html.escape(piece.label.split(': ', 1)[-1])}**"
-    return f"<div class='mg-title'>{head}</div>" + svg(piece.roll, f"audio-{k}")
+    head = html.escape(piece.label.split(": ", 1)[-1])
+    return f"<div class='mg-title'><b>{head}</b></div>" + svg(piece.roll, f"audio-{k}")
 
 
 def _summary(pieces: list[jobs.Piece], seconds: float, settings: dict) -> str:
@@ -378,7 +378,9 @@ def _sampling_widget(name: str) -> gr.components.Component:
     if spec.widget is None:
         return gr.Number(None, label=label, precision=0, minimum=spec.range.low, elem_id=elem_id)
     low, high, step = spec.widget
-    return gr.Slider(low, high, value=None, step=step, label=label, elem_id=elem_id, buttons=[])
+    slider = gr.Slider(low, high, value=None, step=step, label=label, elem_id=elem_id, buttons=[])
+    slider.value = None  # a slider fills an empty value with its minimum: keep it empty
+    return slider
 
 
 def _controls(models: jobs.ModelCache, default: str) -> SimpleNamespace:
@@ -402,9 +404,10 @@ def _controls(models: jobs.ModelCache, default: str) -> SimpleNamespace:
     with gr.Row():
         ui.num = gr.Slider(1, inputs.MAX_NUM, value=inputs.PAGE["num"], step=1,
                            label="variations", elem_id="num")  # fmt: skip
-        ui.tempo = gr.Number(inputs.PAGE["tempo"], label="tempo (beats a minute; empty: the "
-                             "piece's own)", minimum=inputs.TEMPO[0], maximum=inputs.TEMPO[1],
-                             elem_id="tempo")  # fmt: skip
+        ui.tempo = gr.Number(
+            inputs.PAGE["tempo"], label="tempo (beats a minute; 0: the piece's own)",
+            elem_id="tempo",
+        )  # fmt: skip
         ui.transpose = gr.Slider(-inputs.MAX_TRANSPOSE, inputs.MAX_TRANSPOSE,
                                  value=inputs.PAGE["transpose"], step=1,
                                  label="transpose (semitones)", elem_id="transpose")  # fmt: skip
@@ -548,6 +551,9 @@ def launch(
     the pages' folders only (`guard.Guard`), uploads are capped at `max_upload_mb` and taken
     only as MIDI; `auth`: the (user, password) pairs a login asks for."""
     page = build(models, root, default)
+    # a prompt handed over by 'Continue this piece' is read where it lies, but gr.File's
+    # preprocessing opens a temporary file in Gradio's cache folder first: it must exist
+    Path(gr.utils.get_upload_folder()).mkdir(parents=True, exist_ok=True)
     page.queue(default_concurrency_limit=concurrency, max_size=64)
     sessions = root / jobs.SESSIONS
     sessions.mkdir(parents=True, exist_ok=True, mode=0o700)

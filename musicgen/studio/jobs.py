@@ -349,9 +349,11 @@ def chords_per_bar(model: Model, ids: list[int], transpose: int = 0) -> list[str
     events = chord_events(tok, ids)
     if not events:
         return []
-    out = [[] for _ in range(events[-1][0] + 1)]
+    out: list[list[str]] = [[] for _ in range(events[-1][0] + 1)]
     for bar, _, cid in events:
-        out[bar].append(chord_name(tok.token_name(cid).removeprefix("Chord_"), transpose))
+        name = chord_name(tok.token_name(cid).removeprefix("Chord_"), transpose)
+        if not out[bar] or out[bar][-1] != name:  # a chord written again is the same chord
+            out[bar].append(name)
     return [" ".join(names) for names in out]
 
 
@@ -378,7 +380,7 @@ def render(
     audio = save_audio(music.score, folder / f"{stem}.wav")
     end = None if prompt is None else prompt.end_tick / prompt.notes.ticks_per_quarter
     roll = roll_of(music.score, chords, end, prompt.beats if prompt is not None else 4)
-    piece = Piece(f"{stem}: {label}", midi, png, audio, music.seed, info, roll, len(roll.bars) - 1)
+    piece = Piece(f"{stem}: {label}", midi, png, audio, music.seed, info, roll)
     return session.add(piece)
 
 
@@ -424,7 +426,7 @@ def run_generate(
         what = f"{bars} bars" if stopped is None else f"stopped at bar {stopped} of {bars}"
         label = f"{model_label}, seed {seed}, piece {i + 1}, {what}"
         piece = render(music, session, "gen", label, info, model, None, look)
-        piece.stopped_at = stopped
+        piece.stopped_at, piece.bars = stopped, bars if stopped is None else stopped
         out.append(piece)
     return out
 
@@ -492,6 +494,7 @@ def run_continue(
         piece = render(music, session, "cont", f"{label}, piece {i + 1}{end}", info, model,
                        prompt, look)  # fmt: skip
         piece.stopped_at = stopped
+        piece.bars = prompt.bars + (new_bars if stopped is None else stopped)
         out.append(piece)
     return out
 

@@ -14,9 +14,9 @@ from dataclasses import dataclass, field
 
 import symusic
 
-WIDTH = 1200  # the drawing's own units; the page scales it to its box
-HEIGHT = 300
-HEADER = 22  # the strip over the roll that holds the chord names
+WIDTH = 1200  # the drawing's own units; the page scales it to its width, keeping this shape
+HEIGHT = 400
+HEADER = 34  # the strip over the roll that holds the chord names
 ROLE_COLOURS = {"piano": "#4f6bed", "drums": "#9a9a9a", "bass": "#2e9e6b", "melody": "#e0663a"}
 
 
@@ -63,13 +63,12 @@ def roll_of(
     notes = [
         (n.time, n.time + n.duration, n.pitch, _role(t)) for t in timed.tracks for n in t.notes
     ]
-    end_s = max((b for _, b, _, _ in notes), default=0.0)
     quarter = score.to("quarter")
-    end_q = max((n.time + n.duration for t in quarter.tracks for n in t.notes), default=0.0)
-    count = max(int(-(-end_q // beats_per_bar)), 1)
+    last = max((n.time for t in quarter.tracks for n in t.notes), default=0.0)
+    count = int(last // beats_per_bar) + 1  # the bars that notes begin in (a held note is cut)
     bars = seconds_of(score, [k * beats_per_bar for k in range(count + 1)])
     prompt_end = None if prompt_quarters is None else seconds_of(score, [prompt_quarters])[0]
-    return Roll(notes, bars, list(chords or []), prompt_end, max(end_s, bars[-1]))
+    return Roll(notes, bars, list(chords or []), prompt_end, bars[-1])
 
 
 def _role(track: symusic.Track) -> str:
@@ -92,16 +91,18 @@ def svg(roll: Roll, audio_id: str) -> str:
     y = lambda p: round(HEADER + (high - p) * row, 2)  # noqa: E731
     colours = {**ROLE_COLOURS, **roll.roles}
     parts = [f'<rect x="0" y="0" width="{WIDTH}" height="{HEIGHT}" class="mg-bg"/>']
+    notes = [n for n in roll.notes if n[0] < total]
     for k, start in enumerate(roll.bars):
         parts.append(f'<line x1="{x(start)}" x2="{x(start)}" y1="0" y2="{HEIGHT}" class="mg-bar"/>')
         name = roll.chords[k] if k < len(roll.chords) else ""
         if name and k < len(roll.bars) - 1:
             parts.append(
-                f'<text x="{x(start) + 4}" y="15" class="mg-chord">{html.escape(name)}</text>'
+                f'<text x="{x(start) + 6}" y="25" class="mg-chord">{html.escape(name)}</text>'
             )
-    for a, b, p, role in roll.notes:
+    for a, b, p, role in notes:
+        wide = max(x(min(b, total)) - x(a), 1.5)
         parts.append(
-            f'<rect x="{x(a)}" y="{y(p) - row / 2:.2f}" width="{max(x(b) - x(a), 1.5)}" '
+            f'<rect x="{x(a)}" y="{y(p) - row / 2:.2f}" width="{wide}" '
             f'height="{max(row, 1.5):.2f}" fill="{colours.get(role, colours["piano"])}" '
             f'class="mg-note mg-{role}"/>'
         )
@@ -109,26 +110,37 @@ def svg(roll: Roll, audio_id: str) -> str:
         px = x(roll.prompt_end)
         parts.append(f'<rect x="0" y="0" width="{px}" height="{HEIGHT}" class="mg-prompt"/>')
         parts.append(f'<line x1="{px}" x2="{px}" y1="0" y2="{HEIGHT}" class="mg-prompt-end"/>')
-        parts.append(f'<text x="{px + 4}" y="{HEIGHT - 6}" class="mg-chord">prompt ends</text>')
+        parts.append(f'<text x="{px + 6}" y="{HEIGHT - 10}" class="mg-chord">prompt ends</text>')
     parts.append(f'<line x1="0" x2="0" y1="0" y2="{HEIGHT}" class="mg-playhead"/>')
     return (
         f'<div class="mg-roll" data-audio="{html.escape(audio_id)}" data-seconds="{total:.3f}">'
-        f'<svg viewBox="0 0 {WIDTH} {HEIGHT}" preserveAspectRatio="none" role="img" '
-        f'aria-label="piano roll">{"".join(parts)}</svg></div>'
+        f'<svg viewBox="0 0 {WIDTH} {HEIGHT}" role="img" aria-label="piano roll">'
+        f"{''.join(parts)}</svg>{chord_line(roll)}</div>"
     )
+
+
+def chord_line(roll: Roll) -> str:
+    """The chords bar by bar under the roll, as text (readable on a phone, where the roll's
+    own labels are small)."""
+    cells = [
+        f"<span><b>{k + 1}</b> {html.escape(name)}</span>"
+        for k, name in enumerate(roll.chords)
+        if name
+    ]
+    return f'<div class="mg-chords">{" ".join(cells)}</div>' if cells else ""
 
 
 # The page's style for the roll and the script that moves every roll's playhead to its audio
 # player's time (a frame loop: rolls come and go as results are shown).
 PLAYER_CSS = """
-.mg-roll svg { width: 100%; height: 200px; display: block; border-radius: 6px; }
+.mg-roll svg { width: 100%; height: auto; display: block; border-radius: 6px; }
 .mg-bg { fill: #fbfbfd; }
-.mg-bar { stroke: #d0d3dc; stroke-width: 1; }
-.mg-chord { font: 13px sans-serif; fill: #333; }
+.mg-bar { stroke: #d0d3dc; stroke-width: 1.5; }
+.mg-chord { font: 24px sans-serif; fill: #333; }
+.mg-chords { font-size: 13px; margin-top: 4px; display: flex; flex-wrap: wrap; gap: 4px 12px; }
 .mg-prompt { fill: #000; opacity: 0.06; }
 .mg-prompt-end { stroke: #e0663a; stroke-width: 3; stroke-dasharray: 6 4; }
 .mg-playhead { stroke: #d62828; stroke-width: 3; }
-@media (max-width: 600px) { .mg-roll svg { height: 160px; } }
 """
 
 PLAYHEAD_JS = """
