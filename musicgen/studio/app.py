@@ -119,7 +119,10 @@ PROGRESS_EVERY_S = 0.2  # the API reports every decoding step; the page needs a 
 def _progress_hook(progress: gr.Progress, bars) -> Callable[[int, int], None]:
     """The sampler's progress (steps, where a bar-limited call counts the share of bars the
     slowest piece has written) as bars written, with the time left at the rate so far."""
-    bars = inputs.whole("bars", bars, 1, None) if bars not in (None, "") else None
+    try:  # the job checks the value itself and names it; here it only scales the bar
+        bars = inputs.whole("bars", bars, 1, None)
+    except MusicgenError:
+        bars = None
     last, start = [0.0], time.monotonic()
 
     def hook(done: int, total: int) -> None:
@@ -244,7 +247,10 @@ class Actions:
             return await in_thread(work, flag)
         finally:
             with self._lock:
-                self.jobs.get(key, set()).discard(flag)
+                mine = self.jobs.get(key, set())
+                mine.discard(flag)
+                if not mine:
+                    self.jobs.pop(key, None)
 
     def left(self, request: gr.Request):
         """The page was closed or reloaded: its jobs stop, with nothing kept (no one to see)."""
@@ -263,7 +269,8 @@ class Actions:
         return {k: getattr(opts, k) for k in inputs.SAMPLING}
 
     def on_model(self, label):
-        """The summary, card, chord box and sampling defaults of the chosen model."""
+        """The summary, card, chord box (emptied for a model without chords: a hidden box must
+        not send them) and sampling defaults of the chosen model."""
         label = label or self.default
         model = self.models.get(label)
         chords = jobs.has_chord_tokens(model)
@@ -271,7 +278,7 @@ class Actions:
         return (
             self.models.summary(label),
             self.models.card(label),
-            gr.update(visible=chords, interactive=True),
+            gr.update(visible=True) if chords else gr.update(visible=False, value=""),
             *(defaults[name] for name in inputs.SAMPLING),
             f"**{self.models.title(label)}** is ready",
         )
