@@ -49,12 +49,13 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("url")
     parser.add_argument("--chromium", default="/usr/bin/chromium")
+    parser.add_argument("--widths", type=int, nargs="+", default=[1280, 400])
     args = parser.parse_args()
     with sync_playwright() as p:
         browser = p.chromium.launch(
             executable_path=args.chromium, args=["--headless", "--no-sandbox", "--disable-gpu"]
         )
-        for width in (1280, 400):
+        for width in args.widths:
             print(shoot(browser, args.url, width))
         browser.close()
 

@@ -300,8 +300,8 @@ class Actions:
 
         def work(flag):
             pieces = jobs.run_generate(
-                self.models.get(label), session, label, bars=bars, num=num, seed=seed,
-                chords=chords, tempo=tempo, transpose=transpose,
+                self.models.get(label), session, self.models.title(label), bars=bars, num=num,
+                seed=seed, chords=chords, tempo=tempo, transpose=transpose,
                 progress=_progress_hook(progress, inputs.or_page("bars", bars)), cancel=flag,
                 **sampling,
             )  # fmt: skip
@@ -322,7 +322,7 @@ class Actions:
 
         def work(flag):
             pieces = jobs.run_continue(
-                self.models.get(label), session, label, prompt, mode=mode,
+                self.models.get(label), session, self.models.title(label), prompt, mode=mode,
                 prompt_bars=prompt_bars, seconds=seconds, new_bars=new_bars, num=num, seed=seed,
                 chords=chords, tempo=tempo, transpose=transpose,
                 progress=_progress_hook(progress, inputs.or_page("new_bars", new_bars)),
@@ -362,9 +362,12 @@ class Actions:
         return _show(session, pieces)
 
     def stop(self, session):
-        """Stop: the page's running jobs end at their next step and keep what they wrote."""
-        if session.stop():
-            gr.Info("stopping: the bars written so far are kept")
+        """Stop: the page's running jobs end at their next step and keep what they wrote.
+        With none running, it fails unseen, so that the page's waiting jobs are cancelled
+        (`_wire`: the Stop buttons' `failure`)."""
+        if not session.stop():
+            raise gr.Error("nothing running", visible=False, print_exception=False)
+        gr.Info("stopping: the bars written so far are kept")
 
 
 def raw(component):
@@ -506,9 +509,10 @@ def _wire(page: gr.Blocks, ui: SimpleNamespace, act: Actions) -> None:
         _guarded(act.continue_), [ui.model, *prompt, ui.new_bars, *sampling, *looks, ui.session],
         shown, api_name="continue", concurrency_id="sampling", show_progress_on=[ui.message],
     )  # fmt: skip
-    del gen, cont  # Stop does not cancel them: they end with what was written
+    # Stop does not cancel a running job (it ends with what was written), only waiting ones
     for btn in (ui.gen_stop, ui.cont_stop):
-        btn.click(act.stop, [ui.session], None, queue=False, **private)
+        stopping = btn.click(act.stop, [ui.session], None, queue=False, **private)
+        stopping.failure(None, None, None, cancels=[gen, cont], queue=False, **private)
     for trigger in (ui.chords.change, ui.bars.release):
         trigger(progression_text, [ui.chords, ui.bars], ui.progression, **private)
     previewed = [ui.session, ui.prompt_roll]
