@@ -122,6 +122,22 @@ def test_progression_syntax(tok):
 
 
 @pytest.mark.parametrize(
+    "text, labels",
+    [
+        ("Am F C G x2", ["Am", "F", "C", "G"] * 2),
+        ("Am | F | C | G x2", ["Am", "F", "C", "G"] * 2),  # a chart's x2 at the line's end
+        ("Am | F | C | G | x2", ["Am", "F", "C", "G"] * 2),
+        ("Am F C G\nx2", ["Am", "F", "C", "G"] * 2),  # a line of its own: the line above
+        ("Am | F x2\nC | G x2", ["Am", "F", "Am", "F", "C", "G", "C", "G"]),  # line by line
+        ("C | G x3 |", ["C", "G", "G", "G"]),  # closed by '|': the bar it ends
+        ("Am x2 | F", ["Am", "Am", "F"]),  # inside a line: the bar it ends
+    ],
+)
+def test_x_n_after_a_line_repeats_the_whole_line(text, labels):
+    assert parse_progression(text).labels() == labels
+
+
+@pytest.mark.parametrize(
     "text, words",
     [
         ("C G Hm F", "unknown chord 'Hm'"),

@@ -167,20 +167,94 @@ def test_continue_keeps_the_prompt_and_refuses_bad_prompts(cache, tmp_path):
         jobs.run_continue(model, session, "pop", drums)
 
 
-def test_stop_ends_sampling_within_a_step(cache, tmp_path):
+def notes_of(path: Path) -> list[tuple[float, int]]:
+    score = symusic.Score(str(path)).to("quarter")
+    return sorted((round(n.time, 3), n.pitch) for t in score.tracks for n in t.notes)
+
+
+def test_stop_keeps_the_whole_bars_written(cache, tmp_path):
+    """Stop during a 64-bar job: the sampler ends at its next step, and the piece keeps the
+    whole bars it had written, labelled with where it stopped: the same notes as that seed
+    asked for exactly those bars."""
     model = cache.get("pop909_sine_spe_gated")
     session = jobs.Session(tmp_path)
     seen = []
 
     def progress(done, total):
         seen.append(done)
-        if len(seen) == 5:
-            assert session.stop() == 1  # the Stop button, while the job samples
+        if done / total * 64 >= 3 and not session.running.pop().set():
+            pass  # the Stop button, once three bars are written (at most once: popped)
 
-    with pytest.raises(MusicgenError, match="cancel"):
-        jobs.run_generate(model, session, "pop", bars=64, seed=1, progress=progress)
-    assert len(seen) == 5 and seen == sorted(seen)  # no step sampled after the flag
+    [piece] = jobs.run_generate(model, session, "pop", bars=64, seed=1, progress=progress)
+    assert piece.stopped_at is not None and 2 <= piece.stopped_at < 64  # the 3rd was begun
+    assert f"stopped at bar {piece.stopped_at} of 64" in piece.label
+    assert not session.running and piece in session.pieces and piece.midi.is_file()
+    [whole] = jobs.run_generate(model, session, "pop", bars=piece.stopped_at, seed=1)
+    assert whole.stopped_at is None
+    assert notes_of(piece.midi) == notes_of(whole.midi)
+
+
+def test_a_job_whose_page_left_keeps_nothing(cache, tmp_path):
+    """Closing or reloading the page (`JobFlag.leave`) stops the job with nothing kept."""
+    from musicgen.studio.running import JobFlag
+
+    model = cache.get("pop909_sine_spe_gated")
+    session = jobs.Session(tmp_path)
+    flag = JobFlag()
+
+    def progress(done, total):
+        if done > 50:
+            flag.leave()
+
+    with pytest.raises(Cancelled):
+        jobs.run_generate(model, session, "pop", bars=64, seed=1, progress=progress, cancel=flag)
     assert not session.pieces and not session.running
+
+
+def test_left_out_values_are_the_page_and_the_model_own(cache, tmp_path):
+    """None for every value: the page's bars (inputs.PAGE) and the model's sampling, the same
+    piece as those values given."""
+    model = cache.get("pop909_sine_spe_gated")
+    session = jobs.Session(tmp_path)
+    own = jobs.sampling_defaults(model)
+    assert own == {"temperature": 1.0, "top_k": 0, "top_p": 0.9, "repeat": 4.0}
+    args = {"bars": 1, "seed": 4}
+    [left] = jobs.run_generate(model, session, "pop", num=None, chords=None, tempo=None,
+                               transpose=None, temperature=None, top_p=None, **args)  # fmt: skip
+    [given] = jobs.run_generate(model, session, "pop", num=1, **own, **args)
+    assert left.midi.read_bytes() == given.midi.read_bytes()
+    assert inputs.or_page("bars", None) == inputs.PAGE["bars"] == 16
+
+
+def test_tempo_and_transposition_change_the_result_only(cache, tmp_path):
+    model = cache.get("pop909_sine_spe_gated")
+    session = jobs.Session(tmp_path)
+    [plain] = jobs.run_generate(model, session, "pop", bars=1, seed=2)
+    [moved] = jobs.run_generate(model, session, "pop", bars=1, seed=2, tempo=90, transpose=-3)
+    a, b = notes_of(plain.midi), notes_of(moved.midi)
+    assert [p - 3 for _, p in a] == [p for _, p in b] and [t for t, _ in a] == [t for t, _ in b]
+    assert symusic.Score(str(moved.midi)).tempos[0].qpm == pytest.approx(90)
+    with pytest.raises(MusicgenError, match="transpose: must be >= -12"):
+        jobs.run_generate(model, session, "pop", bars=1, transpose=-13)
+    with pytest.raises(MusicgenError, match="tempo: must be >= 20"):
+        jobs.run_generate(model, session, "pop", bars=1, tempo=5)
+
+
+def test_chord_names_and_the_prompt_end_reach_the_player(cache, tmp_path):
+    model = cache.get("pop909_sine_spe_gated")
+    session = jobs.Session(tmp_path)
+    [forced] = jobs.run_generate(model, session, "pop", bars=2, seed=5, chords="Am F")
+    assert forced.roll.chords[:2] == ["Am", "F"] and forced.roll.prompt_end is None
+    [up] = jobs.run_generate(model, session, "pop", bars=2, seed=5, chords="Am F", transpose=2)
+    assert up.roll.chords[:2] == ["Bm", "G"]
+    [cont] = jobs.run_continue(model, session, "pop", SONG, prompt_bars=2, new_bars=1, seed=2,
+                               chords="C")  # fmt: skip
+    assert cont.roll.prompt_end == pytest.approx(cont.roll.bars[2], abs=1e-3)
+    assert cont.roll.chords[2] == "C"  # the new bar's chord, as asked
+    from musicgen.studio.player import svg
+
+    drawn = svg(cont.roll, "audio-0")
+    assert "mg-prompt-end" in drawn and ">C<" in drawn and 'data-audio="audio-0"' in drawn
 
 
 class FakeModel:
@@ -190,7 +264,7 @@ class FakeModel:
         self.session, self.stop_at = session, stop_at
         self.calls: list[dict] = []
 
-    def pieces(self, request, *, prompt=None, progress=None, cancel=None):
+    def pieces(self, request, *, prompt=None, progress=None, cancel=None, grammar_wrap=None):
         self.calls.append({"progress": progress, "cancel": cancel, **request.sampling()})
         for step in range(4):
             if progress is not None:

@@ -2,16 +2,23 @@
 Playwright, against the studio started as a user starts it (`musicgen studio`, a subprocess on
 a free port) with the shipped pop909_sine_spe_gated model and 2-bar pieces.
 
-One page generates, plays, downloads, continues a bundled POP909 song, gets a text file named
-.mid refused, shows a long job's progress, stops it and still generates after it; two
-gradio_client sessions generate at once and each gets its own result (the same bytes as that
-seed alone). Skipped, with the reason, where gradio,
-Playwright or Chromium is missing (.ci/run installs Chromium, so CI runs them).
+One page generates, plays (the player's playhead moves), downloads, continues the piece it
+made ("Continue this piece") and a bundled POP909 song with chords, gets a text file named .mid
+refused, shows a long job's progress in bars, stops it (the bars written are kept, shown and
+downloadable) and still generates after it. The defaults: the endpoints called with one
+argument get the model's own values, which the page shows, and the same piece as the page
+for the same seed; ↺ brings a changed value back. Words and layout: model names, the summary
+first, advanced settings folded, the progression bar by bar, variations side by side, a page
+400 px wide. A page reloaded mid-job stops that job. Two gradio_client sessions generate at
+once and each gets its own result (the same bytes as that seed alone). Skipped, with the
+reason, where gradio, Playwright or Chromium is missing (.ci/run installs Chromium, so CI runs
+them).
 """
 
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import socket
 import subprocess
@@ -46,6 +53,7 @@ CHROMIUM_ARGS = [
 MODEL = ROOT / "checkpoints" / "pop909_sine_spe_gated"
 PROMPT = ROOT / "data" / "demo" / "pop909_005.mid"
 WAIT_MS = 120_000  # a generous bound for one 2-bar job on a loaded 2-core machine
+SERVER_LINES: list[str] = []  # what the studio printed (its "a page closed" lines)
 
 
 def free_port() -> int:
@@ -65,7 +73,7 @@ def studio():
     )
     lines: list[str] = []
     url = None
-    deadline = time.monotonic() + 120
+    deadline = time.monotonic() + 300  # a busy machine starts it slowly
     while url is None and time.monotonic() < deadline and proc.poll() is None:
         line = proc.stdout.readline()
         lines.append(line)
@@ -74,13 +82,15 @@ def studio():
     if url is None:
         proc.kill()
         pytest.fail("the studio did not start:\n" + "".join(lines))
-    threading.Thread(target=proc.stdout.read, daemon=True).start()  # keep its pipe drained
+    # keep its pipe drained, and what it says
+    threading.Thread(target=lambda: SERVER_LINES.extend(proc.stdout), daemon=True).start()
     yield url
     proc.terminate()
     try:
         proc.wait(10)
     except subprocess.TimeoutExpired:
         proc.kill()
+        proc.wait(30)
     assert proc.returncode is not None
 
 
@@ -100,6 +110,26 @@ def set_number(page, elem_id: str, value) -> None:
     box.blur()
 
 
+def number(page, elem_id: str) -> float:
+    return float(page.locator(f"#{elem_id} input[type=number]").input_value())
+
+
+def open_page(browser, width: int = 1280):
+    page = browser.new_page(accept_downloads=True, viewport={"width": width, "height": 1600})
+    page.set_default_timeout(WAIT_MS)  # a page of a busy machine loads slowly too
+    page.goto(STUDIO_URL[0])
+    page.wait_for_selector("#generate")
+    page.wait_for_function("document.querySelector('#status').innerText.includes('ready')")
+    return page
+
+
+def open_advanced(page) -> None:
+    """Unfold the advanced settings (the seed and the sampling), folded as the page opens."""
+    if not page.locator("#seed").is_visible():
+        page.locator("#advanced").get_by_text("advanced settings").click()
+    page.locator("#seed").wait_for()
+
+
 def shown_piece(page) -> str:
     return page.locator("#piece input").input_value()
 
@@ -117,58 +147,83 @@ def wait_for_piece(page, starts: str, before: str = "") -> str:
     return shown_piece(page)
 
 
-def download_midi(page, folder: Path) -> symusic.Score:
+def download_midi(page, folder: Path, slot: int = 0) -> Path:
     with page.expect_download() as info:
-        page.locator("#downloads a[download$='.mid']").first.click()
-    path = folder / info.value.suggested_filename
+        page.locator(f"#downloads-{slot} a[download$='.mid']").first.click()
+    path = folder / f"{slot}_{info.value.suggested_filename}"
     info.value.save_as(path)
-    return symusic.Score(str(path))
+    return path
 
 
-def notes_of(score: symusic.Score, before_beat: float) -> list[tuple[float, int]]:
+def notes_of(score: symusic.Score | Path, before_beat: float = 1e9) -> list[tuple[float, int]]:
+    score = symusic.Score(str(score)) if isinstance(score, Path) else score
     score = score.to("quarter")
     found = {(round(n.time, 3), n.pitch) for t in score.tracks for n in t.notes}
     return sorted(x for x in found if x[0] < before_beat)
 
 
+STUDIO_URL: list[str] = []
+
+
+@pytest.fixture(autouse=True)
+def _url(studio):
+    STUDIO_URL[:] = [studio]
+
+
 def test_generate_play_download_continue_and_bad_upload(studio, browser, tmp_path):
-    page = browser.new_page(accept_downloads=True, viewport={"width": 1280, "height": 1600})
-    page.goto(studio)
-    page.wait_for_selector("#generate")
+    page = open_page(browser)
     set_number(page, "bars", 2)
+    open_advanced(page)
     set_number(page, "seed", 3)
     page.locator("#generate").click()
     first = wait_for_piece(page, "gen_001")
     assert "seed 3" in first and "2 bars" in first
-    assert page.locator("#roll img").get_attribute("src")  # the piano roll is shown
+    assert page.locator("#player-0 .mg-roll svg .mg-note").count() > 0  # the roll is drawn
 
-    # play: the browser's player advances through the WAV
-    player = page.locator("#audio audio")
-    page.wait_for_function("document.querySelector('#audio audio').readyState >= 1")
+    # play: the browser's player advances through the WAV, and the roll's playhead with it
+    player = page.locator("#audio-0 audio")
+    page.wait_for_function("document.querySelector('#audio-0 audio').readyState >= 1")
     box = player.bounding_box()
     page.mouse.click(box["x"] + 20, box["y"] + box["height"] / 2)  # the player's play button
-    page.wait_for_function("document.querySelector('#audio audio').currentTime > 0.2")
-    assert page.evaluate("document.querySelector('#audio audio').duration") > 1.0
+    page.wait_for_function("document.querySelector('#audio-0 audio').currentTime > 0.5")
+    assert page.evaluate("document.querySelector('#audio-0 audio').duration") > 1.0
+    head = "parseFloat(document.querySelector('#player-0 .mg-playhead').getAttribute('x1'))"
+    page.wait_for_function(f"{head} > 10")  # the playhead follows the audio
 
     # download: a MIDI file of 2 bars (8 beats)
-    score = download_midi(page, tmp_path)
-    onsets = [n.time for t in score.to("quarter").tracks for n in t.notes]
+    made = download_midi(page, tmp_path)
+    onsets = [t for t, _ in notes_of(made)]
     assert onsets and max(onsets) < 8
 
-    # continue a bundled song: the prompt is shown, the result starts with its 2 bars
-    page.get_by_role("tab", name="Continue").click()
-    page.locator("#prompt-file input[type=file]").set_input_files(str(PROMPT))
+    # continue this piece: it becomes the prompt, whole, and the result starts with it
+    page.locator("#continue-this-0").click()
     page.wait_for_selector("#prompt-roll img", timeout=WAIT_MS)
+    assert number(page, "prompt-bars") == 2
     set_number(page, "new-bars", 2)
     page.locator("#continue").click()
     label = wait_for_piece(page, "cont_", first)
-    assert "pop909_005.mid" in label
+    assert "continues 2 bars of gen_001.mid" in label
+    assert page.locator("#player-0 .mg-prompt-end").count() == 1  # where the prompt ends
     continued = download_midi(page, tmp_path)
+    assert notes_of(continued, 8) == notes_of(made, 8)
+
+    # continue a bundled song under chords: the prompt is kept, the new bars follow the chords
+    page.locator("#prompt-file button[aria-label='Clear']").first.click()
+    page.locator("#prompt-file input[type=file]").set_input_files(str(PROMPT))
+    page.wait_for_selector("#prompt-roll img", timeout=WAIT_MS)
+    page.locator("#chords textarea").fill("Am F")
+    page.locator("#continue").click()
+    label = wait_for_piece(page, "cont_", label)
+    assert "pop909_005.mid" in label
+    song = download_midi(page, tmp_path)
     import musicgen
 
     prompt = musicgen.load(MODEL).prompt(PROMPT, bars=2)
-    assert notes_of(continued, 8) == notes_of(prompt.notes, 8)
-    assert notes_of(continued, 16) != notes_of(continued, 8)  # the model wrote bars 3-4
+    assert notes_of(song, 8) == notes_of(prompt.notes, 8)
+    assert notes_of(song, 16) != notes_of(song, 8)  # the model wrote bars 3-4
+    chords = page.locator("#player-0 .mg-chords").inner_text()
+    assert "3 Am" in chords and "4 F" in chords  # the chords of the new bars, by name
+    page.locator("#chords textarea").fill("")
 
     # a text file named .mid: a clear message in the page, and the studio goes on
     fake = tmp_path / "notes.mid"
@@ -178,18 +233,102 @@ def test_generate_play_download_continue_and_bad_upload(studio, browser, tmp_pat
     page.get_by_text("notes.mid: not a MIDI file").first.wait_for(timeout=WAIT_MS)
     page.get_by_role("tab", name="Generate").click()
 
-    # a long job shows its progress and stops on Stop; the next job runs
+    # a long job shows its progress in bars; Stop keeps the bars written
     set_number(page, "bars", 64)
     page.locator("#generate").click()
-    page.locator("#roll").get_by_text("sampling").first.wait_for(timeout=WAIT_MS)
+    page.get_by_text(re.compile(r"bar [2-9] of 64")).first.wait_for(timeout=WAIT_MS)
     page.locator("#stop-generate").click()
-    # the page takes a new click once the stopped job is over (gradio's trigger_mode "once")
-    page.locator("#roll").get_by_text("sampling").first.wait_for(state="hidden", timeout=WAIT_MS)
+    page.locator("#message").get_by_text("Stopped at bar").wait_for(timeout=WAIT_MS)
+    stopped = wait_for_piece(page, "gen_", label)
+    kept = int(re.search(r"stopped at bar (\d+) of 64", stopped).group(1))
+    assert kept >= 1 and page.locator("#player-0 .mg-note").count() > 0
+    onsets = [t for t, _ in notes_of(download_midi(page, tmp_path))]
+    assert onsets and max(onsets) < 4 * kept  # whole bars only, downloadable
     set_number(page, "bars", 2)
     page.locator("#generate").click()
-    assert wait_for_piece(page, "gen_", label).endswith("2 bars")
-    # the page's own list holds all three pieces
-    assert page.locator("#history img").count() == 3
+    assert wait_for_piece(page, "gen_", stopped).endswith("2 bars")
+    # the page's own list holds all five pieces, the stopped one too
+    assert page.locator("#history img").count() == 5
+    page.close()
+
+
+def test_defaults_are_the_model_own_through_the_api_and_the_page(studio, browser, tmp_path):
+    """Each endpoint called with one argument: every other one is optional, the sampling
+    ones None (the model's own), and the result is what the page makes with those values."""
+    client = gradio_client.Client(studio, verbose=False, download_files=str(tmp_path))
+    api = client.view_api(return_format="dict", print_info=False)["named_endpoints"]
+    for name in ("/generate", "/continue"):
+        params = {p["parameter_name"]: p for p in api[name]["parameters"]}
+        assert all(p["parameter_has_default"] for p in params.values()), name
+        for key in ("temperature", "top_k", "top_p", "repeat", "tempo"):
+            assert params[key]["parameter_default"] is None, (name, key)
+    result = client.predict(bars=2, api_name="/generate")
+    message = result[-1]
+    seed = int(re.search(r"seed (\d+)", message).group(1))
+    page = open_page(browser)
+    open_advanced(page)
+    shown = {k: number(page, k) for k in ("temperature", "top-k", "top-p", "repeat")}
+    assert shown == {"temperature": 1.0, "top-k": 0.0, "top-p": 0.9, "repeat": 4.0}
+    assert "temperature 1, top-k 0, top-p 0.9, bar repeats 4)" in message  # the page's values
+    set_number(page, "bars", 2)
+    set_number(page, "seed", seed)
+    page.locator("#generate").click()
+    wait_for_piece(page, "gen_")
+    mine = download_midi(page, tmp_path)
+    assert mine.read_bytes() == Path(result[2][0]).read_bytes()  # the same piece
+
+    # ↺: a changed setting back to the model's own
+    set_number(page, "temperature", 1.7)
+    page.locator("#reset-sampling").click()
+    page.wait_for_function(
+        "document.querySelector('#temperature input[type=number]').value === '1'"
+    )
+    # /continue with its one required thing, the prompt: the page's 2 bars, 4 new bars
+    out = client.predict(prompt=gradio_client.handle_file(str(PROMPT)), api_name="/continue")
+    assert "temperature 1, top-k 0, top-p 0.9, bar repeats 4)" in out[-1]
+    assert max(t for t, _ in notes_of(Path(out[2][0]))) < 24  # 2 + 4 bars
+    page.close()
+
+
+def test_words_progression_variations_and_a_narrow_window(studio, browser):
+    page = open_page(browser, width=400)
+    assert page.locator("#model input").input_value() == "Pop piano with chords"
+    assert "POP909" in page.locator("#summary").inner_text()  # what to expect, first
+    assert not page.locator("#temperature").is_visible()  # folded: advanced settings
+    assert "tokens" not in page.locator("body").inner_text()  # no jargon on the page
+    page.locator("#chords textarea").fill("Am | F | C | G x2")
+    set_number(page, "bars", 8)
+    page.locator("#progression").get_by_text("bar by bar").wait_for()
+    table = page.locator("#progression").inner_text().split()
+    assert table[-8:] == ["Am", "F", "C", "G", "Am", "F", "C", "G"]
+    set_number(page, "bars", 2)
+    set_number(page, "num", 2)
+    page.locator("#generate").click()
+    page.locator("#player-1 .mg-roll").wait_for(timeout=WAIT_MS)
+    first = page.locator("#downloads-0 a[download$='.mid']").first.get_attribute("download")
+    second = page.locator("#downloads-1 a[download$='.mid']").first.get_attribute("download")
+    assert first != second  # each variation its own files
+    width = page.evaluate("document.documentElement.scrollWidth")
+    assert width <= 400  # nothing wider than the window
+    roll = page.locator("#player-0 svg").bounding_box()
+    assert roll["width"] > 300 and roll["height"] > 90
+    page.close()
+
+
+def test_reloading_a_page_stops_its_job(studio, browser):
+    page = open_page(browser)
+    set_number(page, "bars", 64)
+    page.locator("#generate").click()
+    page.get_by_text(re.compile(r"bar [1-9] of 64")).first.wait_for(timeout=WAIT_MS)
+    before = len([x for x in SERVER_LINES if "a page closed" in x])
+    page.reload()
+    deadline = time.monotonic() + WAIT_MS / 1000
+    while time.monotonic() < deadline:
+        if len([x for x in SERVER_LINES if "a page closed; 1 job(s)" in x]) > before:
+            break
+        time.sleep(0.5)
+    else:
+        pytest.fail("the reloaded page's job was not stopped:\n" + "".join(SERVER_LINES[-20:]))
     page.close()
 
 

@@ -62,10 +62,10 @@ class Slow:
         self.inside = self.most = self.started = 0
         self.steps_after_cancel: list[int] = []
 
-    def options(self):
-        return self.model.options()
+    def options(self, **sampling):
+        return self.model.options(**sampling)
 
-    def pieces(self, request, *, prompt=None, progress=None, cancel=None):
+    def pieces(self, request, *, prompt=None, progress=None, cancel=None, grammar_wrap=None):
         with self.lock:
             self.inside += 1
             self.started += 1
@@ -227,7 +227,7 @@ def test_a_client_that_disconnects_stops_its_job(studio):
     url, _, slow = studio
     before = slow.started
     session = "hostile-disconnect"
-    data = list(generate_args("slow", bars=64)) + [None]
+    data = list(generate_args("slow", bars=64)) + [None, None, None]  # tempo, transpose, state
     join = {"data": data, "fn_index": fn_index(url, "generate"), "session_hash": session}
     assert httpx.post(f"{url}gradio_api/queue/join", json=join, timeout=30).status_code == 200
     with httpx.stream(
@@ -271,7 +271,7 @@ def test_twenty_clients_submitting_and_cancelling_keep_one_job_at_a_time(studio)
     [
         ({"temperature": 1e-300}, "temperature: must be"),
         ({"bars": "abc"}, "bars: must be a whole number, got 'abc'"),
-        ({"bars": None}, "bars: must be a whole number, got None"),
+        ({"bars": 0}, "bars: must be >= 1 and <= 64, got 0"),  # None: the page's 16 bars
         ({"bars": 1.5}, "bars: must be a whole number, got 1.5"),
         ({"bars": 65}, "bars: must be >= 1 and <= 64"),
         ({"seed": 1.5}, "seed: must be a whole number, got 1.5"),

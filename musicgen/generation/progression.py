@@ -27,8 +27,8 @@ from musicgen.tokenizers.chords import (
 
 ACCEPTED = (
     "chord symbols (C, Am, G7, Fmaj7, Bdim, Esus4, F#m7b5, C/E), Harte labels (A:min7, "
-    "F#:maj/3) or N (no chord); bars separated by '|', 1, 2 or 4 chords per bar, 'xN' repeats "
-    "the bar it ends, or on its own the line before it"
+    "F#:maj/3) or N (no chord); bars separated by '|', 1, 2 or 4 chords per bar, 'xN' at the "
+    "end of a line (or on its own) repeats the line, inside a line the bar it ends"
 )
 NO_CHORD_TOKENS = "chords: this model's tokenizer has no chord tokens"
 NO_BARS = (
@@ -125,44 +125,72 @@ def _bar(symbols: list[str], n: int) -> tuple[Slot, ...]:
 
 
 def parse_progression(text: str | Sequence[str]) -> Progression:
-    """`"C G Am F"` (one chord a bar), `"C | G | Am F | F x2"` (bars between '|', 1, 2 or 4
-    chords splitting a bar evenly), or a list with one bar's text per item. `xN` in a bar
-    repeats that bar (N times in all); `xN` on its own (a word without '|', a bar of its own
-    with '|', an item of a list) repeats the line before it: every bar since the last such
-    `xN` (`"Am F C G x2"`: the four bars twice). An empty bar (`"C | | G"`, `""` in a list)
-    keeps its place: no chord is forced there, the one before it holds. The result repeats
-    over the bars it is asked for; at most `MAX_PROGRESSION_BARS` bars, checked before any
-    bar is built."""
+    """`"C G Am F"` (one chord a bar), `"C | G | Am F | F x2 | G"` (bars between '|', 1, 2 or 4
+    chords splitting a bar evenly), or a list with one bar's text per item. `xN` repeats (N
+    times in all): at the end of a line (its last word, no '|' after it) or on its own (a
+    word without '|', a bar of its own with '|', an item of a list) the line before it, every
+    bar since the line began or since the last such `xN` (`"Am F C G x2"`, `"Am | F | C | G
+    x2"`: the four bars twice), as a chord chart's `x2` does; inside a line (`"Am x2 | F"`,
+    `"C | G x3 |"`) the bar it ends. A new line (a newline) begins a new line to repeat (a
+    line that is only `xN` repeats the line above it). An
+    empty bar (`"C | | G"`, `""` in a list) keeps its place: no chord is forced there, the one
+    before it holds. The result repeats over the bars it is asked for; at most
+    `MAX_PROGRESSION_BARS` bars, checked before any bar is built."""
     bars: list[tuple[Slot, ...]] = []
     line = 0  # where the line that a lone `xN` repeats begins
-    for group in _groups(text):
-        words = group.split()
-        repeats = [_times(w) for w in words if _REPEAT.match(w)]
-        words = [w for w in words if not _REPEAT.match(w)]
-        if not words and repeats:
-            if len(bars) == line:
-                shown = " ".join(group.split())[:24]
-                raise MusicgenError(f"chords: '{shown}' repeats no bar (write it after a chord)")
-            for times in repeats:
-                _grow(bars, bars[line:], times - 1)
-            line = len(bars)
-            continue
-        _grow(bars, [_bar(words, len(bars) + 1) if words else ()], 1)
-        for times in repeats:
-            _grow(bars, bars[-1:], times - 1)
+    for groups in _lines(text):
+        if groups and not all(_REPEAT.match(w) for w in groups[0].split()):
+            line = len(bars)  # a line of its own `xN` repeats the line above it
+        for group in groups:
+            line = _add_group(bars, group, line)
     if not any(bars):
         raise MusicgenError(f"chords: empty progression (give {ACCEPTED})")
     return Progression(tuple(bars), repeat=True, strict=True)
 
 
+def _add_group(bars: list[tuple[Slot, ...]], group: str, line: int) -> int:
+    """Add one bar's text (with its `xN`) or a lone `xN` to `bars`; returns where the line to
+    repeat now begins (after a lone `xN`, the next bar)."""
+    words = group.split()
+    repeats = [_times(w) for w in words if _REPEAT.match(w)]
+    words = [w for w in words if not _REPEAT.match(w)]
+    if not words and repeats:
+        if len(bars) == line:
+            shown = " ".join(group.split())[:24]
+            raise MusicgenError(f"chords: '{shown}' repeats no bar (write it after a chord)")
+        for times in repeats:
+            _grow(bars, bars[line:], times - 1)
+        return len(bars)
+    _grow(bars, [_bar(words, len(bars) + 1) if words else ()], 1)
+    for times in repeats:
+        _grow(bars, bars[-1:], times - 1)
+    return line
+
+
+def _lines(text: str | Sequence[str]) -> list[list[str]]:
+    """The progression's lines, each as its bars' texts (`_groups`); a line ending in `xN` (no
+    '|' after it) has that `xN` as a bar of its own, so that it repeats the whole line."""
+    if not isinstance(text, str):
+        return [_groups(text)]
+    if len(text) > MAX_CHORD_TEXT:
+        raise MusicgenError(
+            f"chords: {len(text):,} characters, over the limit of {MAX_CHORD_TEXT:,}"
+        )
+    out = []
+    for row in text.splitlines() or [""]:
+        groups = _groups(row)
+        last = groups[-1].split() if groups else []
+        if "|" in row and not row.rstrip().endswith("|") and len(last) > 1:
+            if _REPEAT.match(last[-1]) and not _REPEAT.match(last[0]):
+                groups[-1:] = [" ".join(last[:-1]), last[-1]]
+        out.append(groups)
+    return out
+
+
 def _groups(text: str | Sequence[str]) -> list[str]:
-    """The bars of a progression's text: '|'-separated (one leading and one trailing '|' are
-    frame, not empty bars), else one word each; a list's items as they are."""
+    """The bars of one line of a progression's text: '|'-separated (one leading and one
+    trailing '|' are frame, not empty bars), else one word each; a list's items as they are."""
     if isinstance(text, str):
-        if len(text) > MAX_CHORD_TEXT:
-            raise MusicgenError(
-                f"chords: {len(text):,} characters, over the limit of {MAX_CHORD_TEXT:,}"
-            )
         if "|" not in text:
             return text.split()
         groups = text.split("|")

@@ -2,16 +2,23 @@
 
 The page's two actions are Gradio API endpoints, `generate` and `continue` (same inputs as the
 widgets, in the order below), so a `gradio_client` script can drive the studio; both share one
-concurrency group sized to the machine (`concurrency`). Every page has its own `jobs.Session`
-(gr.State: folder, pieces, stop flag); its files are deleted when the page closes.
-Bad input raises `gr.Error` with the library's one-line message; the server keeps running.
+concurrency group sized to the machine (`concurrency`). Every endpoint argument may be left
+out: None means the page's own value (`inputs.PAGE`) or the chosen model's own sampling
+setting, which is what the page shows; the sampling widgets open empty so that the API's
+defaults are None, and the page fills them with the model's values as it loads.
+Every page has its own `jobs.Session` (gr.State: folder, pieces, stop flags); its files are
+deleted when the page closes, and closing or reloading it stops its jobs (`Actions.left`).
+Stop keeps what a job wrote. Bad input raises `gr.Error` with the library's one-line message;
+the server keeps running.
 """
 
 from __future__ import annotations
 
 import functools
+import html
 import inspect
 import sys
+import threading
 import time
 import traceback
 from collections.abc import Callable
@@ -22,27 +29,51 @@ import gradio as gr
 from starlette.middleware import Middleware
 
 from musicgen.errors import SEED_MAX, MusicgenError
-from musicgen.generation.request import SCRATCH_BARS, SPECS
+from musicgen.generation.progression import parse_progression
+from musicgen.generation.request import SPECS
 from musicgen.studio import inputs, jobs
 from musicgen.studio.guard import Guard
+from musicgen.studio.player import PLAYER_CSS, PLAYHEAD_JS, svg
 from musicgen.studio.running import JobFlag, in_thread
 
 TITLE = "musicgen studio"
 INTRO = (
     "Pick a model, then **generate** pieces from scratch or upload a MIDI file and "
-    "**continue** it. Each piece comes as a piano roll, audio and downloads (MIDI, WAV); "
-    "the pieces made on this page stay in the list below to compare."
+    "**continue** it. Each piece comes with a player, its chords and downloads (MIDI, WAV); "
+    "**Continue this piece** takes it on, and the pieces made on this page stay in the list "
+    "below to compare."
 )
 
 
-# Piano rolls are 3:1; the list of pieces shows four a row at that shape.
-CSS = """
+# Piano-roll pictures are 3:1; the list of pieces shows four a row at that shape, two on a
+# phone. The variations sit side by side and stack on a narrow window.
+CSS = (
+    """
 #history .grid-container { grid-template-columns: repeat(4, minmax(0, 1fr)) !important; }
 #history .thumbnail-item { aspect-ratio: 3 / 1 !important; }
+@media (max-width: 600px) {
+  #history .grid-container { grid-template-columns: repeat(2, minmax(0, 1fr)) !important; }
+  .gradio-container { padding: 4px !important; }
+}
 """
+    + PLAYER_CSS
+)
 # gradio finds a parameter whose default is a gr.Progress and passes a tracker in its place;
 # track_tqdm also follows the sampler's tqdm bar (an API without `progress=`).
 PROGRESS = gr.Progress(track_tqdm=True)
+# The sampling widgets in a musician's words (the request's own help and range beside them).
+WORDS = {
+    "temperature": "temperature: higher is more adventurous",
+    "top_k": "top-k: draw only among the k likeliest notes (0: all)",
+    "top_p": "top-p: draw only among the likeliest notes that make up this share",
+    "repeat": "bar repeats: how strongly a bar copies an earlier one (0: off)",
+}
+SETTINGS = {
+    "temperature": "temperature",
+    "top_k": "top-k",
+    "top_p": "top-p",
+    "repeat": "bar repeats",
+}
 
 
 def _page_error(exc: Exception) -> gr.Error:
@@ -85,41 +116,107 @@ def _guarded(fn: Callable) -> Callable:
 PROGRESS_EVERY_S = 0.2  # the API reports every decoding step; the page needs a few a second
 
 
-def _progress_hook(progress: gr.Progress) -> Callable[[int, int], None]:
-    last = [0.0]
+def _progress_hook(progress: gr.Progress, bars) -> Callable[[int, int], None]:
+    """The sampler's progress (steps, where a bar-limited call counts the share of bars the
+    slowest piece has written) as bars written, with the time left at the rate so far."""
+    try:  # the job checks the value itself and names it; here it only scales the bar
+        bars = inputs.whole("bars", bars, 1, None)
+    except MusicgenError:
+        bars = None
+    last, start = [0.0], time.monotonic()
 
     def hook(done: int, total: int) -> None:
         now = time.monotonic()
-        if now - last[0] >= PROGRESS_EVERY_S or done >= total:
-            last[0] = now
-            progress((int(done), int(total)), desc="sampling", unit="ids")
+        if now - last[0] < PROGRESS_EVERY_S and done < total:
+            return
+        last[0] = now
+        share = done / max(total, 1)
+        left = (now - start) * (1 - share) / share if share > 0 else None
+        eta = "" if left is None else f", about {left:.0f} s left"
+        if bars is None:
+            progress(share, desc=f"writing{eta}")
+            return
+        written = min(int(share * bars), bars)
+        progress((written, bars), desc=f"bar {written} of {bars}{eta}", unit="bars")
 
     return hook
 
 
-def _show(session: jobs.Session, piece: jobs.Piece | None, message: str = ""):
-    """The outputs every action ends with: the shown piece, the page's list, a message."""
+def _show(session: jobs.Session, pieces: list[jobs.Piece], message: str = ""):
+    """The outputs every action ends with: the first piece's picture, audio and downloads (the
+    API's first three), its choice, the page's list, the side-by-side variations (player,
+    audio, downloads, visibility) and a message last."""
+    session.shown = list(pieces[: inputs.MAX_NUM])
     gallery = [(str(p.png), p.label) for p in session.pieces]
     labels = [p.label for p in session.pieces]
-    if piece is None:
-        return session, None, None, None, gr.update(choices=labels), gallery, message
-    files = [str(f) for f in piece.files()]
-    audio = str(piece.audio) if piece.audio else None
-    pick = gr.update(choices=labels, value=piece.label)
-    return session, str(piece.png), audio, files, pick, gallery, message
+    first = session.shown[0] if session.shown else None
+    pick = gr.update(choices=labels, value=first.label if first else None)
+    slots = [session.shown[k] if k < len(session.shown) else None for k in range(inputs.MAX_NUM)]
+    players = [_player(p, k) for k, p in enumerate(slots)]
+    audios = [str(p.audio) if p and p.audio else None for p in slots]
+    files = [[str(f) for f in p.files()] if p else None for p in slots]
+    shown = [gr.update(visible=p is not None) for p in slots]
+    png = str(first.png) if first else None
+    return (session, png, audios[0], files[0], pick, gallery, *players, *audios[1:], *files[1:],
+            *shown, message)  # fmt: skip
 
 
-def _summary(pieces: list[jobs.Piece], seconds: float) -> str:
+def _player(piece: jobs.Piece | None, k: int) -> str:
+    """Slot k's player: the piece's roll following the audio player of the same slot."""
+    if piece is None or piece.roll is None:
+        return ""
+    head = html.escape(piece.label.split(": ", 1)[-1])
+    return f"<div class='mg-title'><b>{head}</b></div>" + svg(piece.roll, f"audio-{k}")
+
+
+def _summary(pieces: list[jobs.Piece], seconds: float, settings: dict) -> str:
+    """What a job made: how many pieces, its seed and the sampling it used (the model's own
+    where the request left them out), or where Stop ended it."""
     seeds = sorted({p.seed for p in pieces if p.seed is not None})
-    return f"{len(pieces)} piece(s) in {seconds:.1f} s (seed {', '.join(map(str, seeds))})"
+    used = ", ".join(f"{SETTINGS[k]} {v:g}" for k, v in settings.items())
+    stopped = [p.stopped_at for p in pieces if p.stopped_at is not None]
+    if stopped:
+        return (
+            f"Stopped at bar {max(stopped)}: {len(pieces)} piece(s) kept with the bars written "
+            f"(seed {', '.join(map(str, seeds))}; {used})"
+        )
+    if not pieces:
+        return "Stopped before a bar was finished: nothing to keep."
+    return f"{len(pieces)} piece(s) in {seconds:.1f} s (seed {', '.join(map(str, seeds))}; {used})"
+
+
+def progression_text(chords, bars) -> str:
+    """The chord box's progression as the bars it forces, before anything is generated (a
+    line saying what is wrong with it, else nothing for an empty box)."""
+    try:
+        text = inputs.check_chords(chords)
+        if text is None:
+            return ""
+        prog = parse_progression(text)
+        count = inputs.whole("bars", inputs.or_page("bars", bars), 1, inputs.MAX_BARS)
+    except MusicgenError as exc:
+        return f"⚠ {exc}"
+    labels = prog.labels()
+    cells = [labels[k % len(labels)] for k in range(count or len(labels))]
+    rows = [cells[k : k + 8] for k in range(0, len(cells), 8)]
+    lines = ["| " + " | ".join(f"{8 * r + i + 1}" for i in range(len(row))) + " |" for r, row in
+             enumerate(rows)]  # fmt: skip
+    table = []
+    for head, row in zip(lines, rows, strict=True):
+        table += [head, "|" + "---|" * len(row), "| " + " | ".join(row) + " |", ""]
+    again = " (the progression repeats)" if count and count > len(labels) else ""
+    return f"**The chords, bar by bar**{again}:\n\n" + "\n".join(table)
 
 
 class Actions:
     """The page's actions on this studio's models (each page's state comes in as `session`)."""
 
-    def __init__(self, models: jobs.ModelCache):
+    def __init__(self, models: jobs.ModelCache, default: str):
         self.models = models
+        self.default = default
         self.page: gr.Blocks | None = None  # set once built: whose queue says a client left
+        self.jobs: dict[str, set[JobFlag]] = {}  # a page's running jobs, by its session hash
+        self._lock = threading.Lock()
 
     def flag(self, request: gr.Request | None) -> JobFlag:
         """A new job's stop flag, also set when the request's client has disconnected."""
@@ -139,65 +236,138 @@ class Actions:
         ]
         return bool(events) and not any(getattr(e, "alive", True) for e in events)
 
+    async def _job(self, request, work: Callable[[JobFlag], object]):
+        """`work` in a worker thread under a new flag, known by its page until it ends (so
+        that closing or reloading the page stops it: `left`)."""
+        flag = self.flag(request)
+        key = getattr(request, "session_hash", None) or ""
+        with self._lock:
+            self.jobs.setdefault(key, set()).add(flag)
+        try:
+            return await in_thread(work, flag)
+        finally:
+            with self._lock:
+                mine = self.jobs.get(key, set())
+                mine.discard(flag)
+                if not mine:
+                    self.jobs.pop(key, None)
+
+    def left(self, request: gr.Request):
+        """The page was closed or reloaded: its jobs stop, with nothing kept (no one to see)."""
+        key = getattr(request, "session_hash", None) or ""
+        with self._lock:
+            flags = self.jobs.pop(key, set())
+        for flag in flags:
+            flag.leave()
+        if flags:
+            print(f"studio: a page closed; {len(flags)} job(s) of it stopped", file=sys.stderr)
+
+    def settings(self, label, values: dict) -> dict:
+        """The sampling a job uses: the given values, the model's own for the others."""
+        given = {k: v for k, v in values.items() if v not in (None, "")}
+        opts = self.models.get(label).options(**inputs.request(**given).sampling())
+        return {k: getattr(opts, k) for k in inputs.SAMPLING}
+
     def on_model(self, label):
-        """The card, the chord box and the sampling defaults of the chosen model."""
+        """The summary, card, chord box (emptied for a model without chords: a hidden box must
+        not send them) and sampling defaults of the chosen model."""
+        label = label or self.default
         model = self.models.get(label)
         chords = jobs.has_chord_tokens(model)
         defaults = jobs.sampling_defaults(model)
-        tokens = f"{model.tokenizer.name} tokens" + (", chord tokens" if chords else "")
         return (
+            self.models.summary(label),
             self.models.card(label),
-            gr.update(visible=chords, interactive=True),
+            gr.update(visible=True) if chords else gr.update(visible=False, value=""),
             *(defaults[name] for name in inputs.SAMPLING),
-            f"**{label}** loaded ({tokens})",
+            f"**{self.models.title(label)}** is ready",
         )
 
-    async def generate(self, label, bars, num, seed, temperature, top_k, top_p, repeat, chords,
-                       session, request: gr.Request, progress=PROGRESS):  # fmt: skip
+    def reset(self, label):
+        """↺: every sampling setting back to the chosen model's own."""
+        defaults = jobs.sampling_defaults(self.models.get(label or self.default))
+        return tuple(defaults[name] for name in inputs.SAMPLING)
+
+    async def generate(self, model=None, bars=None, num=None, seed=None, temperature=None,
+                       top_k=None, top_p=None, repeat=None, chords=None, tempo=None,
+                       transpose=None, session=None, request: gr.Request = None,
+                       progress=PROGRESS):  # fmt: skip
+        """Pieces from scratch. Every argument may be left out (None): the page's value, or
+        the chosen model's own sampling."""
+        label = model or self.default
+        sampling = {"temperature": temperature, "top_k": top_k, "top_p": top_p, "repeat": repeat}
         start = time.perf_counter()
 
         def work(flag):
             pieces = jobs.run_generate(
-                self.models.get(label), session, label, bars=bars, num=num, seed=seed,
-                chords=chords, temperature=temperature, top_k=top_k, top_p=top_p, repeat=repeat,
-                progress=_progress_hook(progress), cancel=flag,
+                self.models.get(label), session, self.models.title(label), bars=bars, num=num,
+                seed=seed, chords=chords, tempo=tempo, transpose=transpose,
+                progress=_progress_hook(progress, inputs.or_page("bars", bars)), cancel=flag,
+                **sampling,
             )  # fmt: skip
-            return _show(session, pieces[0], _summary(pieces, time.perf_counter() - start))
+            used = self.settings(label, sampling)
+            return _show(session, pieces, _summary(pieces, time.perf_counter() - start, used))
 
-        return await in_thread(work, self.flag(request))
+        return await self._job(request, work)
 
-    async def continue_(self, label, prompt, mode, prompt_bars, seconds, new_bars, num, seed,
-                        temperature, top_k, top_p, repeat, session, request: gr.Request,
+    async def continue_(self, model=None, prompt=None, mode=None, prompt_bars=None,
+                        seconds=None, new_bars=None, num=None, seed=None, temperature=None,
+                        top_k=None, top_p=None, repeat=None, chords=None, tempo=None,
+                        transpose=None, session=None, request: gr.Request = None,
                         progress=PROGRESS):  # fmt: skip
+        """Continuations of `prompt` (a MIDI file); the others as `generate`'s."""
+        label = model or self.default
+        sampling = {"temperature": temperature, "top_k": top_k, "top_p": top_p, "repeat": repeat}
         start = time.perf_counter()
 
         def work(flag):
             pieces = jobs.run_continue(
-                self.models.get(label), session, label, prompt, mode=mode,
+                self.models.get(label), session, self.models.title(label), prompt, mode=mode,
                 prompt_bars=prompt_bars, seconds=seconds, new_bars=new_bars, num=num, seed=seed,
-                temperature=temperature, top_k=top_k, top_p=top_p, repeat=repeat,
-                progress=_progress_hook(progress), cancel=flag,
+                chords=chords, tempo=tempo, transpose=transpose,
+                progress=_progress_hook(progress, inputs.or_page("new_bars", new_bars)),
+                cancel=flag, **sampling,
             )  # fmt: skip
-            return _show(session, pieces[0], _summary(pieces, time.perf_counter() - start))
+            used = self.settings(label, sampling)
+            return _show(session, pieces, _summary(pieces, time.perf_counter() - start, used))
 
-        return await in_thread(work, self.flag(request))
+        return await self._job(request, work)
 
     def preview(self, label, prompt, mode, prompt_bars, seconds, session):
         if prompt is None:
             return session, None
-        model = self.models.get(label)
+        model = self.models.get(label or self.default)
         return session, str(jobs.prompt_preview(model, session, prompt, mode, prompt_bars, seconds))
 
+    def take_on(self, k: int) -> Callable:
+        """'Continue this piece' of slot k: the piece becomes the Continue tab's prompt, all
+        of it (up to the page's longest prompt)."""
+
+        def take(session):
+            piece = session.shown[k] if k < len(session.shown) else None
+            if piece is None:
+                raise MusicgenError("continue: no piece here to continue")
+            bars = min(max(piece.bars or 1, 1), inputs.MAX_PROMPT_BARS)
+            return str(piece.midi), gr.Tabs(selected="continue"), "bars", bars
+
+        return take
+
     def pick(self, label, session):
-        return _show(session, session.find(label))
+        piece = session.find(label)
+        return _show(session, [piece] if piece else [])
 
     def select(self, session, evt: gr.SelectData):
         index = evt.index if isinstance(evt.index, int) else 0
-        return _show(session, session.pieces[index] if index < len(session.pieces) else None)
+        pieces = session.pieces[index : index + 1]
+        return _show(session, pieces)
 
     def stop(self, session):
-        if session.stop():
-            gr.Info("stopped")
+        """Stop: the page's running jobs end at their next step and keep what they wrote.
+        With none running, it fails unseen, so that the page's waiting jobs are cancelled
+        (`_wire`: the Stop buttons' `failure`)."""
+        if not session.stop():
+            raise gr.Error("nothing running", visible=False, print_exception=False)
+        gr.Info("stopping: the bars written so far are kept")
 
 
 def raw(component):
@@ -208,44 +378,57 @@ def raw(component):
     return component
 
 
-def _sampling_widget(name: str, value) -> gr.components.Component:
+def _sampling_widget(name: str) -> gr.components.Component:
     """A sampling option's widget: a slider over the request's span for it (inside its range,
-    `request.SPECS`), else a number box."""
+    `request.SPECS`), else a number box. It opens empty (None: the model's own, which the
+    page fills in as it loads): the API's default for it is then None too."""
     spec = SPECS[name]
-    label = f"{name.replace('_', '-')} ({spec.range.note})"
+    label = f"{WORDS.get(name, name)} ({spec.range.note})"
+    elem_id = name.replace("_", "-")
     if spec.widget is None:
-        return gr.Number(value, label=label, precision=0, minimum=spec.range.low)
+        return gr.Number(None, label=label, precision=0, minimum=spec.range.low, elem_id=elem_id)
     low, high, step = spec.widget
-    return gr.Slider(low, high, value=value, step=step, label=label, elem_id=name.replace("_", "-"))
+    slider = gr.Slider(low, high, value=None, step=step, label=label, elem_id=elem_id, buttons=[])
+    slider.value = None  # a slider fills an empty value with its minimum: keep it empty
+    return slider
 
 
 def _controls(models: jobs.ModelCache, default: str) -> SimpleNamespace:
-    """The model choice, the sampling fields and the two tabs (inside an open gr.Blocks)."""
+    """The model choice, the musician's settings, the two tabs and the folded advanced
+    settings (inside an open gr.Blocks)."""
     ui = SimpleNamespace()
-    defaults = jobs.page_defaults(models, default)  # the page opens on this model
     gr.Markdown(f"# {TITLE}\n{INTRO}")
     with gr.Row():
-        ui.model = gr.Dropdown(list(models.choices), value=default, label="model", scale=1)
-        ui.status = gr.Markdown()
-    with gr.Accordion("model card", open=False):
+        choices = [(models.title(label), label) for label in models.choices]
+        ui.model = gr.Dropdown(choices, value=default, label="model", scale=2, elem_id="model")
+        ui.status = gr.Markdown(elem_id="status")
+    ui.summary = gr.Markdown(models.summary(default), elem_id="summary")
+    with gr.Accordion("about this model (its card)", open=False):
         ui.card = gr.Markdown(models.card(default))
+    ui.chords = gr.Textbox(
+        label="chords, one a bar (e.g. Am F C G; '|' between bars: C | G D; x2 at the end of a "
+        "line repeats it)",
+        visible=False, elem_id="chords", lines=1,
+    )  # fmt: skip
+    ui.progression = gr.Markdown(elem_id="progression")
     with gr.Row():
-        ui.num = gr.Slider(1, inputs.MAX_NUM, value=1, step=1, label="pieces")
-        ui.seed = gr.Number(-1, label="seed (-1: random)", precision=0, minimum=-1,
-                        maximum=SEED_MAX, elem_id="seed")  # fmt: skip
-        ui.sampling = [_sampling_widget(name, defaults[name]) for name in inputs.SAMPLING]
-    with gr.Tabs():
-        with gr.Tab("Generate"):
-            ui.bars = gr.Slider(1, inputs.MAX_BARS, value=SCRATCH_BARS, step=1, label="bars",
-                                elem_id="bars")  # fmt: skip
-            ui.chords = gr.Textbox(
-                label="chord progression (chord symbols, e.g. C G Am F; '|' between bars)",
-                visible=False,
-            )
+        ui.num = gr.Slider(1, inputs.MAX_NUM, value=inputs.PAGE["num"], step=1,
+                           label="variations", elem_id="num")  # fmt: skip
+        ui.tempo = gr.Number(
+            inputs.PAGE["tempo"], label="tempo (beats a minute; 0: the piece's own)",
+            elem_id="tempo",
+        )  # fmt: skip
+        ui.transpose = gr.Slider(-inputs.MAX_TRANSPOSE, inputs.MAX_TRANSPOSE,
+                                 value=inputs.PAGE["transpose"], step=1,
+                                 label="transpose (semitones)", elem_id="transpose")  # fmt: skip
+    with gr.Tabs(selected="generate") as ui.tabs:
+        with gr.Tab("Generate", id="generate"):
+            ui.bars = gr.Slider(1, inputs.MAX_BARS, value=inputs.PAGE["bars"], step=1,
+                                label="bars", elem_id="bars")  # fmt: skip
             with gr.Row():
                 ui.gen_btn = gr.Button("Generate", variant="primary", elem_id="generate")
                 ui.gen_stop = gr.Button("Stop", variant="stop", elem_id="stop-generate")
-        with gr.Tab("Continue"):
+        with gr.Tab("Continue", id="continue"):
             with gr.Row():
                 ui.prompt = gr.File(label="prompt (MIDI)", file_types=[".mid", ".midi"],
                                     type="filepath", elem_id="prompt-file")  # fmt: skip
@@ -253,37 +436,55 @@ def _controls(models: jobs.ModelCache, default: str) -> SimpleNamespace:
                                           type="filepath", interactive=False,
                                           elem_id="prompt-roll")  # fmt: skip
             with gr.Row():
-                ui.mode = gr.Radio(["bars", "seconds"], value="bars", label="prompt length in")
-                ui.prompt_bars = gr.Slider(1, inputs.MAX_PROMPT_BARS, value=2, step=1,
-                                           label="prompt bars")  # fmt: skip
-                ui.seconds = gr.Slider(0.5, inputs.MAX_SECONDS, value=8, step=0.5,
-                                       label="prompt seconds")  # fmt: skip
-                ui.new_bars = gr.Slider(1, inputs.MAX_NEW_BARS, value=4, step=1,
-                                        label="new bars", elem_id="new-bars")  # fmt: skip
+                ui.mode = gr.Radio(["bars", "seconds"], value=inputs.PAGE["mode"],
+                                   label="prompt length in", elem_id="mode")  # fmt: skip
+                ui.prompt_bars = gr.Slider(1, inputs.MAX_PROMPT_BARS,
+                                           value=inputs.PAGE["prompt_bars"], step=1,
+                                           label="prompt bars", elem_id="prompt-bars")  # fmt: skip
+                ui.seconds = gr.Slider(0.5, inputs.MAX_SECONDS, value=inputs.PAGE["seconds"],
+                                       step=0.5, label="prompt seconds")  # fmt: skip
+                ui.new_bars = gr.Slider(1, inputs.MAX_NEW_BARS, value=inputs.PAGE["new_bars"],
+                                        step=1, label="new bars", elem_id="new-bars")  # fmt: skip
             with gr.Row():
                 ui.cont_btn = gr.Button("Continue", variant="primary", elem_id="continue")
                 ui.cont_stop = gr.Button("Stop", variant="stop", elem_id="stop-continue")
-    numbers = (ui.num, ui.seed, *ui.sampling, ui.bars, ui.prompt_bars, ui.seconds, ui.new_bars)
+    with gr.Accordion("advanced settings", open=False, elem_id="advanced"):
+        with gr.Row():
+            ui.seed = gr.Number(inputs.PAGE["seed"], label="seed (-1: a new one each time)",
+                                precision=0, minimum=-1, maximum=SEED_MAX,
+                                elem_id="seed")  # fmt: skip
+            ui.sampling = [_sampling_widget(name) for name in inputs.SAMPLING]
+        ui.reset = gr.Button("↺ the model's own settings", size="sm", elem_id="reset-sampling")
+    numbers = (ui.num, ui.seed, *ui.sampling, ui.bars, ui.prompt_bars, ui.seconds, ui.new_bars,
+               ui.tempo, ui.transpose)  # fmt: skip
     for component in numbers:
         raw(component)
     return ui
 
 
 def _results(ui: SimpleNamespace) -> None:
-    """The shown piece (roll, player, downloads), its choice and the page's list."""
+    """The variations side by side (player, audio, downloads, 'Continue this piece'), the
+    shown piece's choice and the page's list."""
     ui.message = gr.Markdown(label="message", elem_id="message")
-    with gr.Row():
-        ui.roll = gr.Image(label="piano roll", type="filepath", interactive=False, scale=2,
-                           elem_id="roll")  # fmt: skip
-        with gr.Column(scale=1):
-            ui.pieces = gr.Dropdown([], label="piece", elem_id="piece")
-            # the browser's own player (no waveform to decode before it plays)
-            ui.audio = gr.Audio(
-                label="listen", type="filepath", interactive=False, elem_id="audio",
-                waveform_options=gr.WaveformOptions(show_recording_waveform=False),
-            )  # fmt: skip
-            ui.files = gr.File(label="download", file_count="multiple", interactive=False,
-                               elem_id="downloads")  # fmt: skip
+    ui.roll = gr.Image(
+        label="piano roll", type="filepath", interactive=False, visible=False, elem_id="roll"
+    )  # fmt: skip (the API's picture; the page draws players)
+    ui.slots, ui.players, ui.audios, ui.files, ui.take = [], [], [], [], []
+    with gr.Row(elem_id="variations", equal_height=False):
+        for k in range(inputs.MAX_NUM):
+            with gr.Column(visible=False, min_width=300, elem_id=f"variation-{k}") as slot:
+                ui.slots.append(slot)
+                ui.players.append(gr.HTML(elem_id=f"player-{k}"))
+                # the browser's own player (no waveform to decode before it plays)
+                ui.audios.append(gr.Audio(
+                    label="listen", type="filepath", interactive=False, elem_id=f"audio-{k}",
+                    waveform_options=gr.WaveformOptions(show_recording_waveform=False),
+                ))  # fmt: skip
+                ui.files.append(gr.File(label="download", file_count="multiple",
+                                        interactive=False, elem_id=f"downloads-{k}"))  # fmt: skip
+                ui.take.append(gr.Button("Continue this piece", size="sm",
+                                         elem_id=f"continue-this-{k}"))  # fmt: skip
+    ui.pieces = gr.Dropdown([], label="show a piece made on this page", elem_id="piece")
     ui.history = gr.Gallery(label="pieces made on this page", columns=4, object_fit="contain",
                             height=240, allow_preview=False, elem_id="history")  # fmt: skip
 
@@ -291,27 +492,42 @@ def _results(ui: SimpleNamespace) -> None:
 def _wire(page: gr.Blocks, ui: SimpleNamespace, act: Actions) -> None:
     """Events: the two public endpoints in one concurrency group, the rest private."""
     private = {"api_visibility": "private"}
-    shown = [ui.session, ui.roll, ui.audio, ui.files, ui.pieces, ui.history, ui.message]
-    model_out = [ui.card, ui.chords, *ui.sampling, ui.status]
+    shown = [ui.session, ui.roll, ui.audios[0], ui.files[0], ui.pieces, ui.history, *ui.players,
+             *ui.audios[1:], *ui.files[1:], *ui.slots, ui.message]  # fmt: skip
+    model_out = [ui.summary, ui.card, ui.chords, *ui.sampling, ui.status]
     page.load(_guarded(act.on_model), [ui.model], model_out, **private)
     ui.model.change(_guarded(act.on_model), [ui.model], model_out, **private)
+    ui.reset.click(_guarded(act.reset), [ui.model], ui.sampling, **private)
+    looks = [ui.chords, ui.tempo, ui.transpose]
     sampling = [ui.num, ui.seed, *ui.sampling]
     gen = ui.gen_btn.click(
-        _guarded(act.generate), [ui.model, ui.bars, *sampling, ui.chords, ui.session], shown,
-        api_name="generate", concurrency_id="sampling", show_progress_on=[ui.roll],
+        _guarded(act.generate), [ui.model, ui.bars, *sampling, *looks, ui.session], shown,
+        api_name="generate", concurrency_id="sampling", show_progress_on=[ui.message],
     )  # fmt: skip
     prompt = [ui.prompt, ui.mode, ui.prompt_bars, ui.seconds]
     cont = ui.cont_btn.click(
-        _guarded(act.continue_), [ui.model, *prompt, ui.new_bars, *sampling, ui.session], shown,
-        api_name="continue", concurrency_id="sampling", show_progress_on=[ui.roll],
+        _guarded(act.continue_), [ui.model, *prompt, ui.new_bars, *sampling, *looks, ui.session],
+        shown, api_name="continue", concurrency_id="sampling", show_progress_on=[ui.message],
     )  # fmt: skip
+    # Stop does not cancel a running job (it ends with what was written), only waiting ones
     for btn in (ui.gen_stop, ui.cont_stop):
-        btn.click(act.stop, [ui.session], None, cancels=[gen, cont], queue=False, **private)
+        stopping = btn.click(act.stop, [ui.session], None, queue=False, **private)
+        stopping.failure(None, None, None, cancels=[gen, cont], queue=False, **private)
+    for trigger in (ui.chords.change, ui.bars.release):
+        trigger(progression_text, [ui.chords, ui.bars], ui.progression, **private)
+    previewed = [ui.session, ui.prompt_roll]
     for trigger in (ui.prompt.upload, ui.mode.change, ui.prompt_bars.release, ui.seconds.release):
-        trigger(_guarded(act.preview), [ui.model, *prompt, ui.session],
-                [ui.session, ui.prompt_roll], **private)  # fmt: skip
+        trigger(_guarded(act.preview), [ui.model, *prompt, ui.session], previewed, **private)
+    for k, btn in enumerate(ui.take):
+        btn.click(
+            _guarded(act.take_on(k)),
+            [ui.session],
+            [ui.prompt, ui.tabs, ui.mode, ui.prompt_bars],
+            **private,
+        ).then(_guarded(act.preview), [ui.model, *prompt, ui.session], previewed, **private)
     ui.pieces.input(act.pick, [ui.pieces, ui.session], shown, **private)
     ui.history.select(act.select, [ui.session], shown, **private)
+    page.unload(act.left)
 
 
 def build(models: jobs.ModelCache, root: Path, default: str | None = None) -> gr.Blocks:
@@ -326,7 +542,7 @@ def build(models: jobs.ModelCache, root: Path, default: str | None = None) -> gr
         ui = _controls(models, default)
         _results(ui)
         ui.session = session
-        act = Actions(models)
+        act = Actions(models, default)
         _wire(page, ui, act)
     act.page = page
     return page
@@ -346,6 +562,9 @@ def launch(
     the pages' folders only (`guard.Guard`), uploads are capped at `max_upload_mb` and taken
     only as MIDI; `auth`: the (user, password) pairs a login asks for."""
     page = build(models, root, default)
+    # a prompt handed over by 'Continue this piece' is read where it lies, but gr.File's
+    # preprocessing opens a temporary file in Gradio's cache folder first: it must exist
+    Path(gr.utils.get_upload_folder()).mkdir(parents=True, exist_ok=True)
     page.queue(default_concurrency_limit=concurrency, max_size=64)
     sessions = root / jobs.SESSIONS
     sessions.mkdir(parents=True, exist_ok=True, mode=0o700)
@@ -366,6 +585,7 @@ def launch(
             show_error=True,
             inbrowser=False,
             css=CSS,
+            head=PLAYHEAD_JS,
         )
     except OSError as exc:
         if "port" not in str(exc):

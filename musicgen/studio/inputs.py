@@ -19,7 +19,7 @@ import symusic
 from musicgen import errors
 from musicgen.config import SampleConfig
 from musicgen.errors import SEED_MAX, MusicgenError
-from musicgen.generation.request import GenerationRequest
+from musicgen.generation.request import SCRATCH_BARS, GenerationRequest
 from musicgen.limits import check_score
 
 MAX_UPLOAD_MB = 2.0  # a POP909 song is 20-60 kB; the bundled MAESTRO excerpt 4 kB
@@ -36,6 +36,26 @@ SESSION_IDLE_S = 3600  # a page (or API client) idle this long loses its session
 MAX_AUDIO_SECONDS = 180.0  # the player's WAV holds at most this much of a piece (the MIDI all)
 # the page's sampling widgets: the options a model's config sets (its defaults fill them)
 SAMPLING = tuple(f.name for f in dataclasses.fields(SampleConfig))
+TEMPO = (20.0, 300.0)  # qpm a result may be given
+MAX_TRANSPOSE = 12  # semitones up or down
+# The page's own values, the one source of what an endpoint argument left out (None) means
+# beside the model's sampling defaults: the widgets open with them, the jobs fall back on them.
+PAGE = {
+    "bars": SCRATCH_BARS,
+    "num": 1,
+    "seed": -1,
+    "mode": "bars",
+    "prompt_bars": 2,
+    "seconds": 8.0,
+    "new_bars": 4,
+    "tempo": None,
+    "transpose": 0,
+}
+
+
+def or_page(name: str, value):
+    """`value`, or the page's own value where it is left out (None or an empty box)."""
+    return PAGE[name] if value is None or value == "" else value
 
 
 def random_seed(value) -> int | None:
@@ -130,8 +150,22 @@ def check_upload(path: str | Path, tokenizer_name: str, max_mb: float = MAX_UPLO
     return score
 
 
+def check_tempo(value) -> float | None:
+    """A result's tempo in quarter notes a minute (None or 0: the piece's own)."""
+    if value in (None, "", 0):
+        return None
+    return number("tempo", value, *TEMPO)
+
+
+def check_transpose(value) -> int | None:
+    """Semitones to move a result by (None: not moved)."""
+    return whole("transpose", value, -MAX_TRANSPOSE, MAX_TRANSPOSE)
+
+
 def prompt_length(mode: str, bars=None, seconds=None) -> dict:
     """`bars=` or `seconds=` of a prompt, checked."""
+    if mode not in ("bars", "seconds"):
+        raise MusicgenError(f"mode: give 'bars' or 'seconds', got {mode!r}")
     if mode == "seconds":
         return {"seconds": number("seconds", seconds, 0.1, MAX_SECONDS)}
     return {"bars": whole("bars", bars, 1, MAX_PROMPT_BARS) or 2}

@@ -20,10 +20,10 @@ import threading
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from musicgen.errors import MusicgenError
-from musicgen.generation.api import Model, Music, checkpoint_stem, load
+from musicgen.errors import Cancelled, MusicgenError
+from musicgen.generation.api import Model, Music, apply_tempo, checkpoint_stem, load
+from musicgen.generation.prompt import Prompt
 from musicgen.generation.render import piano_roll, synthesize
-from musicgen.generation.request import SCRATCH_BARS
 from musicgen.generation.sample import SamplingOptions
 from musicgen.measures.metrics import load_notes, notes_from_score
 from musicgen.resources import resolve_checkpoint, shipped_dir
@@ -32,21 +32,46 @@ from musicgen.studio.inputs import (
     MAX_BARS,
     MAX_NEW_BARS,
     MAX_NUM,
+    PAGE,
     SAMPLING,
     SERVER_MB,
     SESSION_MB,
     check_chords,
+    check_tempo,
+    check_transpose,
     check_upload,
     given,
+    or_page,
     prompt_length,
     random_seed,
     request,
     whole,
 )
+from musicgen.studio.partial import Recorder, kept_pieces
+from musicgen.studio.player import Roll, roll_of
 
 MAX_SESSION_PIECES = 40  # older pieces of a page are forgotten (and their files deleted)
 SESSIONS = "sessions"  # the folder under the studio's root that holds every page's results
 DEFAULT_MODEL = "pop909_sine_spe_gated"
+# The shipped models as a musician meets them: a name, and what to expect (the card, folded
+# under it, says how and on what each was trained).
+TITLES = {
+    "pop909_sine_spe_gated": "Pop piano with chords",
+    "pop909_ape": "Pop piano with chords (second model)",
+    "maestro_sine_spe_gated": "Classical piano (experimental, 5 M parameters)",
+    "groove_sine_spe_gated": "Band groove (experimental: synthetic training data)",
+}
+SUMMARIES = {
+    "pop909_sine_spe_gated": "Pop piano, melody and accompaniment in 4/4, learnt from the 909 "
+    "songs of POP909. It follows a chord progression you type, bar by bar.",
+    "pop909_ape": "The same pop songs learnt by an earlier model, kept to compare with the "
+    "first; it follows chords too.",
+    "maestro_sine_spe_gated": "Expressive classical piano learnt from MAESTRO performances. A "
+    "small model: expect sketches more than finished pieces. No chord control.",
+    "groove_sine_spe_gated": "Bass, drums and piano together. Experimental: learnt from 300 "
+    "synthetic grooves; from scratch it often plays one drum under a held bass note, so give "
+    "it a prompt to continue.",
+}
 
 
 def shipped_models() -> dict[str, Path]:
@@ -107,6 +132,19 @@ class ModelCache:
                     ) from None
             return self._models[label]
 
+    def title(self, label: str) -> str:
+        """The model's name for musicians (its folder's name for a model the studio was not
+        shipped with)."""
+        return TITLES.get(label, label)
+
+    def summary(self, label: str) -> str:
+        """What to expect of the model, in one or two sentences (the card's own first line for
+        a model the studio was not shipped with)."""
+        if label in SUMMARIES:
+            return SUMMARIES[label]
+        lines = [x.strip() for x in self.card(label).splitlines()]
+        return next((x for x in lines if x and not x.startswith(("#", "*"))), "")
+
     def card(self, label: str) -> str:
         """The model card (README.md of the folder), or a line saying there is none."""
         path = self.path(label)
@@ -127,6 +165,12 @@ def sampling_defaults(model: Model) -> dict:
     none are given."""
     opts = model.options()
     return {k: getattr(opts, k) for k in SAMPLING}
+
+
+def model_defaults(model: Model) -> dict:
+    """Every page value a request leaves to the model or the page: the sampling options the
+    model uses (`sampling_defaults`) and the page's own values (`inputs.PAGE`)."""
+    return {**PAGE, **sampling_defaults(model)}
 
 
 def page_defaults(models: ModelCache, label: str) -> dict:
@@ -152,6 +196,9 @@ class Piece:
     audio: Path | None
     seed: int | None
     info: dict = field(default_factory=dict)
+    roll: Roll | None = None  # what the player draws
+    bars: int | None = None  # whole bars the piece holds (prompt included)
+    stopped_at: int | None = None  # new bars written when Stop ended the job (None: finished)
 
     def files(self) -> list[Path]:
         return [p for p in (self.midi, self.audio) if p is not None]
@@ -180,6 +227,7 @@ class Session:
         self.folder: Path | None = None
         self.pieces: list[Piece] = []
         self.running: set[threading.Event] = set()  # one stop flag per running job
+        self.shown: list[Piece] = []  # the variations the page shows side by side
         self.made = 0
 
     def __deepcopy__(self, memo) -> Session:
@@ -224,6 +272,7 @@ class Session:
             for p in (old.midi, old.png, old.audio):
                 if p is not None:
                     p.unlink(missing_ok=True)
+            self.shown = [p for p in self.shown if p is not old]
         return piece
 
     def bytes(self) -> int:
@@ -253,15 +302,86 @@ def check_disk(session: Session, server_mb: float = SERVER_MB) -> None:
         )
 
 
-def render(music: Music, session: Session, kind: str, label: str, info: dict) -> Piece:
-    """Write a piece's MIDI, piano roll and audio into the session folder."""
+@dataclass
+class Look:
+    """How a result is handed over, after sampling: its tempo (qpm; None keeps the model's or
+    the prompt's) and a transposition (semitones, drums untouched)."""
+
+    tempo: float | None = None
+    transpose: int = 0
+
+    @classmethod
+    def checked(cls, tempo=None, transpose=None) -> Look:
+        return cls(check_tempo(tempo), check_transpose(transpose) or 0)
+
+    def apply(self, music: Music) -> None:
+        apply_tempo(music.score, self.tempo)
+        if self.transpose:
+            for track in music.score.tracks:
+                if not track.is_drum:
+                    for note in track.notes:
+                        note.pitch = min(max(note.pitch + self.transpose, 0), 127)
+
+
+NOTE_NAMES = ("C", "C#", "D", "Eb", "E", "F", "F#", "G", "Ab", "A", "Bb", "B")
+SUFFIXES = {"maj": "", "min": "m", "min7": "m7", "maj7": "maj7", "hdim7": "m7b5", "7": "7"}
+
+
+def chord_name(harte: str, transpose: int = 0) -> str:
+    """A tokenizer's chord ('A:min', Harte) as a chord symbol ('Am'), moved `transpose`
+    semitones."""
+    root, _, quality = harte.partition(":")
+    sharps = ("C", "C#", "D", "D#", "E", "F", "F#", "G", "G#", "A", "A#", "B")
+    if root not in sharps:
+        return harte
+    name = NOTE_NAMES[(sharps.index(root) + transpose) % 12]
+    return name + SUFFIXES.get(quality, quality)
+
+
+def chords_per_bar(model: Model, ids: list[int], transpose: int = 0) -> list[str]:
+    """The chords a piece's tokens name, one label per bar ('' where none begins), for the
+    models that write chords (the pop models); [] for the others."""
+    from musicgen.generation.progression import chord_events, chords_unsupported
+
+    tok = model.tokenizer
+    if chords_unsupported(tok) is not None:
+        return []
+    events = chord_events(tok, ids)
+    if not events:
+        return []
+    out: list[list[str]] = [[] for _ in range(events[-1][0] + 1)]
+    for bar, _, cid in events:
+        name = chord_name(tok.token_name(cid).removeprefix("Chord_"), transpose)
+        if not out[bar] or out[bar][-1] != name:  # a chord written again is the same chord
+            out[bar].append(name)
+    return [" ".join(names) for names in out]
+
+
+def render(
+    music: Music,
+    session: Session,
+    kind: str,
+    label: str,
+    info: dict,
+    model: Model | None = None,
+    prompt: Prompt | None = None,
+    look: Look | None = None,
+) -> Piece:
+    """Write a piece's MIDI, piano roll and audio into the session folder, with what its
+    player draws (chord names per bar, where the prompt ends)."""
+    look = look or Look()
+    chords = chords_per_bar(model, music.ids, look.transpose) if model is not None else []
+    look.apply(music)
     folder = session.dir()
     stem = session.next_stem(kind)
     midi = music.save(folder / f"{stem}.mid")
     title = f"{label} ({midi.name})"
     png = piano_roll(load_notes(midi), folder / f"{stem}.png", title=title)
     audio = save_audio(music.score, folder / f"{stem}.wav")
-    return session.add(Piece(f"{stem}: {label}", midi, png, audio, music.seed, info))
+    end = None if prompt is None else prompt.end_tick / prompt.notes.ticks_per_quarter
+    roll = roll_of(music.score, chords, end, prompt.beats if prompt is not None else 4)
+    piece = Piece(f"{stem}: {label}", midi, png, audio, music.seed, info, roll)
+    return session.add(piece)
 
 
 def save_audio(score, path: Path, seconds: float | None = None) -> Path | None:
@@ -279,36 +399,53 @@ def run_generate(
     session: Session,
     model_label: str,
     *,
-    bars=SCRATCH_BARS,
-    num=1,
+    bars=None,
+    num=None,
     seed=None,
-    chords: str = "",
+    chords=None,
+    tempo=None,
+    transpose=None,
     progress=None,
     cancel: threading.Event | None = None,
     **sampling_given,
 ) -> list[Piece]:
-    """`num` pieces of `bars` bars from scratch, rendered into the session; `cancel` set (Stop,
-    a cancelled or closed request) stops the sampler at its next step."""
-    bars = whole("bars", bars, 1, MAX_BARS, required=True)
-    num = whole("num", num, 1, MAX_NUM) or 1
+    """`num` pieces of `bars` bars from scratch, rendered into the session (None: the page's
+    value, `inputs.PAGE`; a sampling option None: the model's own). `cancel` set by Stop ends
+    the sampler at its next step and keeps the whole bars written; set because the page or
+    the request is gone, it ends the job with nothing kept."""
+    bars = whole("bars", or_page("bars", bars), 1, MAX_BARS, required=True)
+    num = whole("num", or_page("num", num), 1, MAX_NUM) or 1
+    look = Look.checked(tempo, transpose)
     asked = request(
         num=num, bars=bars, seed=random_seed(seed), chords=check_chords(chords), **sampling_given
     ).seeded()
-    pieces = _run(model, session, asked, progress, cancel)
     seed = asked.seed
     info = {"model": model_label, "bars": bars, "seed": seed, **given(asked)}
-    return [
-        render(p, session, "gen", f"{model_label}, seed {seed}, piece {i + 1}, {bars} bars", info)
-        for i, p in enumerate(pieces)
-    ]
+    out = []
+    for i, (music, stopped) in enumerate(_run(model, session, asked, progress, cancel)):
+        what = f"{bars} bars" if stopped is None else f"stopped at bar {stopped} of {bars}"
+        label = f"{model_label}, seed {seed}, piece {i + 1}, {what}"
+        piece = render(music, session, "gen", label, info, model, None, look)
+        piece.stopped_at, piece.bars = stopped, bars if stopped is None else stopped
+        out.append(piece)
+    return out
 
 
-def _run(model: Model, session: Session, asked, progress, cancel, prompt=None) -> list[Music]:
-    """The request's pieces (`Model.pieces`) under a stop flag of the session's."""
+def _run(model: Model, session: Session, asked, progress, cancel, prompt=None):
+    """The request's pieces (`Model.pieces`) under a stop flag of the session's, each with the
+    new bars it holds when Stop ended the job (None when it finished); a stopped piece with
+    no whole new bar is dropped. A flag set because the page or request is gone re-raises."""
     check_disk(session)
     flag = session.start_job(cancel)
+    recorder = Recorder()
     try:
-        return list(model.pieces(asked, prompt=prompt, progress=progress, cancel=flag))
+        hooks = {"progress": progress, "cancel": flag, "grammar_wrap": recorder}
+        return [(m, None) for m in model.pieces(asked, prompt=prompt, **hooks)]
+    except Cancelled:
+        if getattr(flag, "left", False) or not hasattr(model, "tokenizer"):
+            raise
+        kept = kept_pieces(model, recorder, asked.num, asked.seed, prompt)
+        return [(k.music, k.bars) for k in kept if k.bars > 0]
     finally:
         session.end_job(flag)
 
@@ -319,40 +456,47 @@ def run_continue(
     model_label: str,
     path,
     *,
-    mode: str = "bars",
-    prompt_bars=2,
+    mode=None,
+    prompt_bars=None,
     seconds=None,
-    new_bars=4,
-    num=1,
+    new_bars=None,
+    num=None,
     seed=None,
+    chords=None,
+    tempo=None,
+    transpose=None,
     progress=None,
     cancel: threading.Event | None = None,
     **sampling_given,
 ) -> list[Piece]:
-    """`num` continuations of the uploaded prompt, rendered into the session."""
+    """`num` continuations of the uploaded prompt, rendered into the session (None: the page's
+    value or the model's own, as `run_generate`); `chords`: the progression of the new bars."""
     check_upload(path, model.tokenizer.name)
-    length = prompt_length(mode, prompt_bars, seconds)
-    new_bars = whole("new_bars", new_bars, 1, MAX_NEW_BARS, required=True)
-    num = whole("num", num, 1, MAX_NUM) or 1
+    length = prompt_length(
+        or_page("mode", mode), or_page("prompt_bars", prompt_bars), or_page("seconds", seconds)
+    )
+    new_bars = whole("new_bars", or_page("new_bars", new_bars), 1, MAX_NEW_BARS, required=True)
+    num = whole("num", or_page("num", num), 1, MAX_NUM) or 1
+    look = Look.checked(tempo, transpose)
     asked = request(
-        "new_bars", num=num, bars=new_bars, seed=random_seed(seed), **sampling_given
-    ).seeded()
+        "new_bars", num=num, bars=new_bars, seed=random_seed(seed), chords=check_chords(chords),
+        **sampling_given,
+    ).seeded()  # fmt: skip
     prompt = model.prompt(path, **length)
-    pieces = _run(model, session, asked, progress, cancel, prompt)
     what = f"{length['bars']} bars" if "bars" in length else f"{length['seconds']:g} s"
     name = Path(path).name
     info = {"model": model_label, "prompt": name, **length, "new_bars": new_bars}
+    info |= {"seed": asked.seed, **given(asked)}
     label = f"{model_label} continues {what} of {name}, seed {asked.seed}"
-    return [
-        render(
-            p,
-            session,
-            "cont",
-            f"{label}, piece {i + 1}",
-            {**info, "seed": asked.seed, **given(asked)},
-        )
-        for i, p in enumerate(pieces)
-    ]
+    out = []
+    for i, (music, stopped) in enumerate(_run(model, session, asked, progress, cancel, prompt)):
+        end = "" if stopped is None else f", stopped at new bar {stopped} of {new_bars}"
+        piece = render(music, session, "cont", f"{label}, piece {i + 1}{end}", info, model,
+                       prompt, look)  # fmt: skip
+        piece.stopped_at = stopped
+        piece.bars = prompt.bars + (new_bars if stopped is None else stopped)
+        out.append(piece)
+    return out
 
 
 def prompt_preview(model: Model, session: Session, path, mode="bars", bars=2, seconds=None):

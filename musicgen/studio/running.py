@@ -15,12 +15,23 @@ WORKERS = ThreadPoolExecutor(64, thread_name_prefix="studio-job")  # --concurren
 
 
 class JobFlag(threading.Event):
-    """A job's stop flag for the sampler's `cancel=`: set by Stop or a cancelled request, and
-    also set once the client that asked has gone (`gone()`: its connection closed)."""
+    """A job's stop flag for the sampler's `cancel=`: set by Stop (the job keeps what it wrote)
+    or by `leave()` (the request was cancelled or its page closed: nobody will see a result),
+    and also set once the client that asked has gone (`gone()`: its connection closed)."""
 
     def __init__(self, gone: Callable[[], bool] = lambda: False):
         super().__init__()
         self.gone = gone
+        self._left = False
+
+    def leave(self) -> None:
+        """Stop the job for good: its result has no one to go to."""
+        self._left = True
+        self.set()
+
+    @property
+    def left(self) -> bool:
+        return self._left or self.gone()
 
     def is_set(self) -> bool:
         return super().is_set() or self.gone()
@@ -35,7 +46,7 @@ async def in_thread(work: Callable[[threading.Event], object], flag: JobFlag):
     try:
         return await asyncio.shield(task)
     except asyncio.CancelledError:
-        flag.set()
+        flag.leave()
         while not task.done():
             with contextlib.suppress(asyncio.CancelledError):
                 await asyncio.wait({task})
