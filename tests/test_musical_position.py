@@ -23,9 +23,7 @@ POP_SONGS = sorted((ROOT / "tests" / "data" / "pop909").glob("*/*.mid"))
 DRUMS = sorted(
     (ROOT / "tests" / "data" / "groove_drums" / "drummer1" / "eval_session").glob("*.mid")
 )[:3]  # bundled Groove MIDI files (CC BY 4.0)
-SHIPPED = sorted(p.parent for p in (ROOT / "checkpoints").glob("*/config.json"))  # model folders
 # shipped before model.musical existed (the POP909 pair was retrained with it on)
-PRE_MUSICAL = [p for p in SHIPPED if p.name == "groove_sine_spe_gated"]
 
 
 @pytest.fixture(scope="module")
@@ -322,10 +320,24 @@ def test_config_errors_and_defaults(remi):
         config_from_dict({"model": {"musical": {"pos": True}}})
 
 
-@pytest.mark.parametrize("ckpt", PRE_MUSICAL, ids=lambda p: p.name)
-def test_shipped_checkpoints_load_unchanged(ckpt):
+@pytest.fixture(scope="module")
+def pre_musical(tmp_path_factory) -> Path:
+    """A groove checkpoint as saved before model.musical existed (no `musical` in its config)."""
+    tok = build_tokenizer("groove")
+    cfg = Config(name="old", tokenizer="groove", model=_tiny(tok))
+    torch.manual_seed(0)
+    path = tmp_path_factory.mktemp("old") / "old.pt"
+    save_checkpoint(path, build_model(cfg.model).eval(), cfg, tok)
+    payload = torch.load(path, map_location="cpu", weights_only=True)
+    del payload["config"]["model"]["musical"]
+    torch.save(payload, path)
+    return path
+
+
+def test_checkpoints_from_before_the_musical_inputs_load_unchanged(pre_musical):
     """Saved before model.musical existed: feature off, same weights, same logits as a model
     built without any tokenizer tables."""
+    ckpt = pre_musical
     loaded = load_checkpoint(ckpt)
     assert loaded.config.model.musical == MusicalConfig()
     assert loaded.model.musical is None

@@ -30,7 +30,8 @@ SHIPPED_DIGESTS = {
     # positions, 31.7 M / 32.2 M training tokens in all
     "pop909_sine_spe_gated": "a446412d732d74cf",
     "pop909_ape": "3dd209d7302e3d9f",
-    "groove_sine_spe_gated": "4aabcde2aa5afa5e",
+    # the POP909 trio model (training/groove_pop909_phase1), 15.2 M training tokens
+    "groove_sine_spe_gated": "ab4b447087308d19",
     # the small Performer with the musical inputs, 15.2 M training tokens
     "maestro_sine_spe_gated": "6a38774c585dbd36",
 }

@@ -9,6 +9,7 @@ import pytest
 import symusic
 import torch
 from conftest import tiny_model_config
+from grammars import ValidityOnly
 from paths import DATA
 
 from musicgen.config import ModelConfig, PerceiverConfig
@@ -485,28 +486,6 @@ def test_grammar_wrap_rules_the_mask_and_survives_a_bar_cut():
                if tok.token_name(t).startswith("Pitch_"))  # fmt: skip
 
 
-class _Validity:
-    """A grammar_wrap with the wrapped grammar's mask alone (no `sampling_mask`, no
-    `redirects`): an untrained model under the groove note bound moves time a tick at a time."""
-
-    def __init__(self, grammar, ids):
-        self.inner = grammar
-
-    errors = property(lambda self: self.inner.errors)
-
-    def allowed(self):
-        return self.inner.allowed()
-
-    def advance(self, tok):
-        return self.inner.advance(tok)
-
-    def finished(self):
-        return self.inner.finished()
-
-    def completion(self):
-        return self.inner.completion()
-
-
 def test_progress_and_cancel_in_the_loop():
     tok = build_tokenizer("groove")
     model = tiny_model(tok)
@@ -517,8 +496,8 @@ def test_progress_and_cancel_in_the_loop():
     # with a bar stop, progress follows the bars written (not the far step cap)
     by_bars = []
     out = generate(model, tok, [[tok.bos_id]] * 2, SamplingOptions(1.0, min_tokens=4000), 4000,
-                   bars=4, progress=lambda d, t: by_bars.append((d, t)),
-                   generator=torch.Generator().manual_seed(1), grammar_wrap=_Validity)  # fmt: skip
+                   bars=4, progress=lambda d, t: by_bars.append((d, t)), grammar_wrap=ValidityOnly,
+                   generator=torch.Generator().manual_seed(1))  # fmt: skip
     steps, total = [d for d, _ in by_bars], by_bars[-1][1]
     assert [r.stop for r in out] == ["bars", "bars"] and steps == sorted(steps)
     assert steps[-1] == total and len(steps) < total  # ended by the bar stop, far before the cap
