@@ -3,8 +3,8 @@
     musicgen studio --port 7860 &
     python scripts/studio_screenshots.py http://127.0.0.1:7860/ [--chromium /usr/bin/chromium]
 
-Each page generates two 4-bar variations (seed 7) under `Am | F | C | G x2`, with the advanced
-settings open, and is saved whole to docs/figures/studio_<width>.png.
+Each page generates two variations (4 bars, `--bars`; seed 7) under `Am | F | C | G x2`, with
+the advanced settings open, and is saved whole to docs/figures/studio_<width>.png.
 """
 
 from __future__ import annotations
@@ -24,15 +24,15 @@ def set_number(page, elem_id: str, value) -> None:
     box.blur()
 
 
-def shoot(browser, url: str, width: int) -> Path:
-    """One page at `width` px after two variations; returns the PNG written."""
+def shoot(browser, url: str, width: int, bars: int = 4) -> Path:
+    """One page at `width` px after two variations of `bars` bars; returns the PNG written."""
     page = browser.new_page(viewport={"width": width, "height": 900})
-    page.set_default_timeout(300_000)  # a busy machine
+    page.set_default_timeout(900_000)  # a busy machine
     page.goto(url)
     page.wait_for_selector("#status")
     page.wait_for_function("document.querySelector('#status').innerText.includes('ready')")
     page.locator("#chords textarea").fill("Am | F | C | G x2")
-    set_number(page, "bars", 4)
+    set_number(page, "bars", bars)
     set_number(page, "num", 2)
     page.locator("#advanced").get_by_text("advanced settings").click()
     set_number(page, "seed", 7)
@@ -50,13 +50,14 @@ def main() -> None:
     parser.add_argument("url")
     parser.add_argument("--chromium", default="/usr/bin/chromium")
     parser.add_argument("--widths", type=int, nargs="+", default=[1280, 400])
+    parser.add_argument("--bars", type=int, default=4)
     args = parser.parse_args()
     with sync_playwright() as p:
         browser = p.chromium.launch(
             executable_path=args.chromium, args=["--headless", "--no-sandbox", "--disable-gpu"]
         )
         for width in args.widths:
-            print(shoot(browser, args.url, width))
+            print(shoot(browser, args.url, width, args.bars))
         browser.close()
 
 

@@ -152,9 +152,9 @@ def test_empty_bar_keeps_later_chords_in_their_bars(model):
         ("C x2 G x2", ["C", "C", "G", "G"]),
         ("Am F x2 C x3", ["Am", "F", "Am", "F", "C", "C", "C"]),
         ("C | G D | x2", ["C", "G D", "C", "G D"]),
-        ("C | G | Am x2", ["C", "G", "Am"] * 2),  # at the end of a line: the line
-        ("C | G x3 |", ["C", "G", "G", "G"]),  # inside a line: the bar it ends
-        ("Am x2 | F", ["Am", "Am", "F"]),
+        ("C | G | Am x2", ["C", "G", "Am"] * 2),  # at the line's end: the line, as a chart's
+        ("C | G | Am x2 |", ["C", "G", "Am", "Am"]),  # closed by '|': that bar
+        ("C | Am x2 | G", ["C", "Am", "Am", "G"]),  # inside a line: that bar
     ],
 )
 def test_line_repeat_x2_repeats_the_whole_line(text, labels):

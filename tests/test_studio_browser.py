@@ -237,7 +237,7 @@ def test_generate_play_download_continue_and_bad_upload(studio, browser, tmp_pat
     set_number(page, "bars", 64)
     page.locator("#generate").click()
     page.get_by_text(re.compile(r"bar [2-9] of 64")).first.wait_for(timeout=WAIT_MS)
-    page.locator("#stop-generate").click()
+    page.locator("#stop-generate").click(no_wait_after=True)  # its effect is awaited below
     page.locator("#message").get_by_text("Stopped at bar").wait_for(timeout=WAIT_MS)
     stopped = wait_for_piece(page, "gen_", label)
     kept = int(re.search(r"stopped at bar (\d+) of 64", stopped).group(1))

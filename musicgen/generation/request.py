@@ -111,7 +111,8 @@ class GenerationRequest:
     chords: Any = _field(
         None,
         'force a chord progression at the new bars: "C G Am F" (one chord a bar, repeated; '
-        '"C | G | Am F" for bars of 1, 2 or 4 chords, "xN" repeats a bar), or a POP909 '
+        '"C | G | Am F" for bars of 1, 2 or 4 chords, "xN" at a line\'s end repeats the line, '
+        "inside it the bar), or a POP909 "
         "chord_midi.txt or a .mid (its detected chords), read at the song's own bars (REMI "
         "checkpoints; docs/generation.md, 'Chord control')",
     )
