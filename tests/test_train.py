@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 import torch
+from conftest import make_checkpoint
 
 from musicgen.checkpoint import FORMAT, load_checkpoint, read_payload, save_checkpoint
 from musicgen.config import config_from_dict, load_config
@@ -128,9 +129,14 @@ def test_half_checkpoints_keep_spe_and_gates_in_float32(prepared, tmp_path, pe):
     assert torch.equal(half.spe[0].kernel(lags), model.spe[0].kernel(lags))
 
 
-def test_shipped_float16_checkpoints_still_load():
-    """Files written before the float32 policy (every tensor float16) load as before."""
-    path = ROOT / "checkpoints" / "groove_sine_spe_gated"  # exported before the policy
+def test_float16_checkpoints_from_before_the_policy_still_load(tmp_path):
+    """Files written before the float32 policy (every tensor float16, SPE's too) load as before."""
+    path = make_checkpoint(tmp_path, "groove")
+    payload = torch.load(path, map_location="cpu", weights_only=True)
+    payload["model"] = {
+        k: v.half() if v.is_floating_point() else v for k, v in payload["model"].items()
+    }
+    torch.save(payload, path)
     stored = read_payload(path)["model"]
     loaded = load_checkpoint(path)
     assert stored["spe.0.freq"].dtype == torch.float16
