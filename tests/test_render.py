@@ -54,14 +54,19 @@ def test_piano_roll_png_size_and_track_colours(tmp_path):
     assert written == [tmp_path / "001.png"]
     w, h = png_size(written[0])
     assert (w, h) == (PIANO_ROLL_SIZE[0] * PIANO_ROLL_DPI, PIANO_ROLL_SIZE[1] * PIANO_ROLL_DPI)
-    # each of the three tracks is drawn in its own tab10 colour
+    # MELODY in the melody red, BRIDGE and PIANO each in its own tab10 colour
     import matplotlib
+
+    from musicgen.generation.render import MELODY_COLOUR
 
     pixels = (mpimg.imread(written[0])[..., :3] * 255).round().astype(int).reshape(-1, 3)
     present = {tuple(p) for p in np.unique(pixels, axis=0)}
-    for i in range(3):
+    red = tuple(int(round(c * 255)) for c in matplotlib.colors.to_rgb(MELODY_COLOUR))
+    assert red in present, "the melody's red is missing"
+    for i in (1, 2):
         rgb = tuple(int(round(c * 255)) for c in matplotlib.colormaps["tab10"](i)[:3])
         assert rgb in present, f"track {i} colour {rgb} missing"
+    assert tuple(int(round(c * 255)) for c in matplotlib.colormaps["tab10"](0)[:3]) not in present
 
 
 def check_audio(path: Path, midi: Path) -> None:

@@ -251,7 +251,7 @@ def test_vocabulary_growth_keeps_rows_and_seeds_melody_from_pitch(tok, plain):
     from conftest import tiny_model_config
 
     from musicgen.model import build_model
-    from musicgen.train.run import extend_vocabulary
+    from musicgen.train.vocabulary import extend_vocabulary
 
     small = build_model(tiny_model_config(plain.vocab_size), plain)
     big = build_model(tiny_model_config(tok.vocab_size), tok)

@@ -121,3 +121,24 @@ def align_song(score: symusic.Score, folder: str | Path) -> Aligned:
             sections.append(Section(start, p.label, p.bars - (start - bar)))
         bar += p.bars
     return Aligned(delay(score, pad), sections, pad, match)
+
+
+def structure_bytes(folder: str) -> bytes:
+    """What of a structure folder the tokens depend on (its form and melody), for the cache."""
+    if not folder:
+        return b""
+    parts = []
+    for name in (LABEL_FILES[0], MELODY_FILE):
+        try:
+            parts.append(read_regular(Path(folder) / name, MAX_TEXT_BYTES))
+        except Unreadable:
+            parts.append(b"")
+    return b"\0".join(parts)
+
+
+def song_folder(structure: str | Path | None, midi: Path) -> str:
+    """The structure folder of a song (named as the folder that holds its MIDI), or ""."""
+    if structure is None:
+        return ""
+    folder = Path(structure) / midi.parent.name
+    return str(folder) if folder.is_dir() else ""

@@ -27,6 +27,7 @@ from tqdm import tqdm
 from musicgen.config import MAX_WORKERS
 from musicgen.data import layout
 from musicgen.data.pool import run_pool, terminate_raises
+from musicgen.data.pop909_structure import song_folder, structure_bytes
 from musicgen.data.sources import (  # noqa: F401  (re-exported: the names other modules use)
     DATASETS,
     MIDI_SUFFIXES,
@@ -121,7 +122,7 @@ def process_song(job: Job, tok: Tokenizer | None = None) -> Result:
     if not data:
         return Result(job.rel, "empty file")
     digest = hashlib.sha1(data).hexdigest()
-    extra = chord_text + b"\0" + _structure_bytes(job.structure)
+    extra = chord_text + b"\0" + structure_bytes(job.structure)
     key = hashlib.sha1(data + b"\0" + extra).hexdigest() if extra != b"\0" else digest
     cache = Path(job.cache_dir) / f"{job.fingerprint}-{key}.npy"
     if cache.is_file():
@@ -177,21 +178,6 @@ def _accepted(
         return Result(job.rel, str(exc).removeprefix("score: "))
     form = "".join(f"{s.label}{s.bars}" for s in tok.sections(arr))
     return Result(job.rel, "", digest, len(arr), bars, str(cache), reused, form)
-
-
-def _structure_bytes(folder: str) -> bytes:
-    """What of a structure folder the tokens depend on (its form and melody), for the cache."""
-    from musicgen.data.pop909_structure import LABEL_FILES, MELODY_FILE
-
-    if not folder:
-        return b""
-    parts = []
-    for name in (LABEL_FILES[0], MELODY_FILE):
-        try:
-            parts.append(read_regular(str(Path(folder) / name), CHORD_MAX_BYTES))
-        except Unreadable:
-            parts.append(b"")
-    return b"\0".join(parts)
 
 
 def _encode(
@@ -294,22 +280,7 @@ def prepare(
     if structure is not None and not Path(structure).is_dir():
         raise MusicgenError(f"{structure}: structure folder not found")
     out = Path(output_dir)
-    cache_dir = ensure_dir(out / "cache")
-    fp = fingerprint(tok)
-    max_bytes = int(max_size_mb * 2**20)
-    jobs = [
-        Job(
-            str(p),
-            p.relative_to(root).as_posix(),
-            str(cache_dir),
-            fp,
-            max_bytes,
-            limits,
-            chord_file(p, dataset),
-            _song_structure(structure, p),
-        )
-        for p in files
-    ]
+    jobs = _jobs(files, root, out, tok, int(max_size_mb * 2**20), limits, dataset, structure)
     with FolderLock(out, "prepare"), terminate_raises():
         results = sorted(_run_jobs(jobs, tok, int(workers)), key=lambda r: r.rel)
         drop_duplicates(results)
@@ -331,12 +302,22 @@ def prepare(
     }
 
 
-def _song_structure(structure: str | Path | None, midi: Path) -> str:
-    """The structure folder of a song (named as the folder that holds its MIDI), or ""."""
-    if structure is None:
-        return ""
-    folder = Path(structure) / midi.parent.name
-    return str(folder) if folder.is_dir() else ""
+def _jobs(files, root: Path, out: Path, tok, max_bytes: int, limits, dataset, structure):
+    """One Job per MIDI file: where it is, its cache, its chord and structure annotations."""
+    cache_dir, fp = ensure_dir(out / "cache"), fingerprint(tok)
+    return [
+        Job(
+            str(p),
+            p.relative_to(root).as_posix(),
+            str(cache_dir),
+            fp,
+            max_bytes,
+            limits,
+            chord_file(p, dataset),
+            song_folder(structure, p),
+        )
+        for p in files
+    ]
 
 
 def _check_options(dataset: str, workers: int, max_size_mb: float, limits: Limits) -> None:

@@ -12,6 +12,9 @@ Stop keeps what a job wrote. Bad input raises `gr.Error` with the library's one-
 the server keeps running.
 """
 
+# Over 400 lines on purpose: the page, its endpoints and their wiring are one Gradio Blocks
+# whose parts refer to each other.
+
 from __future__ import annotations
 
 import functools
@@ -393,6 +396,30 @@ def _sampling_widget(name: str) -> gr.components.Component:
     return slider
 
 
+def _continue_tab(ui: SimpleNamespace) -> None:
+    """The Continue tab: the prompt file and how much of it, the new bars (inside gr.Tabs)."""
+    with gr.Tab("Continue", id="continue"):
+        with gr.Row():
+            ui.prompt = gr.File(label="prompt (MIDI)", file_types=[".mid", ".midi"],
+                                type="filepath", elem_id="prompt-file")  # fmt: skip
+            ui.prompt_roll = gr.Image(label="the prompt as the model reads it",
+                                      type="filepath", interactive=False,
+                                      elem_id="prompt-roll")  # fmt: skip
+        with gr.Row():
+            ui.mode = gr.Radio(["bars", "seconds"], value=inputs.PAGE["mode"],
+                               label="prompt length in", elem_id="mode")  # fmt: skip
+            ui.prompt_bars = gr.Slider(1, inputs.MAX_PROMPT_BARS,
+                                       value=inputs.PAGE["prompt_bars"], step=1,
+                                       label="prompt bars", elem_id="prompt-bars")  # fmt: skip
+            ui.seconds = gr.Slider(0.5, inputs.MAX_SECONDS, value=inputs.PAGE["seconds"],
+                                   step=0.5, label="prompt seconds")  # fmt: skip
+            ui.new_bars = gr.Slider(1, inputs.MAX_NEW_BARS, value=inputs.PAGE["new_bars"],
+                                    step=1, label="new bars", elem_id="new-bars")  # fmt: skip
+        with gr.Row():
+            ui.cont_btn = gr.Button("Continue", variant="primary", elem_id="continue")
+            ui.cont_stop = gr.Button("Stop", variant="stop", elem_id="stop-continue")
+
+
 def _controls(models: jobs.ModelCache, default: str) -> SimpleNamespace:
     """The model choice, the musician's settings, the two tabs and the folded advanced
     settings (inside an open gr.Blocks)."""
@@ -428,26 +455,7 @@ def _controls(models: jobs.ModelCache, default: str) -> SimpleNamespace:
             with gr.Row():
                 ui.gen_btn = gr.Button("Generate", variant="primary", elem_id="generate")
                 ui.gen_stop = gr.Button("Stop", variant="stop", elem_id="stop-generate")
-        with gr.Tab("Continue", id="continue"):
-            with gr.Row():
-                ui.prompt = gr.File(label="prompt (MIDI)", file_types=[".mid", ".midi"],
-                                    type="filepath", elem_id="prompt-file")  # fmt: skip
-                ui.prompt_roll = gr.Image(label="the prompt as the model reads it",
-                                          type="filepath", interactive=False,
-                                          elem_id="prompt-roll")  # fmt: skip
-            with gr.Row():
-                ui.mode = gr.Radio(["bars", "seconds"], value=inputs.PAGE["mode"],
-                                   label="prompt length in", elem_id="mode")  # fmt: skip
-                ui.prompt_bars = gr.Slider(1, inputs.MAX_PROMPT_BARS,
-                                           value=inputs.PAGE["prompt_bars"], step=1,
-                                           label="prompt bars", elem_id="prompt-bars")  # fmt: skip
-                ui.seconds = gr.Slider(0.5, inputs.MAX_SECONDS, value=inputs.PAGE["seconds"],
-                                       step=0.5, label="prompt seconds")  # fmt: skip
-                ui.new_bars = gr.Slider(1, inputs.MAX_NEW_BARS, value=inputs.PAGE["new_bars"],
-                                        step=1, label="new bars", elem_id="new-bars")  # fmt: skip
-            with gr.Row():
-                ui.cont_btn = gr.Button("Continue", variant="primary", elem_id="continue")
-                ui.cont_stop = gr.Button("Stop", variant="stop", elem_id="stop-continue")
+        _continue_tab(ui)
     with gr.Accordion("advanced settings", open=False, elem_id="advanced"):
         with gr.Row():
             ui.seed = gr.Number(inputs.PAGE["seed"], label="seed (-1: a new one each time)",

@@ -10,6 +10,9 @@ The miditok configuration is embedded in `to_dict()`, so a checkpoint alone rebu
 vocabulary. See docs/tokenization.md for the vocabulary and where it differs from the paper.
 """
 
+# Over 400 lines on purpose: the REMI tokenizer is one vocabulary; its encoding, decoding and
+# the control interface the generation reads stay beside each other.
+
 from __future__ import annotations
 
 import functools

@@ -50,6 +50,7 @@ from musicgen.train.state import (
     loader_worker_init,
     refuse_existing_run,
 )
+from musicgen.train.vocabulary import extend_vocabulary
 
 __all__ = ["StopRequest", "TrainResult", "make_optimizer", "step_seed", "train"]
 
@@ -246,29 +247,6 @@ def init_weights(model: nn.Module, src: str, tok: Tokenizer) -> list[str]:
     if missing:
         print(f"init_from {src}: new, not loaded: {', '.join(missing)}", flush=True)
     return missing
-
-
-def extend_vocabulary(
-    model: nn.Module, weights: dict, old_size: int, tok: Tokenizer
-) -> dict[str, torch.Tensor]:
-    """`weights` of a model whose vocabulary is the first `old_size` ids of `tok`'s: each
-    per-token table (rows = tokens) keeps its rows, and a new token's row starts as a copy of
-    the row of the token it refines (`tok.seed_ids()`: a melody pitch from its pitch) or as
-    this model's initialisation."""
-    seeds = tok.seed_ids()
-    own = model.state_dict()
-    out = dict(weights)
-    for name, w in weights.items():
-        mine = own.get(name)
-        if mine is None or w.ndim == 0 or w.shape[0] != old_size or mine.shape[0] == old_size:
-            continue
-        grown = mine.detach().clone().to(w.dtype)
-        grown[:old_size] = w
-        for new, seed in seeds.items():
-            if seed < old_size:
-                grown[new] = w[seed]
-        out[name] = grown
-    return out
 
 
 def data_tokenizer(cfg: Config, split: PreparedSplit) -> Tokenizer:
