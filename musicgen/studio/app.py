@@ -12,8 +12,7 @@ Stop keeps what a job wrote. Bad input raises `gr.Error` with the library's one-
 the server keeps running.
 """
 
-# Over 400 lines on purpose: the page, its endpoints and their wiring are one Gradio Blocks
-# whose parts refer to each other.
+# Over 400 lines on purpose: the page's layout, wiring and actions on one Blocks, in one place.
 
 from __future__ import annotations
 

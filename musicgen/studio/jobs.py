@@ -11,8 +11,7 @@ can be reached. Every value and upload is checked first (`inputs.py`: size, MIDI
 `musicgen.limits`, notes).
 """
 
-# Over 400 lines on purpose: what a studio job does (models, sessions, generate, continue,
-# results) through the API, in one place.
+# Over 400 lines on purpose: what a page may reach and what its jobs write, read in one place.
 
 from __future__ import annotations
 
