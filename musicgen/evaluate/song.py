@@ -12,9 +12,6 @@ songs per song with a bootstrap 95 % CI (`measures.form.paired_difference`). Wri
 song.md (the table) and every piece as samples/<run>/<song>.mid.
 """
 
-# Over 400 lines on purpose: the whole-song benchmark (cases, runs, scoring, tables) is one
-# command's pipeline, read top to bottom.
-
 from __future__ import annotations
 
 import itertools
