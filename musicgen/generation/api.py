@@ -144,13 +144,13 @@ class Model:
             left = total_bars(phrases) - held
             if left < 1:
                 raise MusicgenError(f"form: its {total_bars(phrases)} bars end inside the prompt")
-            request = request.with_bars(left)
+            request = request.settled(bars=left)
         prompts = [
             None if p is None else replace(p, ids=with_form(self.tokenizer, p.ids, phrases))
             for p in prompts
         ]
         if isinstance(request.chords, SectionChords):  # the song's chords, bar by bar
-            request = request.with_chords(request.chords.over(phrases))
+            request = request.settled(chords=request.chords.over(phrases))
         if grammar_wrap is None:
             return request, prompts, wrap
         return request, prompts, lambda grammar, ids: grammar_wrap(wrap(grammar, ids), ids)

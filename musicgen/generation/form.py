@@ -147,7 +147,7 @@ class FormGrammar(Grammar):
         return self.base.finished()
 
     def completion(self) -> list[int]:
-        return self.pending + self.base.completion() if self.pending else self.base.completion()
+        return self.pending + self.base.completion()
 
 
 def form_wrap(tokenizer: Tokenizer, phrases: list[Phrase]) -> GrammarWrap:
@@ -193,7 +193,7 @@ class SectionChords:
                 raise MusicgenError(
                     f"chords: no progression for the form's phrase '{p.label}' (given: {given})"
                 )
-            bars += [prog.from_bar(k).bars[0] if k else prog.bars[0] for k in range(p.bars)]
+            bars += [prog.from_bar(k).bars[0] for k in range(p.bars)]
         return Progression(tuple(bars), repeat=False, strict=True)
 
 

@@ -156,9 +156,7 @@ class GenerationRequest:
         can be made again; drawn here, so not checked again)."""
         if self.seed is not None:
             return self
-        out = copy.copy(self)
-        object.__setattr__(out, "seed", secrets.randbelow(2**31))
-        return out
+        return self.settled(seed=secrets.randbelow(2**31))
 
     def max_new(self, default: int) -> int:
         """The most ids sampled after the prompt, per piece: `max_tokens`, else `BAR_TOKEN_CAP`
@@ -181,16 +179,12 @@ class GenerationRequest:
         values.update(self.sampling())
         return SamplingOptions(**values)
 
-    def with_bars(self, bars: int | None) -> GenerationRequest:
-        """This request with `bars` (a form's length where the caller gave none)."""
+    def settled(self, **values) -> GenerationRequest:
+        """This request with values the generation worked out for it (a drawn seed, a form's
+        bars, a form's chords per phrase), taken as they are: they are not checked again."""
         out = copy.copy(self)
-        object.__setattr__(out, "bars", bars)
-        return out
-
-    def with_chords(self, chords: Progression) -> GenerationRequest:
-        """This request with a progression built for it (a form's chords per phrase)."""
-        out = copy.copy(self)
-        object.__setattr__(out, "chords", chords)
+        for name, value in values.items():
+            object.__setattr__(out, name, value)
         return out
 
     def tones(self) -> float:
