@@ -140,6 +140,7 @@ class SampleConfig:
     top_k: int | None = None
     top_p: float | None = None
     repeat: float | None = None  # the bar-copy bonus (generation.repeat); None: 0, off
+    melody_range: int | None = None  # the melody's widest span (generation.melody); None: off
 
 
 @dataclass

@@ -195,11 +195,18 @@ def model_names(checkpoints: Sequence[str | Path]) -> list[str]:
     return names
 
 
+SHORT = {"temperature": "T", "top_p": "p", "top_k": "k", "repeat": "r", "melody_range": "m"}
+
+
+def sampling_label(sampling: dict) -> str:
+    """The sampling options given, short ("T=1 r=0"; "default" for none)."""
+    opts = " ".join(f"{SHORT[k]}={v:g}" for k, v in sampling.items() if v is not None)
+    return opts or "default"
+
+
 def run_label(name: str, sampling: dict) -> str:
     """A run's name: the model's name and the sampling options given (default: none given)."""
-    names = {"temperature": "T", "top_p": "p", "top_k": "k", "repeat": "r"}
-    opts = " ".join(f"{names[k]}={v:g}" for k, v in sampling.items() if v is not None)
-    return f"{name} {opts or 'default'}"
+    return f"{name} {sampling_label(sampling)}"
 
 
 def columns(rows: Sequence[dict[str, float]]) -> dict[str, list[float]]:

@@ -25,6 +25,7 @@ from tqdm import tqdm
 
 from musicgen.errors import MusicgenError
 from musicgen.evaluate.common import write_json
+from musicgen.evaluate.form import sampling_label
 from musicgen.evaluate.song_table import markdown_table
 from musicgen.measures import form as fm
 from musicgen.measures.song import QUALITIES, Chord, Song, song_from_score, song_measures
@@ -204,9 +205,7 @@ class Run:
 
     @property
     def label(self) -> str:
-        names = {"temperature": "T", "top_p": "p", "top_k": "k", "repeat": "r"}
-        opts = " ".join(f"{names[k]}={v:g}" for k, v in self.sampling.items() if v is not None)
-        return f"{self.mode}{' chords' if self.chords else ''} {opts or 'default'}"
+        return f"{self.mode}{' chords' if self.chords else ''} {sampling_label(self.sampling)}"
 
 
 def plan_runs(settings: Sequence[dict], chords: bool) -> list[Run]:

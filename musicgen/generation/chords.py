@@ -141,6 +141,9 @@ class ChordGrammar(Grammar):
         """The inner grammar's bonus: the chord tones' is a choice (`choice_bonus`)."""
         return self.base.bonus()
 
+    def sampling_mask(self) -> np.ndarray | None:
+        return self.base.sampling_mask()
+
     def choice_bonus(self) -> tuple[np.ndarray, np.ndarray] | None:
         """(nats, group): `tones` nats on the Pitch ids of the chord sounding now (bars of the
         progression), chosen among all Pitch ids: the sampler keeps the Pitch ids' total

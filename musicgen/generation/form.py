@@ -116,6 +116,9 @@ class FormGrammar(Grammar):
     def bonus(self) -> np.ndarray | None:
         return self.base.bonus()
 
+    def sampling_mask(self) -> np.ndarray | None:
+        return self.base.sampling_mask()
+
     def allowed(self) -> np.ndarray:
         mask = self.base.allowed()
         if self.pending:

@@ -102,6 +102,12 @@ class GenerationRequest:
         SAMPLING_RANGES["repeat"],
         widget=(0.0, 8.0, 0.5),
     )
+    melody_range: int | None = _field(
+        None,
+        "the widest span a melody may reach, lowest to highest note, prompt included "
+        "(models with a melody voice)",
+        SAMPLING_RANGES["melody_range"],
+    )
     min_tokens: int | None = _field(
         None,
         "mask the end token until this many ids are sampled (long generations)",

@@ -24,6 +24,7 @@ from musicgen.generation.filters import (  # noqa: F401 (re-exported: the sample
     top_k_filter,
     top_p_filter,
 )
+from musicgen.generation.melody import MelodyRange
 from musicgen.generation.repeat import BarEcho
 from musicgen.limits import SAMPLING_RANGES, check_option
 from musicgen.tokenizers.base import Grammar, Tokenizer
@@ -36,7 +37,9 @@ class SamplingOptions:
     off; grammar False = no masking; min_tokens: the end token is masked until a sequence has
     sampled that many ids (with masking on), so a long generation runs several context windows
     instead of stopping early; repeat: nats added to the id that continues an earlier bar the
-    current bar has copied so far (`generation.repeat`; 0 = off)."""
+    current bar has copied so far (`generation.repeat`; 0 = off); melody_range: the widest
+    span in semitones a melody voice may reach, prompt included (`generation.melody`; 0 =
+    off, and no effect on a vocabulary without a melody voice)."""
 
     temperature: float = 1.0
     top_k: int = 0
@@ -44,6 +47,7 @@ class SamplingOptions:
     grammar: bool = True
     min_tokens: int = 0
     repeat: float = 0.0
+    melody_range: int = 0
 
     def validate(self) -> SamplingOptions:
         """Types and ranges of options built by hand (a request's are checked when it is
@@ -285,19 +289,21 @@ class _Row:
     eos_id: int = -1
     wrap: GrammarWrap | None = None
     echo: BarEcho | None = None  # with `repeat`: the bars the current one copies so far
+    melody: MelodyRange | None = None  # with `melody_range`: the melody's span so far
 
     def allowed(self) -> np.ndarray:
         """The grammar's mask, narrowed by `first` while nothing is sampled yet, without the
-        end token before `no_end_before` sampled ids, and by the grammar's `sampling_mask`."""
+        end token before `no_end_before` sampled ids, by the grammar's `sampling_mask` and by
+        the melody's range."""
         mask = np.array(self.grammar.allowed(), dtype=bool)  # a copy: the grammar's may be shared
         if self.first is not None and self.out.sampled == 0:
             mask &= self.first
         if self.out.sampled < self.no_end_before and self.eos_id >= 0:
             mask[self.eos_id] = False
         narrow = getattr(self.grammar, "sampling_mask", None)  # a caller's wrap may have none
-        own = narrow() if narrow is not None else None
-        if own is not None and (mask & own).any():  # never an empty draw (a `first` clash)
-            mask &= own
+        for own in (narrow() if narrow is not None else None, self.melody and self.melody.mask()):
+            if own is not None and (mask & own).any():  # never an empty draw (a `first` clash)
+                mask &= own
         return mask
 
     @classmethod
@@ -324,6 +330,8 @@ class _Row:
         row.no_end_before, row.eos_id = options.min_tokens, tokenizer.eos_id
         if options.repeat > 0:
             row.echo = BarEcho(tokenizer, out.ids)
+        if options.melody_range > 0 and tokenizer.melody_pitches() is not None:
+            row.melody = MelodyRange(tokenizer, options.melody_range, out.ids)
         return row
 
     def accept(self, tokenizer: Tokenizer, tok: int, bars: int | None, max_new: int) -> None:
@@ -336,6 +344,8 @@ class _Row:
             out.bars.push(tok)
         if self.echo is not None:
             self.echo.push(tok)
+        if self.melody is not None:
+            self.melody.push(tok)
         out.errors = self.grammar.errors - self.prompt_errors
         if self.grammar.finished() or tok == tokenizer.eos_id:
             self.finish("end")

@@ -169,6 +169,11 @@ class Tokenizer(abc.ABC):
         (train.init_from from a smaller vocabulary); none by default."""
         return {}
 
+    def melody_pitches(self) -> np.ndarray | None:
+        """int[vocab]: the MIDI pitch of each id that writes a melody note, -1 elsewhere; None
+        for a vocabulary without a melody voice (the default)."""
+        return None
+
     def section_mask(self) -> np.ndarray:
         """bool[vocab]: the ids that write a phrase (none by default)."""
         return np.zeros(self.vocab_size, dtype=bool)

@@ -285,6 +285,10 @@ class RemiTokenizer(Tokenizer):
                 out += at.get(bar, [])
         return out
 
+    def melody_pitches(self) -> np.ndarray | None:
+        t = self.tables
+        return np.where(t.melody, t.pitch, -1) if t.melody.any() else None
+
     def seed_ids(self) -> dict[int, int]:
         """A melody pitch starts from its accompaniment pitch."""
         return {i: int(self.tables.twin[i]) for i in np.flatnonzero(self.tables.melody)}

@@ -6,6 +6,9 @@ Order: BOS, then bars; a bar is `Bar` followed by positions strictly increasing 
 position (`unique_pitches`, the tokenizer's `merge_duplicates`), as melody or as accompaniment;
 a phrase's `Section` label and its `SectionBars` length come right after its `Bar`, before the
 bar's first position; EOS ends the sequence (allowed after a bar, a position or a complete event).
+Sampling writes the melody as one line: once a melody note is at a position, no other melody
+pitch is drawn there (`sampling_mask`; POP909's melodies have two notes at one onset in 0.4 %
+of their onsets, so a prompt or a scored song is never judged by it).
 """
 
 from __future__ import annotations
@@ -127,6 +130,8 @@ class RemiGrammar(Grammar):
         self.state, self.pos, self.errors = START, -1, 0
         self.unique_pitches = unique_pitches
         self._played: list[int] = []  # Pitch ids already at the current position
+        self._melody_here = False  # a melody note is at the current position
+        self._accompaniment = ~t.melody  # what a position with its melody note may still draw
         v = len(t.family)
         one = {i: np.eye(1, v, i, dtype=bool)[0] for i in (bos, eos, bar)}
         positions = t.family == RemiTables.POSITION
@@ -178,6 +183,10 @@ class RemiGrammar(Grammar):
     def _key(self) -> tuple[int, int]:
         return (IN_POS, self.pos) if self.state == IN_POS else (self.state, -1)
 
+    def sampling_mask(self) -> np.ndarray | None:
+        """One melody note per position: after it, no other melody pitch."""
+        return self._accompaniment if self._melody_here else None
+
     def allowed(self) -> np.ndarray:
         mask = self._masks[self._key()].copy()
         if self.state == IN_POS:
@@ -200,13 +209,16 @@ class RemiGrammar(Grammar):
         elif fam == RemiTables.BAR:
             self.state, self.pos = AFTER_BAR, -1
             self._played.clear()
+            self._melody_here = False
         elif fam == RemiTables.POSITION:
             self.state, self.pos = AFTER_POS, int(self.t.position[token_id])
             self._played.clear()
+            self._melody_here = False
         elif fam in (RemiTables.TEMPO, RemiTables.CHORD, RemiTables.DURATION):
             self.state = IN_POS
         elif fam == RemiTables.PITCH:
             self.state = AFTER_PITCH
+            self._melody_here |= bool(self.t.melody[token_id])
             if self.unique_pitches:
                 self._played += [token_id, int(self.t.twin[token_id])]
         elif fam == RemiTables.VELOCITY:
