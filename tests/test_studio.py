@@ -1,6 +1,7 @@
 """The studio without a browser: which models a page can reach, upload checks, sessions, jobs
-through the generation API (progress, cancel, chords only where the API takes them), the
-endpoints' names and the command's errors. The page in a browser: test_studio_browser.py."""
+through the generation API (progress, cancel, chords only where the API takes them), the form
+box (a tiny untrained song model), the melody's colour in the player, the endpoints' names and
+the command's errors. The page in a browser: test_studio_browser.py."""
 
 from __future__ import annotations
 
@@ -12,17 +13,31 @@ import symusic
 
 from musicgen.cli import main
 from musicgen.errors import Cancelled, MusicgenError
-from musicgen.studio import inputs, jobs
+from musicgen.studio import controls, inputs, jobs
 from tests import hostile
 from tests.paths import ROOT
 
 MODEL = ROOT / "checkpoints" / "pop909_sine_spe_gated"
 SONG = ROOT / "data" / "demo" / "pop909_005.mid"
+SONG_TOKENS = ROOT / "configs" / "tokenizer" / "remi_song.yaml"
 
 
 @pytest.fixture(scope="module")
 def cache():
     return jobs.ModelCache(jobs.model_choices([MODEL]), "cpu")
+
+
+@pytest.fixture(scope="module")
+def songs(tmp_path_factory):
+    """(cache, label) of a tiny untrained model with section and melody tokens, with two
+    training forms beside it (`forms.json`, what `auto` draws from)."""
+    from conftest import make_checkpoint
+
+    folder = tmp_path_factory.mktemp("song")
+    path = make_checkpoint(folder, str(SONG_TOKENS))
+    (folder / "forms.json").write_text('["A2B2", "i4A32B32A32o4"]')
+    choices = jobs.model_choices([path])
+    return jobs.ModelCache(choices, "cpu"), next(iter(choices))
 
 
 def write_score(path: Path, drums: bool, notes: int = 4) -> Path:
@@ -255,6 +270,96 @@ def test_chord_names_and_the_prompt_end_reach_the_player(cache, tmp_path):
 
     drawn = svg(cont.roll, "audio-0")
     assert "mg-prompt-end" in drawn and ">C<" in drawn and 'data-audio="audio-0"' in drawn
+
+
+def test_a_form_sets_the_bars_and_writes_its_sections(songs, tmp_path):
+    """A form on a song model: the piece has the form's bars whatever the bars slider says,
+    its ids hold the form's sections; chords per section follow it; `auto` draws a form that
+    fits the page's bars; a continuation's form counts the prompt as its first bars."""
+    cache, label = songs
+    model = cache.get(label)
+    session = jobs.Session(tmp_path)
+    [piece] = jobs.run_generate(model, session, "song", bars=16, seed=1, form="A2 B2")
+    assert piece.bars == 4 and piece.info["form"] == "A2B2" and "form A2B2, 4 bars" in piece.label
+    music = model.generate(bars=None, form="A2B2", seed=1)  # the API's piece: the same one
+    assert notes_of(piece.midi) == notes_of(music.save(tmp_path / "api.mid"))
+    got = [(s.bar, s.label, s.bars) for s in model.tokenizer.sections(music.ids)]
+    assert got == [(0, "A", 2), (2, "B", 2)]
+    [chorded] = jobs.run_generate(model, session, "song", seed=1, form="A2B2",
+                                  chords="A: C G; B: F Am")  # fmt: skip
+    assert chorded.roll.chords[:3] == ["C", "G", "F"]  # (the untrained model ends in bar 4)
+    [drawn] = jobs.run_generate(model, session, "song", seed=1, form="auto")
+    assert drawn.info["form"] == "A2B2"  # the other training form is over the page's 64 bars
+    [cont] = jobs.run_continue(model, session, "song", SONG, prompt_bars=2, new_bars=9, seed=0,
+                               form="A2B2")  # fmt: skip
+    assert cont.bars == 4 and cont.info["new_bars"] == 2 and "in form A2B2" in cont.label
+
+
+@pytest.mark.parametrize(
+    ("form", "message"),
+    [
+        ("A2Q2", "^form: unknown phrase label 'Q'"),
+        ("verse chorus", "^form: not a form like"),
+        ("../x/human_label1.txt", "^form: give a form like .* files cannot be named here"),
+        ("A40B40", "^form: 80 new bars, more than the 64"),
+    ],
+)
+def test_a_bad_form_is_one_line(songs, tmp_path, form, message):
+    cache, label = songs
+    with pytest.raises(MusicgenError, match=message):
+        jobs.run_generate(cache.get(label), jobs.Session(tmp_path), "song", seed=1, form=form)
+
+
+def test_a_form_on_a_model_without_sections_is_one_line(cache, tmp_path):
+    model = cache.get("pop909_sine_spe_gated")
+    with pytest.raises(MusicgenError, match="^form: this model writes no song sections") as e:
+        jobs.run_generate(model, jobs.Session(tmp_path), "pop", seed=1, form="A2B2")
+    assert "\n" not in str(e.value)
+    with pytest.raises(MusicgenError, match="needs a form"):  # chords per section, no form
+        jobs.run_generate(model, jobs.Session(tmp_path), "pop", seed=1, chords="A: C; B: F")
+
+
+def test_the_form_box_shows_for_song_models_only(cache, songs, tmp_path):
+    """`Actions.on_model`: the chord box (index 2) and the form box (3) shown for a model they
+    control, emptied and hidden for the others."""
+    pytest.importorskip("gradio")
+    from musicgen.studio import app
+
+    song_cache, label = songs
+    both = jobs.ModelCache({**cache.choices, **song_cache.choices}, "cpu")
+    act = app.Actions(both, "pop909_sine_spe_gated")
+    pop, song = act.on_model("pop909_sine_spe_gated"), act.on_model(label)
+    assert pop[2]["visible"] is True and pop[3] == {"__type__": "update", "visible": False,
+                                                    "value": ""}  # fmt: skip
+    assert song[2]["visible"] is True and song[3]["visible"] is True
+    assert len(song) == 5 + len(inputs.SAMPLING)
+
+
+def test_the_form_preview_lays_chords_over_the_sections():
+    table = controls.preview("A: C G; B: F", "A2 B2", 16)
+    assert "**Form**: A2 B2, 4 bars" in table and "| 1 A | 2 | 3 B | 4 |" in table
+    assert "| C | G | F | F |" in table
+    assert "2 bars" not in controls.preview("Am F", "", 2) and "Am | F" in controls.preview(
+        "Am F", "", 2
+    )
+    assert controls.preview("A: C", "A2B2", 4).startswith("⚠ chords: no progression for")
+    assert controls.preview("", "auto", 4).startswith("**Form**: one of the model's")
+    assert controls.preview("", "", 4) == ""
+
+
+def test_the_melody_is_drawn_in_its_colour(songs, tmp_path):
+    """A song model's Melody track (here the prompt's melody, POP909's MELODY voice) is drawn
+    in the melody's colour in the player."""
+    from musicgen.studio.player import ROLE_COLOURS, svg
+
+    cache, label = songs
+    session = jobs.Session(tmp_path)
+    [cont] = jobs.run_continue(cache.get(label), session, "song", SONG, prompt_bars=2,
+                               new_bars=1, seed=2)  # fmt: skip
+    roles = {role for *_, role in cont.roll.notes}
+    assert {"melody", "piano"} <= roles
+    drawn = svg(cont.roll, "audio-0")
+    assert f'fill="{ROLE_COLOURS["melody"]}" class="mg-note mg-melody"' in drawn
 
 
 class FakeModel:

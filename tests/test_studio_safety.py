@@ -111,8 +111,9 @@ def sent(job) -> None:
     wait_until(lambda: job.communicator.event_id is not None, "the job reached the server")
 
 
-def generate_args(label=LABEL, bars=1, seed=1, temperature=1.0, top_k=0, chords=""):
-    return (label, bars, 1, seed, temperature, top_k, 0.9, 0, chords)
+def generate_args(label=LABEL, bars=1, seed=1, temperature=1.0, top_k=0, chords="", form=""):
+    """/generate's arguments in order up to the form (tempo and transpose left out)."""
+    return (label, bars, 1, seed, temperature, top_k, 0.9, 0, chords, form)
 
 
 def one_line_error(call) -> str:
@@ -263,7 +264,7 @@ def test_twenty_clients_submitting_and_cancelling_keep_one_job_at_a_time(studio)
 
 
 # ---------------------------------------------------------------------------------------------
-# numbers, sizes and the chord string
+# numbers, sizes, the chord string and the form
 
 
 @pytest.mark.parametrize(
@@ -278,6 +279,8 @@ def test_twenty_clients_submitting_and_cancelling_keep_one_job_at_a_time(studio)
         ({"top_k": 2.5}, "top_k: must be a whole number, got 2.5"),
         ({"temperature": "hot"}, "temperature: must be a number"),
         ({"chords": ["C"]}, "chords: unknown chord"),
+        ({"form": "/etc/human_label1.txt"}, "form: give a form like"),  # no server file read
+        ({"form": "A2B2"}, "form: this model writes no song sections"),
     ],
 )
 def test_a_bad_number_through_the_api_is_one_line_naming_it(studio, change, message):

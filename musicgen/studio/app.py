@@ -31,9 +31,8 @@ import gradio as gr
 from starlette.middleware import Middleware
 
 from musicgen.errors import SEED_MAX, MusicgenError
-from musicgen.generation.progression import parse_progression
 from musicgen.generation.request import SPECS
-from musicgen.studio import inputs, jobs
+from musicgen.studio import controls, inputs, jobs
 from musicgen.studio.guard import Guard
 from musicgen.studio.player import PLAYER_CSS, PLAYHEAD_JS, svg
 from musicgen.studio.running import JobFlag, in_thread
@@ -115,35 +114,6 @@ def _guarded(fn: Callable) -> Callable:
     return run
 
 
-PROGRESS_EVERY_S = 0.2  # the API reports every decoding step; the page needs a few a second
-
-
-def _progress_hook(progress: gr.Progress, bars) -> Callable[[int, int], None]:
-    """The sampler's progress (steps, where a bar-limited call counts the share of bars the
-    slowest piece has written) as bars written, with the time left at the rate so far."""
-    try:  # the job checks the value itself and names it; here it only scales the bar
-        bars = inputs.whole("bars", bars, 1, None)
-    except MusicgenError:
-        bars = None
-    last, start = [0.0], time.monotonic()
-
-    def hook(done: int, total: int) -> None:
-        now = time.monotonic()
-        if now - last[0] < PROGRESS_EVERY_S and done < total:
-            return
-        last[0] = now
-        share = done / max(total, 1)
-        left = (now - start) * (1 - share) / share if share > 0 else None
-        eta = "" if left is None else f", about {left:.0f} s left"
-        if bars is None:
-            progress(share, desc=f"writing{eta}")
-            return
-        written = min(int(share * bars), bars)
-        progress((written, bars), desc=f"bar {written} of {bars}{eta}", unit="bars")
-
-    return hook
-
-
 def _show(session: jobs.Session, pieces: list[jobs.Piece], message: str = ""):
     """The outputs every action ends with: the first piece's picture, audio and downloads (the
     API's first three), its choice, the page's list, the side-by-side variations (player,
@@ -185,29 +155,6 @@ def _summary(pieces: list[jobs.Piece], seconds: float, settings: dict) -> str:
     if not pieces:
         return "Stopped before a bar was finished: nothing to keep."
     return f"{len(pieces)} piece(s) in {seconds:.1f} s (seed {', '.join(map(str, seeds))}; {used})"
-
-
-def progression_text(chords, bars) -> str:
-    """The chord box's progression as the bars it forces, before anything is generated (a
-    line saying what is wrong with it, else nothing for an empty box)."""
-    try:
-        text = inputs.check_chords(chords)
-        if text is None:
-            return ""
-        prog = parse_progression(text)
-        count = inputs.whole("bars", inputs.or_page("bars", bars), 1, inputs.MAX_BARS)
-    except MusicgenError as exc:
-        return f"⚠ {exc}"
-    labels = prog.labels()
-    cells = [labels[k % len(labels)] for k in range(count or len(labels))]
-    rows = [cells[k : k + 8] for k in range(0, len(cells), 8)]
-    lines = ["| " + " | ".join(f"{8 * r + i + 1}" for i in range(len(row))) + " |" for r, row in
-             enumerate(rows)]  # fmt: skip
-    table = []
-    for head, row in zip(lines, rows, strict=True):
-        table += [head, "|" + "---|" * len(row), "| " + " | ".join(row) + " |", ""]
-    again = " (the progression repeats)" if count and count > len(labels) else ""
-    return f"**The chords, bar by bar**{again}:\n\n" + "\n".join(table)
 
 
 class Actions:
@@ -271,16 +218,20 @@ class Actions:
         return {k: getattr(opts, k) for k in inputs.SAMPLING}
 
     def on_model(self, label):
-        """The summary, card, chord box (emptied for a model without chords: a hidden box must
-        not send them) and sampling defaults of the chosen model."""
+        """The summary, card, chord and form boxes (each emptied for a model it does not
+        control: a hidden box must not send anything) and sampling defaults of the chosen
+        model."""
         label = label or self.default
         model = self.models.get(label)
-        chords = jobs.has_chord_tokens(model)
+        boxes = (jobs.has_chord_tokens(model), controls.has_sections(model))
         defaults = jobs.sampling_defaults(model)
         return (
             self.models.summary(label),
             self.models.card(label),
-            gr.update(visible=True) if chords else gr.update(visible=False, value=""),
+            *(
+                gr.update(visible=True) if on else gr.update(visible=False, value="")
+                for on in boxes
+            ),
             *(defaults[name] for name in inputs.SAMPLING),
             f"**{self.models.title(label)}** is ready",
         )
@@ -291,11 +242,11 @@ class Actions:
         return tuple(defaults[name] for name in inputs.SAMPLING)
 
     async def generate(self, model=None, bars=None, num=None, seed=None, temperature=None,
-                       top_k=None, top_p=None, repeat=None, chords=None, tempo=None,
-                       transpose=None, session=None, request: gr.Request = None,
+                       top_k=None, top_p=None, repeat=None, chords=None, form=None,
+                       tempo=None, transpose=None, session=None, request: gr.Request = None,
                        progress=PROGRESS):  # fmt: skip
         """Pieces from scratch. Every argument may be left out (None): the page's value, or
-        the chosen model's own sampling."""
+        the chosen model's own sampling; a form sets the bars."""
         label = model or self.default
         sampling = {"temperature": temperature, "top_k": top_k, "top_p": top_p, "repeat": repeat}
         start = time.perf_counter()
@@ -303,9 +254,8 @@ class Actions:
         def work(flag):
             pieces = jobs.run_generate(
                 self.models.get(label), session, self.models.title(label), bars=bars, num=num,
-                seed=seed, chords=chords, tempo=tempo, transpose=transpose,
-                progress=_progress_hook(progress, inputs.or_page("bars", bars)), cancel=flag,
-                **sampling,
+                seed=seed, chords=chords, form=form, tempo=tempo, transpose=transpose,
+                progress=controls.BarProgress(progress), cancel=flag, **sampling,
             )  # fmt: skip
             used = self.settings(label, sampling)
             return _show(session, pieces, _summary(pieces, time.perf_counter() - start, used))
@@ -314,8 +264,8 @@ class Actions:
 
     async def continue_(self, model=None, prompt=None, mode=None, prompt_bars=None,
                         seconds=None, new_bars=None, num=None, seed=None, temperature=None,
-                        top_k=None, top_p=None, repeat=None, chords=None, tempo=None,
-                        transpose=None, session=None, request: gr.Request = None,
+                        top_k=None, top_p=None, repeat=None, chords=None, form=None,
+                        tempo=None, transpose=None, session=None, request: gr.Request = None,
                         progress=PROGRESS):  # fmt: skip
         """Continuations of `prompt` (a MIDI file); the others as `generate`'s."""
         label = model or self.default
@@ -326,9 +276,8 @@ class Actions:
             pieces = jobs.run_continue(
                 self.models.get(label), session, self.models.title(label), prompt, mode=mode,
                 prompt_bars=prompt_bars, seconds=seconds, new_bars=new_bars, num=num, seed=seed,
-                chords=chords, tempo=tempo, transpose=transpose,
-                progress=_progress_hook(progress, inputs.or_page("new_bars", new_bars)),
-                cancel=flag, **sampling,
+                chords=chords, form=form, tempo=tempo, transpose=transpose,
+                progress=controls.BarProgress(progress), cancel=flag, **sampling,
             )  # fmt: skip
             used = self.settings(label, sampling)
             return _show(session, pieces, _summary(pieces, time.perf_counter() - start, used))
@@ -436,6 +385,8 @@ def _controls(models: jobs.ModelCache, default: str) -> SimpleNamespace:
         "line repeats it)",
         visible=False, elem_id="chords", lines=1,
     )  # fmt: skip
+    ui.form = gr.Textbox(label=controls.FORM_LABEL, info=controls.FORM_INFO, visible=False,
+                         elem_id="form", lines=1)  # fmt: skip
     ui.progression = gr.Markdown(elem_id="progression")
     with gr.Row():
         ui.num = gr.Slider(1, inputs.MAX_NUM, value=inputs.PAGE["num"], step=1,
@@ -450,7 +401,8 @@ def _controls(models: jobs.ModelCache, default: str) -> SimpleNamespace:
     with gr.Tabs(selected="generate") as ui.tabs:
         with gr.Tab("Generate", id="generate"):
             ui.bars = gr.Slider(1, inputs.MAX_BARS, value=inputs.PAGE["bars"], step=1,
-                                label="bars", elem_id="bars")  # fmt: skip
+                                label="bars (a song form sets its own)",
+                                elem_id="bars")  # fmt: skip
             with gr.Row():
                 ui.gen_btn = gr.Button("Generate", variant="primary", elem_id="generate")
                 ui.gen_stop = gr.Button("Stop", variant="stop", elem_id="stop-generate")
@@ -501,11 +453,11 @@ def _wire(page: gr.Blocks, ui: SimpleNamespace, act: Actions) -> None:
     private = {"api_visibility": "private"}
     shown = [ui.session, ui.roll, ui.audios[0], ui.files[0], ui.pieces, ui.history, *ui.players,
              *ui.audios[1:], *ui.files[1:], *ui.slots, ui.message]  # fmt: skip
-    model_out = [ui.summary, ui.card, ui.chords, *ui.sampling, ui.status]
+    model_out = [ui.summary, ui.card, ui.chords, ui.form, *ui.sampling, ui.status]
     page.load(_guarded(act.on_model), [ui.model], model_out, **private)
     ui.model.change(_guarded(act.on_model), [ui.model], model_out, **private)
     ui.reset.click(_guarded(act.reset), [ui.model], ui.sampling, **private)
-    looks = [ui.chords, ui.tempo, ui.transpose]
+    looks = [ui.chords, ui.form, ui.tempo, ui.transpose]
     sampling = [ui.num, ui.seed, *ui.sampling]
     gen = ui.gen_btn.click(
         _guarded(act.generate), [ui.model, ui.bars, *sampling, *looks, ui.session], shown,
@@ -520,8 +472,8 @@ def _wire(page: gr.Blocks, ui: SimpleNamespace, act: Actions) -> None:
     for btn in (ui.gen_stop, ui.cont_stop):
         stopping = btn.click(act.stop, [ui.session], None, queue=False, **private)
         stopping.failure(None, None, None, cancels=[gen, cont], queue=False, **private)
-    for trigger in (ui.chords.change, ui.bars.release):
-        trigger(progression_text, [ui.chords, ui.bars], ui.progression, **private)
+    for trigger in (ui.chords.change, ui.form.change, ui.bars.release):
+        trigger(controls.preview, [ui.chords, ui.form, ui.bars], ui.progression, **private)
     previewed = [ui.session, ui.prompt_roll]
     for trigger in (ui.prompt.upload, ui.mode.change, ui.prompt_bars.release, ui.seconds.release):
         trigger(_guarded(act.preview), [ui.model, *prompt, ui.session], previewed, **private)

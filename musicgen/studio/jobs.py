@@ -29,6 +29,7 @@ from musicgen.generation.render import piano_roll, synthesize
 from musicgen.generation.sample import SamplingOptions
 from musicgen.measures.metrics import load_notes, notes_from_score
 from musicgen.resources import resolve_checkpoint, shipped_dir
+from musicgen.studio.controls import check_form, settle_form
 from musicgen.studio.inputs import (
     MAX_AUDIO_SECONDS,
     MAX_BARS,
@@ -405,6 +406,7 @@ def run_generate(
     num=None,
     seed=None,
     chords=None,
+    form=None,
     tempo=None,
     transpose=None,
     progress=None,
@@ -412,20 +414,25 @@ def run_generate(
     **sampling_given,
 ) -> list[Piece]:
     """`num` pieces of `bars` bars from scratch, rendered into the session (None: the page's
-    value, `inputs.PAGE`; a sampling option None: the model's own). `cancel` set by Stop ends
-    the sampler at its next step and keeps the whole bars written; set because the page or
-    the request is gone, it ends the job with nothing kept."""
+    value, `inputs.PAGE`; a sampling option None: the model's own); a `form` sets the bars
+    (`controls`). `cancel` set by Stop ends the sampler at its next step and keeps the whole
+    bars written; set because the page or the request is gone, it ends the job with nothing
+    kept."""
     bars = whole("bars", or_page("bars", bars), 1, MAX_BARS, required=True)
     num = whole("num", or_page("num", num), 1, MAX_NUM) or 1
     look = Look.checked(tempo, transpose)
     asked = request(
-        num=num, bars=bars, seed=random_seed(seed), chords=check_chords(chords), **sampling_given
-    ).seeded()
-    seed = asked.seed
+        num=num, bars=bars, seed=random_seed(seed), chords=check_chords(chords),
+        form=check_form(form), **sampling_given,
+    ).seeded()  # fmt: skip
+    asked, shape = settle_form(model, asked)
+    seed, bars = asked.seed, asked.bars
     info = {"model": model_label, "bars": bars, "seed": seed, **given(asked)}
+    info |= {"form": shape} if shape else {}
     out = []
     for i, (music, stopped) in enumerate(_run(model, session, asked, progress, cancel)):
         what = f"{bars} bars" if stopped is None else f"stopped at bar {stopped} of {bars}"
+        what = f"form {shape}, {what}" if shape else what
         label = f"{model_label}, seed {seed}, piece {i + 1}, {what}"
         piece = render(music, session, "gen", label, info, model, None, look)
         piece.stopped_at, piece.bars = stopped, bars if stopped is None else stopped
@@ -438,6 +445,8 @@ def _run(model: Model, session: Session, asked, progress, cancel, prompt=None):
     new bars it holds when Stop ended the job (None when it finished); a stopped piece with
     no whole new bar is dropped. A flag set because the page or request is gone re-raises."""
     check_disk(session)
+    if hasattr(progress, "bars"):  # the page's hook shows bars: the ones this job writes
+        progress.bars = asked.bars
     flag = session.start_job(cancel)
     recorder = Recorder()
     try:
@@ -465,6 +474,7 @@ def run_continue(
     num=None,
     seed=None,
     chords=None,
+    form=None,
     tempo=None,
     transpose=None,
     progress=None,
@@ -472,7 +482,8 @@ def run_continue(
     **sampling_given,
 ) -> list[Piece]:
     """`num` continuations of the uploaded prompt, rendered into the session (None: the page's
-    value or the model's own, as `run_generate`); `chords`: the progression of the new bars."""
+    value or the model's own, as `run_generate`); `chords`: the progression of the new bars;
+    `form`: the song's, the prompt its first bars (it sets the new bars)."""
     check_upload(path, model.tokenizer.name)
     length = prompt_length(
         or_page("mode", mode), or_page("prompt_bars", prompt_bars), or_page("seconds", seconds)
@@ -482,14 +493,17 @@ def run_continue(
     look = Look.checked(tempo, transpose)
     asked = request(
         "new_bars", num=num, bars=new_bars, seed=random_seed(seed), chords=check_chords(chords),
-        **sampling_given,
+        form=check_form(form), **sampling_given,
     ).seeded()  # fmt: skip
     prompt = model.prompt(path, **length)
+    asked, shape = settle_form(model, asked, prompt.bars, MAX_NEW_BARS)
+    new_bars = asked.bars
     what = f"{length['bars']} bars" if "bars" in length else f"{length['seconds']:g} s"
     name = Path(path).name
     info = {"model": model_label, "prompt": name, **length, "new_bars": new_bars}
-    info |= {"seed": asked.seed, **given(asked)}
-    label = f"{model_label} continues {what} of {name}, seed {asked.seed}"
+    info |= {"seed": asked.seed, **given(asked)} | ({"form": shape} if shape else {})
+    label = f"{model_label} continues {what} of {name}" + (f" in form {shape}" if shape else "")
+    label += f", seed {asked.seed}"
     out = []
     for i, (music, stopped) in enumerate(_run(model, session, asked, progress, cancel, prompt)):
         end = "" if stopped is None else f", stopped at new bar {stopped} of {new_bars}"
