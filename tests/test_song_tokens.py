@@ -318,3 +318,21 @@ def test_chords_per_phrase_follow_the_form():
         GenerationRequest.build(chords="A: C G; B: F")
     request = GenerationRequest.build(chords="A: C G; B: F", form="A2B2")
     assert isinstance(request.chords, type(per)) and request.form == parse_form("A2B2")
+
+
+def test_a_form_sets_the_bars_of_a_piece_from_scratch(tmp_path, monkeypatch):
+    """`Model.generate(form=...)` without `bars` asks for the form's bars (None: the form
+    decides), not the 16 of a piece without one; `bars=` given is kept; one real piece has
+    its form's phrases."""
+    import musicgen
+    from conftest import make_checkpoint
+
+    model = musicgen.load(make_checkpoint(tmp_path, str(ROOT / "configs/tokenizer/remi_song.yaml")))
+    piece = model.generate(form="A1B1", seed=1, min_tokens=200)
+    assert [(s.label, s.bars) for s in model.tokenizer.sections(piece.ids)] == [("A", 1), ("B", 1)]
+    asked = []
+    monkeypatch.setattr(model, "pieces", lambda num, bars, **fields: asked.append(bars) or [0])
+    model.generate(form="A9B8")
+    model.generate(form="A9B8", bars=2)
+    model.generate()
+    assert asked == [None, 2, 16]

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
 from pathlib import Path
+from types import EllipsisType
 
 import numpy as np
 import torch
@@ -207,13 +208,18 @@ class Model:
             apply_tempo(score, prompt.tempo)
         return Music(score, ids, prompt_len, res.stop, res.sampled, res.errors, seed)
 
-    def generate(self, bars: int | None = SCRATCH_BARS, **fields) -> Music:
-        """One piece from scratch: `bars` bars (None: until the end token or `max_tokens`);
-        `fields`: the other `GenerationRequest` fields and the hooks of `pieces`."""
+    def generate(self, bars: int | None | EllipsisType = ..., **fields) -> Music:
+        """One piece from scratch: `bars` bars (None: until the end token or `max_tokens`; left
+        out: the form's bars with a `form`, else 16); `fields`: the other `GenerationRequest`
+        fields and the hooks of `pieces`."""
         return self.generate_many(1, bars, **fields)[0]
 
-    def generate_many(self, num: int, bars: int | None = SCRATCH_BARS, **fields) -> list[Music]:
-        """`num` pieces from scratch from one seed (`pieces`)."""
+    def generate_many(
+        self, num: int, bars: int | None | EllipsisType = ..., **fields
+    ) -> list[Music]:
+        """`num` pieces from scratch from one seed (`pieces`; `bars` as in `generate`)."""
+        if bars is ...:
+            bars = None if fields.get("form") is not None else SCRATCH_BARS
         return list(self.pieces(num, bars=bars, **fields))
 
     def prompt(
