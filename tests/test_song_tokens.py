@@ -324,8 +324,9 @@ def test_a_form_sets_the_bars_of_a_piece_from_scratch(tmp_path, monkeypatch):
     """`Model.generate(form=...)` without `bars` asks for the form's bars (None: the form
     decides), not the 16 of a piece without one; `bars=` given is kept; one real piece has
     its form's phrases."""
-    import musicgen
     from conftest import make_checkpoint
+
+    import musicgen
 
     model = musicgen.load(make_checkpoint(tmp_path, str(ROOT / "configs/tokenizer/remi_song.yaml")))
     piece = model.generate(form="A1B1", seed=1, min_tokens=200)
