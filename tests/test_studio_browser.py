@@ -352,8 +352,11 @@ def test_the_form_box_for_a_song_model(studio, browser):
 
 
 def test_reloading_a_page_stops_its_job(studio, browser):
+    """The job must outlast the server's notice of the closed page (its heartbeat, up to
+    about 15 s): 4 pieces of 64 bars, not one that a quiet machine writes in 20 s."""
     page = open_page(browser)
     set_number(page, "bars", 64)
+    set_number(page, "num", 4)
     page.locator("#generate").click()
     page.get_by_text(re.compile(r"bar [1-9] of 64")).first.wait_for(timeout=WAIT_MS)
     before = len([x for x in SERVER_LINES if "a page closed" in x])
