@@ -301,7 +301,8 @@ class _Row:
         if self.out.sampled < self.no_end_before and self.eos_id >= 0:
             mask[self.eos_id] = False
         narrow = getattr(self.grammar, "sampling_mask", None)  # a caller's wrap may have none
-        for own in (narrow() if narrow is not None else None, self.melody and self.melody.mask()):
+        melody = self.melody.mask() if self.melody is not None else None
+        for own in (narrow() if narrow is not None else None, melody):
             if own is not None and (mask & own).any():  # never an empty draw (a `first` clash)
                 mask &= own
         return mask
