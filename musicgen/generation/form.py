@@ -4,9 +4,11 @@ A form (`i4A8B8A8o4`, tokenizers.form) lays phrases end to end from the first ba
 grammar writes, right after the `Bar` that opens a phrase, its `Section_<label>` and
 `SectionBars_<n>` tokens, forbids phrase tokens anywhere else, and ends the song after the
 form's last bar (no further `Bar`: the end token closes it), as the training songs end after
-their outro. A prompt is the form's first bars: its ids get their phrase tokens before it is
-fed. `auto` draws one of the training songs' forms kept in the model folder (`forms.json`); a
-path reads POP909's `human_label*.txt`. See docs/generation.md, "Form control".
+their outro. When sampling, the song does not end before the form's last bar, and a bar of a
+melodic phrase (upper-case label) does not close before its melody sounds
+(`generation.melody.MelodyDue`). A prompt is the form's first bars: its ids get their phrase
+tokens before it is fed. `auto` draws one of the training songs' forms kept in the model folder
+(`forms.json`); a path reads POP909's `human_label*.txt`. See docs/generation.md, "Form control".
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ from pathlib import Path
 import numpy as np
 
 from musicgen.errors import MusicgenError
+from musicgen.generation.melody import MelodyDue
 from musicgen.generation.progression import Progression, parse_progression
 from musicgen.generation.sample import GrammarWrap
 from musicgen.io import Unreadable, read_regular
@@ -101,6 +104,11 @@ class FormGrammar(Grammar):
         ):
             self.pending = list(self._opens.get(self.bar, []))
         self._own_errors = 0
+        melodic = {b for s in sections if s.label.isupper() for b in range(s.bar, s.bar + s.bars)}
+        has_melody = tokenizer.melody_pitches() is not None
+        self._due = MelodyDue(tokenizer, melodic, list(prompt_ids)) if has_melody else None
+        self._before_end = np.ones(len(self._phrase), bool)
+        self._before_end[self._eos] = False
 
     @property
     def errors(self) -> int:
@@ -117,7 +125,13 @@ class FormGrammar(Grammar):
         return self.base.bonus()
 
     def sampling_mask(self) -> np.ndarray | None:
-        return self.base.sampling_mask()
+        """The inner grammar's; no end before the form's last bar; no closing a melodic bar
+        before its melody sounds (`MelodyDue`)."""
+        masks = [self.base.sampling_mask(), self._due.mask() if self._due is not None else None]
+        if self.bar < self._last_bar:
+            masks.append(self._before_end)
+        masks = [m for m in masks if m is not None]
+        return np.logical_and.reduce(masks) if masks else None
 
     def allowed(self) -> np.ndarray:
         mask = self.base.allowed()
@@ -137,6 +151,8 @@ class FormGrammar(Grammar):
         token_id = int(token_id)
         mine = bool(self.allowed()[token_id]) if 0 <= token_id < len(self._phrase) else False
         ok = self.base.advance(token_id)
+        if self._due is not None:
+            self._due.push(token_id)
         if ok and not mine:
             self._own_errors += 1
         if token_id in self._bar_ids:
