@@ -125,6 +125,9 @@ def register(sub: argparse._SubParsersAction) -> None:
         help="one run per melody range in semitones (x the others; models with a melody voice)",
     )
     form.add_argument(
+        "--in-key", type=float, nargs="+", help="one run per key-rule bonus in nats (x the others)"
+    )
+    form.add_argument(
         "--new-bars", type=int, default=12, help="bars continued after the prompt (default 12)"
     )
     form.add_argument("--seed", type=int, default=0)
@@ -314,7 +317,7 @@ def run_form(args: argparse.Namespace) -> int:
         raise MusicgenError(f"--split: must be train, validation, test or all; got '{args.split}'")
     check_seed("--seed", args.seed)
     given = {"temperature": args.temperature, "top_p": args.top_p, "repeat": args.repeat}
-    given["melody_range"] = args.melody_range
+    given["melody_range"], given["in_key"] = args.melody_range, args.in_key
     settings = [
         {k: v for k, v in zip(given, values, strict=True) if v is not None}
         for values in itertools.product(*(v or [None] for v in given.values()))
@@ -363,7 +366,7 @@ def run_whole_song(args: argparse.Namespace) -> int:
         raise MusicgenError(f"--split: must be train, validation, test or all; got '{args.split}'")
     check_seed("--seed", args.seed)
     given = {"temperature": args.temperature, "top_p": args.top_p}
-    given["melody_range"] = args.melody_range
+    given["melody_range"], given["in_key"] = args.melody_range, args.in_key
     repeats = args.repeat or [None, 0.0]  # the copy rule at the model's default, and off
     settings = [
         {k: v for k, v in zip([*given, "repeat"], values, strict=True) if v is not None}

@@ -195,7 +195,8 @@ def model_names(checkpoints: Sequence[str | Path]) -> list[str]:
     return names
 
 
-SHORT = {"temperature": "T", "top_p": "p", "top_k": "k", "repeat": "r", "melody_range": "m"}
+SHORT = {"temperature": "T", "top_p": "p", "top_k": "k", "repeat": "r", "melody_range": "m",
+         "in_key": "key"}  # fmt: skip
 
 
 def sampling_label(sampling: dict) -> str:

@@ -108,6 +108,12 @@ class GenerationRequest:
         "(models with a melody voice)",
         SAMPLING_RANGES["melody_range"],
     )
+    in_key: float | None = _field(
+        None,
+        "nats for the pitches of the major scale (or relative minor) the piece has set, "
+        "prompt included, once it has 16 notes (a piece that keeps its key)",
+        SAMPLING_RANGES["in_key"],
+    )
     min_tokens: int | None = _field(
         None,
         "mask the end token until this many ids are sampled (long generations)",

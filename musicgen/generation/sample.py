@@ -24,6 +24,7 @@ from musicgen.generation.filters import (  # noqa: F401 (re-exported: the sample
     top_k_filter,
     top_p_filter,
 )
+from musicgen.generation.key import KeyKeep, pitch_classes
 from musicgen.generation.melody import MelodyRange
 from musicgen.generation.repeat import BarEcho
 from musicgen.limits import SAMPLING_RANGES, check_option
@@ -39,7 +40,8 @@ class SamplingOptions:
     instead of stopping early; repeat: nats added to the id that continues an earlier bar the
     current bar has copied so far (`generation.repeat`; 0 = off); melody_range: the widest
     span in semitones a melody voice may reach, prompt included (`generation.melody`; 0 =
-    off, and no effect on a vocabulary without a melody voice)."""
+    off, and no effect on a vocabulary without a melody voice); in_key: nats added to the
+    pitches of the major scale the piece has set (`generation.key`; 0 = off)."""
 
     temperature: float = 1.0
     top_k: int = 0
@@ -48,6 +50,7 @@ class SamplingOptions:
     min_tokens: int = 0
     repeat: float = 0.0
     melody_range: int = 0
+    in_key: float = 0.0
 
     def validate(self) -> SamplingOptions:
         """Types and ranges of options built by hand (a request's are checked when it is
@@ -230,13 +233,18 @@ def _bonus(
     rows: list[_Row], sampling: list[bool], options: SamplingOptions, vocab: int
 ) -> torch.Tensor | None:
     """[B, V] nats added after the temperature: each sampling row's grammar's own (with
-    masking on) and the bar-copy rule's (`repeat`); None where no row has any."""
+    masking on), the key rule's (`in_key`) and the bar-copy rule's (`repeat`); None where no
+    row has any."""
     out, used = np.zeros((len(rows), vocab), dtype=np.float32), False
     for b, (row, s) in enumerate(zip(rows, sampling, strict=True)):
         own = getattr(row.grammar, "bonus", None) if s and options.grammar else None
         extra = own() if own is not None else None  # a caller's wrap may have no bonus()
         if extra is not None:
             out[b] += extra
+            used = True
+        key = row.key.bonus() if s and row.key is not None else None
+        if key is not None:
+            out[b] += key
             used = True
         copies = row.echo.next_ids() if s and row.echo is not None else []
         if copies:
@@ -290,6 +298,7 @@ class _Row:
     wrap: GrammarWrap | None = None
     echo: BarEcho | None = None  # with `repeat`: the bars the current one copies so far
     melody: MelodyRange | None = None  # with `melody_range`: the melody's span so far
+    key: KeyKeep | None = None  # with `in_key`: the pitch classes so far
 
     def allowed(self) -> np.ndarray:
         """The grammar's mask, narrowed by `first` while nothing is sampled yet, without the
@@ -333,6 +342,8 @@ class _Row:
             row.echo = BarEcho(tokenizer, out.ids)
         if options.melody_range > 0 and tokenizer.melody_pitches() is not None:
             row.melody = MelodyRange(tokenizer, options.melody_range, out.ids)
+        if options.in_key > 0 and pitch_classes(tokenizer) is not None:
+            row.key = KeyKeep(tokenizer, options.in_key, out.ids)
         return row
 
     def accept(self, tokenizer: Tokenizer, tok: int, bars: int | None, max_new: int) -> None:
@@ -347,6 +358,8 @@ class _Row:
             self.echo.push(tok)
         if self.melody is not None:
             self.melody.push(tok)
+        if self.key is not None:
+            self.key.push(tok)
         out.errors = self.grammar.errors - self.prompt_errors
         if self.grammar.finished() or tok == tokenizer.eos_id:
             self.finish("end")
