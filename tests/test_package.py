@@ -26,9 +26,12 @@ SONG = DATA / "pop909" / "005" / "005.mid"
 # sha256 (first 16 hex digits) of the weights of the three shipped checkpoints as trained and
 # exported (checkpoints/<name>/model.pt before their conversion to model folders)
 SHIPPED_DIGESTS = {
-    # the POP909 pair: 2048-token phrase crops with blocks 1-4 windowed softmax over 1024
+    # the whole-song pop model: the piano sineSPE model continued on the song vocabulary,
+    # 30.1 M more training tokens
+    "pop909_sine_spe_gated": "798dc22e80764f0d",
+    # the POP909 piano pair: 2048-token phrase crops with blocks 1-4 windowed softmax over 1024
     # positions, 31.7 M / 32.2 M training tokens in all
-    "pop909_sine_spe_gated": "a446412d732d74cf",
+    "pop909_piano_sine_spe_gated": "a446412d732d74cf",
     "pop909_ape": "3dd209d7302e3d9f",
     # the POP909 trio model (training/groove_pop909_phase1), 15.2 M training tokens
     "groove_sine_spe_gated": "ab4b447087308d19",
@@ -50,9 +53,11 @@ def digest(weights: dict[str, torch.Tensor]) -> str:
 @pytest.mark.parametrize("name", sorted(SHIPPED_DIGESTS))
 def test_shipped_model_folders_hold_the_trained_weights(name):
     folder = ROOT / "checkpoints" / name
+    forms = ["forms.json"] if name == "pop909_sine_spe_gated" else []  # `--form auto` draws
     assert sorted(p.name for p in folder.iterdir()) == [
         "README.md",
         "config.json",
+        *forms,
         "model.safetensors",
         "tokenizer.json",
     ]
@@ -61,9 +66,9 @@ def test_shipped_model_folders_hold_the_trained_weights(name):
     assert json.loads((folder / "config.json").read_text())["format"] == "musicgen-model/1"
 
 
-@pytest.mark.parametrize("name", ["pop909_ape", "pop909_sine_spe_gated"])
+@pytest.mark.parametrize("name", ["pop909_ape", "pop909_piano_sine_spe_gated"])
 def test_shipped_pop909_models_know_the_bar_and_keep_spe_in_float32(name):
-    """The POP909 pair: musical-position embeddings and the note count at the onset
+    """The POP909 piano pair: musical-position embeddings and the note count at the onset
     on, blocks 1-4 windowed softmax over 1024 positions with rotary positions, 2048-token phrase
     crops, the sampling defaults the form benchmark chose; SPE parameters and gates stored in
     float32, every other weight in float16."""
@@ -74,7 +79,7 @@ def test_shipped_pop909_models_know_the_bar_and_keep_spe_in_float32(name):
     m = loaded.config.model
     assert m.local_layers == [1, 2, 3, 4] and m.local_window == 1024 and m.local_rope
     s = loaded.config.sample
-    repeat = {"pop909_sine_spe_gated": 4.0, "pop909_ape": 3.5}[name]  # phrase lags, the sweep's
+    repeat = {"pop909_piano_sine_spe_gated": 4.0, "pop909_ape": 3.5}[name]  # phrase lags, the sweep's
     assert (s.temperature, s.top_p, s.repeat) == (1.0, 0.9, repeat)
     stored = read_payload(ROOT / "checkpoints" / name)["model"]
     keep = {k for k in stored if k.startswith("spe.") or k.endswith(".gate")}

@@ -137,6 +137,25 @@ def test_sections_follow_their_bars(tok):
     assert all(grammar.advance(i) for i in ids) and grammar.finished()
 
 
+def test_written_songs_mark_their_phrases_and_the_roll_draws_them(tok, tmp_path, monkeypatch):
+    """decode writes a marker per phrase; a MIDI file read back gives the same phrases, and
+    `render` draws them."""
+    from musicgen.generation import render
+    from musicgen.tokenizers.form import read_markers
+
+    score, folder = song("001")
+    aligned = align_song(score, folder)
+    ids = tok.encode(aligned.score, sections=aligned.sections)
+    path = tmp_path / "001.mid"
+    tok.decode(ids).dump_midi(str(path))
+    assert read_markers(symusic.Score(str(path))) == aligned.sections
+    assert read_markers(symusic.Score(str(DATA / "pop909" / "001" / "001.mid"))) == []
+    drawn = {}
+    monkeypatch.setattr(render, "piano_roll", lambda *a, **k: drawn.update(k) or a[1])
+    render.render_midi(path, tmp_path)
+    assert drawn["sections"] == aligned.sections
+
+
 def test_unknown_label_is_refused(tok):
     score, _ = song("001")
     with pytest.raises(MusicgenError, match="unknown phrase label 'Q'"):

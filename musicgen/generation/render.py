@@ -19,9 +19,12 @@ import sys
 import tempfile
 from pathlib import Path
 
+import symusic
+
 from musicgen.errors import MusicgenError
 from musicgen.io import atomic_path, atomic_write_bytes
 from musicgen.measures.metrics import BAR_BEATS, Notes, load_notes
+from musicgen.tokenizers.form import read_markers
 
 SOUNDFONTS = [
     "/usr/share/sounds/sf2/FluidR3_GM.sf2",
@@ -244,7 +247,9 @@ def render_midi(
     notes = load_notes(path)  # validates the file first
     written = []
     if png:
-        written.append(piano_roll(notes, out_dir / f"{path.stem}.png", title=path.name))
+        sections = read_markers(symusic.Score(str(path)))  # a song's phrases, if it has them
+        png_path = out_dir / f"{path.stem}.png"
+        written.append(piano_roll(notes, png_path, title=path.name, sections=sections))
     if wav:
         out = synthesize(
             path, out_dir / f"{path.stem}.wav", fluidsynth, soundfont, required=audio_required

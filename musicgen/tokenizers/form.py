@@ -63,3 +63,24 @@ def place(phrases: list[Phrase], first_bar: int = 0) -> list[Section]:
         out.append(Section(bar, p.label, p.bars))
         bar += p.bars
     return out
+
+
+def add_markers(score, sections: list[Section]) -> None:
+    """Write each phrase as a MIDI marker ("A8") at its first bar (4/4), so a DAW and
+    `musicgen render` show the form."""
+    import symusic
+
+    bar = 4 * score.ticks_per_quarter
+    for s in sections:
+        score.markers.append(symusic.TextMeta(s.bar * bar, f"{s.label}{s.bars}"))
+
+
+def read_markers(score) -> list[Section]:
+    """The phrases a score's markers name (`add_markers`); other markers are ignored."""
+    bar = 4 * score.ticks_per_quarter
+    out = []
+    for m in score.markers:
+        hit = FORM_RE.fullmatch(m.text.strip())
+        if hit and hit.group(1) in SECTION_LABELS:
+            out.append(Section(int(m.time) // bar, hit.group(1), int(hit.group(2))))
+    return out

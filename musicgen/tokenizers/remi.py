@@ -28,7 +28,7 @@ from musicgen.errors import MusicgenError
 from musicgen.limits import check_score
 from musicgen.tokenizers.base import PAD_ID, TimeTables, Tokenizer
 from musicgen.tokenizers.chords import ChordSpan, chord_grid_events, fold_quality, insert_chords
-from musicgen.tokenizers.form import MAX_SECTION_BARS, SECTION_LABELS, Section
+from musicgen.tokenizers.form import MAX_SECTION_BARS, SECTION_LABELS, Section, add_markers
 from musicgen.tokenizers.options import RemiOptions, as_dict, options_from, parse_options
 from musicgen.tokenizers.pedal import fold_pedal
 from musicgen.tokenizers.remi_grammar import RemiGrammar, RemiTables
@@ -316,7 +316,13 @@ class RemiTokenizer(Tokenizer):
         return insert_chords(ids, events, self.tables, self.bar_id)
 
     def decode(self, ids: list[int] | np.ndarray) -> symusic.Score:
-        """A Piano track; with melody notes in `ids`, a Melody track first."""
+        """A Piano track; with melody notes in `ids`, a Melody track first; with phrase
+        tokens, a marker per phrase ("A8", `form.add_markers`)."""
+        score = self._decode_notes(ids)
+        add_markers(score, self.sections(ids))
+        return score
+
+    def _decode_notes(self, ids: list[int] | np.ndarray) -> symusic.Score:
         t = self.tables
         arr = np.asarray(ids, dtype=np.int64).reshape(-1)
         arr = arr[(arr >= 0) & (arr < self.vocab_size)]
