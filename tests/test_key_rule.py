@@ -28,7 +28,8 @@ def test_the_rule_finds_the_scale_the_key_measure_finds(tok, song):
     ids = tok.encode(score)
     rule = KeyKeep(tok, 2.0, ids)
     assert rule.root() == fm.scale_root(notes_from_score(tok.decode(ids)))
-    bonus = rule.bonus()
+    bonus, group = rule.choice()
+    assert (group == (pitch_classes(tok) >= 0)).all()  # chosen among all pitches
     scale = {(rule.root() + d) % 12 for d in (0, 2, 4, 5, 7, 9, 11)}
     for name in ("Pitch_60", "MelodyPitch_61", "Pitch_66", "MelodyPitch_71"):
         pc = int(name.split("_")[1]) % 12
@@ -39,7 +40,7 @@ def test_the_rule_finds_the_scale_the_key_measure_finds(tok, song):
 def test_no_key_before_enough_notes(tok):
     head = [tok.bos_id, tok.bar_id, tok.token_id("Position_0")]
     notes = [tok.token_id(f"Pitch_{p}") for p in (60, 62, 64, 65, 67, 69, 71, 72)]
-    assert KeyKeep(tok, 1.0, head + notes).bonus() is None
+    assert KeyKeep(tok, 1.0, head + notes).choice() is None
     assert KeyKeep(tok, 1.0, head + notes * (MIN_NOTES // len(notes))).root() == 0  # C major
 
 

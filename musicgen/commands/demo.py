@@ -1,8 +1,8 @@
 """`musicgen demo`: the main job in one command, with the shipped model folders.
 
-Writes to `out/demo/`: two pop-piano pieces from scratch, a continuation of the first 2 bars of
-a bundled POP909 song, (when the groove model is there) a continuation of a 2-bar trio prompt of
-a style never seen in training and (when the Maestro model is there) a continuation of the first
+Writes to `out/demo/`: two pop-piano pieces from scratch (a song model writes them in a 16-bar
+form), a continuation of the first 2 bars of a bundled POP909 song, (when the groove model is
+there) a continuation of a 2-bar trio prompt of a style never seen in training and (when the Maestro model is there) a continuation of the first
 4 seconds of a held-out MAESTRO performance; each as MIDI, a piano-roll PNG and audio (WAV with
 FluidSynth when installed, else with the pip-installed synthesizer; see `generation.render`). Each
 step calls the Python API (`Model.pieces`, the path of `generate` / `continue`) and the same
@@ -27,6 +27,7 @@ from musicgen.resources import shipped_dir
 POP_MODEL = "pop909_sine_spe_gated"
 GROOVE_MODEL = "groove_sine_spe_gated"
 MAESTRO_MODEL = "maestro_sine_spe_gated"
+DEMO_FORM = "i2A4B4A4o2"  # a model with section tokens writes its pieces in this 16-bar form
 POP_PROMPT = "pop909_005.mid"
 GROOVE_PROMPT = "trio_test_prompt.mid"
 MAESTRO_PROMPT = "maestro_test_prompt.mid"
@@ -122,10 +123,13 @@ def run(args: argparse.Namespace) -> int:
     GenerationRequest(bars=args.bars, max_tokens=args.max_tokens, seed=args.seed)
     demo = shipped_dir("demo")
     t0 = time.time()
-    command = f"generate --checkpoint {pop} --num 2 --bars {args.bars}"
     model = load(pop, args.device)
-    _show(f"two pop-piano pieces from scratch ({_defaults(model)})", command, args)
-    pieces = model.pieces(2, bars=args.bars, seed=args.seed, progress=ProgressBar())
+    form = DEMO_FORM if model.tokenizer.section_mask().any() else None
+    command = f"generate --checkpoint {pop} --num 2 --bars {args.bars}"
+    command += f" --form {form}" if form else ""
+    what = f"in the form {form} (intro, verse, chorus, verse, outro)" if form else ""
+    _show(f"two pop-piano pieces from scratch {what} ({_defaults(model)})", command, args)
+    pieces = model.pieces(2, bars=args.bars, form=form, seed=args.seed, progress=ProgressBar())
     files = _write(model, pieces, checkpoint_stem(model.source), args)
     files += _continue(
         args,

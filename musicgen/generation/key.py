@@ -5,9 +5,10 @@ notes in the whole song's major scale (or its relative minor; `measures.song.phr
 A model sampled phrase after phrase drifts, most often to a neighbouring key one sharp or flat
 away (70 % of phrases written from scratch keep the song's key; docs/evaluation.md, "Whole
 songs"). Once a piece, prompt included, has `MIN_NOTES` pitched notes, the rule finds the major
-scale holding most of them, as the measure does, and adds `in_key` nats to the pitches inside
-it: notes outside the scale stay possible (passing notes, borrowed chords), only less likely.
-Constant work per id.
+scale holding most of them, as the measure does, and gives the pitches inside it `in_key` nats
+among the pitches, as the chord control gives its chord tones (`filters.choose_within`): which
+pitch a note takes, not how many notes come. Notes outside the scale stay possible (passing
+notes, borrowed chords), only less likely. Constant work per id.
 """
 
 from __future__ import annotations
@@ -33,13 +34,13 @@ def pitch_classes(tokenizer: Tokenizer) -> np.ndarray | None:
 
 
 class KeyKeep:
-    """One sequence's pitch-class counts and the bonus of the scale they set (`bonus`)."""
+    """One sequence's pitch-class counts and the choice of the scale they set (`choice`)."""
 
     def __init__(self, tokenizer: Tokenizer, nats: float, ids: list[int]) -> None:
         pcs = pitch_classes(tokenizer)
         if pcs is None:
             raise ValueError("KeyKeep: the vocabulary has no pitch classes")
-        self._pc = pcs
+        self._pc, self._pitched = pcs, pcs >= 0
         in_scale = [np.isin(pcs, (MAJOR + root) % 12) & (pcs >= 0) for root in range(12)]
         self._bonus = np.where(np.stack(in_scale), np.float32(nats), np.float32(0))  # [12, V]
         self.counts = np.zeros(12, np.int64)
@@ -57,7 +58,9 @@ class KeyKeep:
             return None
         return int(np.argmax([self.counts[(MAJOR + r) % 12].sum() for r in range(12)]))
 
-    def bonus(self) -> np.ndarray | None:
-        """float32[V]: `in_key` nats on the pitches of the scale so far; None before it is set."""
+    def choice(self) -> tuple[np.ndarray, np.ndarray] | None:
+        """(nats, group): `in_key` nats on the pitches of the scale so far, chosen among all
+        pitches (`filters.choose_within`: which pitch a note takes, not whether a note comes);
+        None before the scale is set."""
         root = self.root()
-        return None if root is None else self._bonus[root]
+        return None if root is None else (self._bonus[root], self._pitched)

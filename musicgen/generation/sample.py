@@ -233,18 +233,13 @@ def _bonus(
     rows: list[_Row], sampling: list[bool], options: SamplingOptions, vocab: int
 ) -> torch.Tensor | None:
     """[B, V] nats added after the temperature: each sampling row's grammar's own (with
-    masking on), the key rule's (`in_key`) and the bar-copy rule's (`repeat`); None where no
-    row has any."""
+    masking on) and the bar-copy rule's (`repeat`); None where no row has any."""
     out, used = np.zeros((len(rows), vocab), dtype=np.float32), False
     for b, (row, s) in enumerate(zip(rows, sampling, strict=True)):
         own = getattr(row.grammar, "bonus", None) if s and options.grammar else None
         extra = own() if own is not None else None  # a caller's wrap may have no bonus()
         if extra is not None:
             out[b] += extra
-            used = True
-        key = row.key.bonus() if s and row.key is not None else None
-        if key is not None:
-            out[b] += key
             used = True
         copies = row.echo.next_ids() if s and row.echo is not None else []
         if copies:
@@ -257,16 +252,19 @@ def _choice(
     rows: list[_Row], sampling: list[bool], options: SamplingOptions, vocab: int
 ) -> tuple[torch.Tensor, torch.Tensor] | None:
     """([B, V] nats, [B, V] group) of each sampling row's grammar's `choice_bonus()` (with
-    masking on): nats that choose among the group's ids, the group as likely as before
-    (`filters.choose_within`); None where no row has any."""
+    masking on) and key rule (`in_key`), added: nats that choose among the group's ids (the
+    Pitch ids), the group as likely as before (`filters.choose_within`); None where no row has
+    any."""
     nats, group = np.zeros((len(rows), vocab), np.float32), np.zeros((len(rows), vocab), bool)
     used = False
     for b, (row, s) in enumerate(zip(rows, sampling, strict=True)):
         own = getattr(row.grammar, "choice_bonus", None) if s and options.grammar else None
-        got = own() if own is not None else None
-        if got is not None:
-            nats[b], group[b] = got
-            used = True
+        key = row.key.choice() if s and row.key is not None else None
+        for got in (own() if own is not None else None, key):
+            if got is not None:  # the chord tones' and the key's choose among the pitches
+                nats[b] += got[0]
+                group[b] |= got[1]
+                used = True
     return (torch.from_numpy(nats), torch.from_numpy(group)) if used else None
 
 
