@@ -34,7 +34,7 @@ from musicgen.evaluate.nll import load_eval_songs  # noqa: E402
 from musicgen.measures.form import paired_difference  # noqa: E402
 
 SECTION = "## int8 decoding"
-MODELS = ("pop909_sine_spe_gated", "pop909_ape", "maestro_sine_spe_gated")
+MODELS = ("pop909_piano_sine_spe_gated", "pop909_ape", "maestro_sine_spe_gated")
 
 
 @torch.inference_mode()

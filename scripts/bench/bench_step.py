@@ -33,7 +33,7 @@ ROOT = Path(__file__).resolve().parents[2]
 SECTION = "## decoding step"
 SHIPPED = [
     ROOT / "checkpoints" / name
-    for name in ("pop909_sine_spe_gated", "pop909_ape", "maestro_sine_spe_gated",
+    for name in ("pop909_piano_sine_spe_gated", "pop909_ape", "maestro_sine_spe_gated",
                  "groove_sine_spe_gated")
 ]  # fmt: skip
 MODELS = [

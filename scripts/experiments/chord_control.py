@@ -295,7 +295,7 @@ def save(out: str, rows: list[dict]) -> dict:
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--model", default="pop909_sine_spe_gated")
+    ap.add_argument("--model", default="pop909_piano_sine_spe_gated")
     ap.add_argument("--pop909", default=str(ROOT.parent / "shared" / "data" / "pop909"))
     ap.add_argument("--songs", type=int, default=20)
     ap.add_argument("--samples", type=int, default=2)

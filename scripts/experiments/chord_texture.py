@@ -105,7 +105,7 @@ def real(args) -> dict:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--model", default="checkpoints/pop909_sine_spe_gated")
+    ap.add_argument("--model", default="checkpoints/pop909_piano_sine_spe_gated")
     ap.add_argument("--num", type=int, default=16)
     ap.add_argument("--bars", type=int, default=16)
     ap.add_argument("--seed", type=int, default=1)

@@ -25,7 +25,7 @@ mkdir -p $E
 # (docs/evaluation.md, "Phrase lags"); a model not named keeps the paper's. With the bar-copy
 # rule on the phrase lags (4 and 8 bars back), T 1.0, top-p 0.9 x repeat 3 / 3.5 / 4 / 4.5:
 # each model's nearest setting that meets every acceptance band (docs/evaluation.md)
-declare -A SAMPLE=([pop909_sine_spe_gated]="sample.temperature=1.0 sample.top_p=0.9 sample.repeat=4"
+declare -A SAMPLE=([pop909_piano_sine_spe_gated]="sample.temperature=1.0 sample.top_p=0.9 sample.repeat=4"
                    [pop909_ape]="sample.temperature=1.0 sample.top_p=0.9 sample.repeat=3.5")
 # the Maestro model: T 0.9 / 1.0 / 1.1 / 1.2 at top-p 0.9 (`maestro sweep`); T 1.1 closest to
 # the real performances' scale consistency, notes per onset and self-similarity (docs/evaluation.md)
@@ -51,7 +51,7 @@ texture() {  # 16 pieces from scratch, then 2-bar prompts continued: texture, pr
     --max-prompts $PROMPTS --samples 1 --max-tokens 1024 --out $E/style_$tag
 }
 if [ "$WHAT" = pop909 ]; then
-  MODELS=${MODELS:-pop909_sine_spe_gated pop909_ape}
+  MODELS=${MODELS:-pop909_piano_sine_spe_gated pop909_ape}
   STEPS=${*:2}; STEPS=${STEPS:-export nll form texture}  # sweep: before choosing SAMPLE
   if [[ " $STEPS " == *" export "* ]]; then
     for name in $MODELS; do ship $name; done
@@ -67,11 +67,11 @@ if [ "$WHAT" = pop909 ]; then
   fi
   if [[ " $STEPS " == *" nll "* ]]; then
     # NLL per position up to twice the 2048-token training crop (within / beyond), forbidden mass
-    $BIN/musicgen evaluate nll --checkpoint checkpoints/pop909_sine_spe_gated checkpoints/pop909_ape \
+    $BIN/musicgen evaluate nll --checkpoint checkpoints/pop909_piano_sine_spe_gated checkpoints/pop909_ape \
       --data data/prepared/pop909 --max-len 4096 --seeds 3 --max-songs $SONGS --out $E/pop909_nll
     if [ -d "$PREVIOUS/pop909_ape" ]; then  # per note on the first 2048 tokens, beside them
-      $BIN/musicgen evaluate nll --checkpoint checkpoints/pop909_sine_spe_gated \
-        checkpoints/pop909_ape $PREVIOUS/pop909_sine_spe_gated $PREVIOUS/pop909_ape \
+      $BIN/musicgen evaluate nll --checkpoint checkpoints/pop909_piano_sine_spe_gated \
+        checkpoints/pop909_ape $PREVIOUS/pop909_piano_sine_spe_gated $PREVIOUS/pop909_ape \
         --data data/prepared/pop909 --max-len 2048 --seeds 3 --max-songs $SONGS \
         --out $E/pop909_nll_previous
     fi
@@ -91,8 +91,8 @@ if [ "$WHAT" = pop909 ]; then
   fi
   if [[ " $STEPS " == *" form "* ]]; then
     # the form benchmark at each model's defaults, beside the models they replaced
-    ckpts=(checkpoints/pop909_sine_spe_gated checkpoints/pop909_ape)
-    [ -d "$PREVIOUS/pop909_ape" ] && ckpts+=("$PREVIOUS/pop909_sine_spe_gated" "$PREVIOUS/pop909_ape")
+    ckpts=(checkpoints/pop909_piano_sine_spe_gated checkpoints/pop909_ape)
+    [ -d "$PREVIOUS/pop909_ape" ] && ckpts+=("$PREVIOUS/pop909_piano_sine_spe_gated" "$PREVIOUS/pop909_ape")
     $BIN/musicgen evaluate form --checkpoint "${ckpts[@]}" --data "$POP909" --out $E/pop909_form
   fi
   if [[ " $STEPS " == *" texture "* ]]; then

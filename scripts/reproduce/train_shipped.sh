@@ -88,16 +88,16 @@ if [ "$WHAT" = pop909 ]; then
   }
   if [ -n "${FROM_TRAINING:-}" ]; then  # one more phase, from committed folders
     from=$FROM_TRAINING suffix=${SUFFIX:-more}
-    phrase pop909_sine_spe_gated pop909_small $from/pop909_sine_spe_gated $suffix $MORE_STEPS \
+    phrase pop909_piano_sine_spe_gated pop909_small $from/pop909_piano_sine_spe_gated $suffix $MORE_STEPS \
       1.5e-4 &
     phrase pop909_ape pop909_small_ape $from/pop909_ape $suffix $MORE_STEPS 1.5e-4 \
       --model.pe=ape --model.gated=false &
   elif [ "${FROM_SHIPPED:-0}" = 1 ]; then  # phase 5 only, from the committed phase-4 folders
-    form_phase pop909_sine_spe_gated pop909_small checkpoints/pop909_sine_spe_gated &
+    form_phase pop909_piano_sine_spe_gated pop909_small checkpoints/pop909_piano_sine_spe_gated &
     form_phase pop909_ape pop909_small_ape checkpoints/pop909_ape --model.pe=ape \
       --model.gated=false &
   else
-    pop909 pop909_sine_spe_gated pop909_small &
+    pop909 pop909_piano_sine_spe_gated pop909_small &
     pop909 pop909_ape pop909_small_ape --model.pe=ape --model.gated=false &
   fi
   wait

@@ -17,7 +17,14 @@ from musicgen.cards import CardText, write_cards
 
 ROOT = Path(__file__).resolve().parents[2]
 
-SHIPPED = ("pop909_sine_spe_gated", "pop909_ape", "groove_sine_spe_gated", "maestro_sine_spe_gated")
+# the whole-song pop model (checkpoints/pop909_sine_spe_gated) has a hand-written card from its
+# training and `evaluate form --whole-song` tables; these cards are written from JSON
+SHIPPED = (
+    "pop909_piano_sine_spe_gated",
+    "pop909_ape",
+    "groove_sine_spe_gated",
+    "maestro_sine_spe_gated",
+)
 
 DATA = {
     "pop909": "POP909 (Music X Lab; 850 pop songs arranged for piano; MIT licence, "
@@ -207,7 +214,7 @@ SEEN = {
     "runs for more than a few notes, the register does not move, and nothing recurs. A real "
     "performance beside it (validation piece 0) moves in lines that rise and fall through "
     "MIDI 40-84 with held notes under them; nothing of that is there yet.",
-    "pop909_sine_spe_gated": "A continuation at the defaults (the form benchmark's song 017; "
+    "pop909_piano_sine_spe_gated": "A continuation at the defaults (the form benchmark's song 017; "
     "bar n is beats 4n-4 to 4n of its piano roll, the prompt bars 1-5 with a pickup): the prompt "
     "comes back unchanged; from bar 7 a top voice of short notes in MIDI 68-78 runs to the end "
     "over an accompaniment that keeps one figure bar by bar through bars 10-17: a bass note "
@@ -224,7 +231,8 @@ PREVIOUS_TOKENS = 4500 * 4 * 512 + 1000 * 2 * 1024 + 1200 * 2 * 1024 + 1000 * 2 
 # numbers (under --eval), what the generated pieces were and how to reproduce it
 FAMILIES = {
     "pop909": {
-        "kind": "pop-piano",
+        "kind": "pop-piano (one voice: melody and accompaniment merged; the pair of the APE "
+        "comparison, whose sineSPE model the whole-song model `pop909_sine_spe_gated` continues)",
         "preset": "configs/pop909/small.yaml with the overrides in "
         "`scripts/reproduce/train_shipped.sh`",
         "nll": "pop909_nll",
@@ -269,7 +277,7 @@ FAMILIES = {
 # The replaced (phase-4) models' texture and continuation numbers as their cards recorded them
 # (the same commands and sizes): quoted when PREVIOUS_FULL=1 did not measure them again.
 PREVIOUS_DOCUMENTED = {
-    "pop909_sine_spe_gated": {
+    "pop909_piano_sine_spe_gated": {
         "stacked": "0.0 % (its card)",
         "duplicates": "0.0 % (its card)",
         "kept": "20/20 / 20/20 (its card)",
@@ -300,7 +308,7 @@ TEXT = CardText(
     families=FAMILIES,
     previous_documented=PREVIOUS_DOCUMENTED,
     previous_tokens=PREVIOUS_TOKENS,
-    twin={"pop909_sine_spe_gated": "pop909_ape", "pop909_ape": "pop909_sine_spe_gated"},
+    twin={"pop909_piano_sine_spe_gated": "pop909_ape", "pop909_ape": "pop909_piano_sine_spe_gated"},
     script="python scripts/reproduce/write_model_cards.py",
 )
 
