@@ -226,6 +226,50 @@ def test_a_job_whose_page_left_keeps_nothing(cache, tmp_path):
     assert not session.pieces and not session.running
 
 
+def test_a_page_that_left_has_its_job_counted_once_whichever_signal_came_first():
+    """`PageJobs`: a page's job stopped by its closed event stream (`JobFlag.gone`) before the
+    page's unload, or by the unload itself (`leave`, which returns once the job's thread has
+    ended), is counted once by the unload; a job that finished, or another page's, is not."""
+    import asyncio
+    import threading
+
+    from musicgen.studio.running import JobFlag, PageJobs
+
+    started = threading.Event()
+
+    def sampler(flag):  # polls its flag every step, as the sampler does
+        started.set()
+        while not flag.is_set():
+            threading.Event().wait(0.001)
+        raise Cancelled("stopped: the job was cancelled")
+
+    pages = PageJobs()
+    asyncio.run(pages.run("page", lambda flag: "done", JobFlag()))  # finished: not counted
+    closed = threading.Event()
+    closed.set()  # the page's event stream closed: the queue marked its events dead
+    with pytest.raises(Cancelled):
+        asyncio.run(pages.run("page", sampler, JobFlag(closed.is_set)))
+    assert pages.leave("other") == (0, 0)
+    assert pages.leave("page") == (1, 0) and pages.leave("page") == (0, 0)
+
+    started.clear()
+    flag, raised = JobFlag(), []
+
+    def page_job():
+        try:
+            asyncio.run(pages.run("page", sampler, flag))
+        except Cancelled as exc:
+            raised.append(exc)
+
+    thread = threading.Thread(target=page_job)
+    thread.start()
+    started.wait()
+    assert pages.leave("page") == (1, 0)  # the unload first: it stops the job and waits
+    assert flag.ended.is_set() and flag.left
+    thread.join()
+    assert raised and pages.leave("page") == (0, 0)
+
+
 def test_left_out_values_are_the_page_and_the_model_own(cache, tmp_path):
     """None for every value: the page's bars (inputs.PAGE) and the model's sampling, the same
     piece as those values given."""
