@@ -135,11 +135,17 @@ def shown_piece(page) -> str:
 
 
 def wait_for_piece(page, starts: str, before: str = "") -> str:
-    """Wait until the page shows a new piece whose label starts with `starts`."""
+    """Wait until the page shows a new piece whose label starts with `starts`: the piece
+    chosen in the list, and the first variation's player and MIDI download that piece's (one
+    update sets them all, but the page draws them one after the other)."""
     page.wait_for_function(
         """([starts, before]) => {
             const v = document.querySelector('#piece input').value;
-            return v.startsWith(starts) && v !== before;
+            if (!v.startsWith(starts) || v === before) return false;
+            const title = document.querySelector('#player-0 .mg-title');
+            const midi = document.querySelector("#downloads-0 a[download$='.mid']");
+            return title !== null && title.innerText === v.slice(v.indexOf(': ') + 2)
+                && midi !== null && midi.getAttribute('download') === v.split(':')[0] + '.mid';
         }""",
         arg=[starts, before],
         timeout=WAIT_MS,
@@ -248,7 +254,7 @@ def test_generate_play_download_continue_and_bad_upload(studio, browser, tmp_pat
     page.locator("#generate").click()
     assert wait_for_piece(page, "gen_", stopped).endswith("2 bars")
     # the page's own list holds all five pieces, the stopped one too
-    assert page.locator("#history img").count() == 5
+    page.wait_for_function("document.querySelectorAll('#history img').length === 5")
     page.close()
 
 
