@@ -1,7 +1,8 @@
 """The studio without a browser: which models a page can reach, upload checks, sessions, jobs
 through the generation API (progress, cancel, chords only where the API takes them), the form
-box (a tiny untrained song model), the melody's colour in the player, the endpoints' names and
-the command's errors. The page in a browser: test_studio_browser.py."""
+box (a tiny untrained song model), the melody's colour in the player, an upload's parts kept
+where the model has them (melody, groove parts), the endpoints' names and the command's errors.
+The page in a browser: test_studio_browser.py."""
 
 from __future__ import annotations
 
@@ -15,7 +16,7 @@ from musicgen.cli import main
 from musicgen.errors import Cancelled, MusicgenError
 from musicgen.studio import controls, inputs, jobs
 from tests import hostile
-from tests.paths import ROOT
+from tests.paths import DATA, ROOT
 
 MODEL = ROOT / "checkpoints" / "pop909_sine_spe_gated"
 SONG = ROOT / "data" / "demo" / "pop909_005.mid"
@@ -226,6 +227,50 @@ def test_a_job_whose_page_left_keeps_nothing(cache, tmp_path):
     assert not session.pieces and not session.running
 
 
+def test_a_page_that_left_has_its_job_counted_once_whichever_signal_came_first():
+    """`PageJobs`: a page's job stopped by its closed event stream (`JobFlag.gone`) before the
+    page's unload, or by the unload itself (`leave`, which returns once the job's thread has
+    ended), is counted once by the unload; a job that finished, or another page's, is not."""
+    import asyncio
+    import threading
+
+    from musicgen.studio.running import JobFlag, PageJobs
+
+    started = threading.Event()
+
+    def sampler(flag):  # polls its flag every step, as the sampler does
+        started.set()
+        while not flag.is_set():
+            threading.Event().wait(0.001)
+        raise Cancelled("stopped: the job was cancelled")
+
+    pages = PageJobs()
+    asyncio.run(pages.run("page", lambda flag: "done", JobFlag()))  # finished: not counted
+    closed = threading.Event()
+    closed.set()  # the page's event stream closed: the queue marked its events dead
+    with pytest.raises(Cancelled):
+        asyncio.run(pages.run("page", sampler, JobFlag(closed.is_set)))
+    assert pages.leave("other") == (0, 0)
+    assert pages.leave("page") == (1, 0) and pages.leave("page") == (0, 0)
+
+    started.clear()
+    flag, raised = JobFlag(), []
+
+    def page_job():
+        try:
+            asyncio.run(pages.run("page", sampler, flag))
+        except Cancelled as exc:
+            raised.append(exc)
+
+    thread = threading.Thread(target=page_job)
+    thread.start()
+    started.wait()
+    assert pages.leave("page") == (1, 0)  # the unload first: it stops the job and waits
+    assert flag.ended.is_set() and flag.left
+    thread.join()
+    assert raised and pages.leave("page") == (0, 0)
+
+
 def test_left_out_values_are_the_page_and_the_model_own(cache, tmp_path):
     """None for every value: the page's bars (inputs.PAGE) and the model's sampling, the same
     piece as those values given."""
@@ -360,6 +405,77 @@ def test_the_melody_is_drawn_in_its_colour(songs, tmp_path):
     assert {"melody", "piano"} <= roles
     drawn = svg(cont.roll, "audio-0")
     assert f'fill="{ROLE_COLOURS["melody"]}" class="mg-note mg-melody"' in drawn
+
+
+def on_grid(track, per_beat: int, before: float = 8.0) -> list[tuple[float, int]]:
+    """(onset in quarters on a grid of `per_beat` steps, pitch) of a track read in quarters,
+    the onsets before `before` (the prompt's 2 bars)."""
+    notes = {(round(n.time * per_beat) / per_beat, n.pitch) for n in track.notes}
+    return sorted(x for x in notes if x[0] < before)
+
+
+def tracks_by_name(path: Path) -> dict[str, symusic.Track]:
+    return {t.name: t for t in symusic.Score(str(path)).to("quarter").tracks}
+
+
+def test_an_uploaded_melody_comes_back_as_the_melody_track(songs, tmp_path):
+    """A two-track upload (POP909's MELODY and PIANO, from bar 4 of a bundled song) continued
+    by a model with a melody voice: the result's Melody track starts with the upload's melody
+    notes and its Piano track with the piano's (on the tokenizer's sixteenths; a note both play
+    is the melody's), as the library's prompt builder reads them."""
+    cache, label = songs
+    song = symusic.Score(str(ROOT / "tests" / "data" / "pop909" / "001" / "001.mid"))
+    start = 4 * 4 * song.ticks_per_quarter
+    upload = symusic.Score(song.ticks_per_quarter)
+    upload.tempos = song.tempos.copy()
+    for name in ("MELODY", "PIANO"):
+        [track] = [t for t in song.tracks if t.name == name]
+        upload.tracks.append(track.copy())
+    upload = upload.clip(start, song.end() + 1).shift_time(-start)
+    path = tmp_path / "two_tracks.mid"
+    upload.dump_midi(str(path))
+    sent = tracks_by_name(path)
+    assert sorted(sent) == ["MELODY", "PIANO"] and min(len(t.notes) for t in sent.values()) > 4
+    melody, piano = on_grid(sent["MELODY"], 4), on_grid(sent["PIANO"], 4)
+    assert len(melody) >= 4  # the prompt's 2 bars hold melody notes
+
+    [cont] = jobs.run_continue(cache.get(label), jobs.Session(tmp_path), "song", path,
+                               prompt_bars=2, new_bars=1, seed=2)  # fmt: skip
+    back = tracks_by_name(cont.midi)
+    assert on_grid(back["Melody"], 4) == melody
+    assert on_grid(back["Piano"], 4) == sorted(set(piano) - set(melody))
+
+
+def test_uploaded_parts_stay_their_parts_on_the_groove_model(tiny_checkpoints, tmp_path):
+    """A drums, bass and piano upload (a bundled groove's drums, a bass line and chords)
+    continued by a groove model: each part comes back as its own (drums, bass, the third
+    part), starting with the upload's notes on the groove grid (12 steps a beat)."""
+    groove = DATA / "groove_drums" / "drummer1" / "eval_session"
+    drums = symusic.Score(str(groove / "1_funk-groove1_138_beat_4-4.mid"))
+    tpq = drums.ticks_per_quarter
+    upload = symusic.Score(tpq)
+    upload.tempos = drums.tempos.copy()
+    [kit] = drums.tracks
+    bass = symusic.Track(name="bass line", program=33)
+    keys = symusic.Track(name="keys", program=0)
+    for beat in range(16):
+        bass.notes.append(symusic.Note(beat * tpq, tpq // 2, 36 + beat % 4 * 2, 90))
+        for pitch in (60, 64, 67):
+            keys.notes.append(symusic.Note(beat * tpq, tpq, pitch + beat // 4 % 2, 70))
+    upload.tracks.extend([kit.copy(), bass, keys])
+    path = tmp_path / "trio.mid"
+    upload.dump_midi(str(path))
+    sent = list(symusic.Score(str(path)).to("quarter").tracks)
+
+    cache = jobs.ModelCache(jobs.model_choices([tiny_checkpoints["groove"]]), "cpu")
+    label = next(iter(cache.choices))
+    [cont] = jobs.run_continue(cache.get(label), jobs.Session(tmp_path), "groove", path,
+                               prompt_bars=2, new_bars=1, seed=2)  # fmt: skip
+    back = tracks_by_name(cont.midi)
+    assert back["drums"].is_drum and back["bass"].program == 33
+    for part, track in zip(("drums", "bass", "third"), sent, strict=True):
+        assert len(on_grid(track, 12)) > 4
+        assert on_grid(back[part], 12) == on_grid(track, 12), part
 
 
 class FakeModel:

@@ -135,11 +135,17 @@ def shown_piece(page) -> str:
 
 
 def wait_for_piece(page, starts: str, before: str = "") -> str:
-    """Wait until the page shows a new piece whose label starts with `starts`."""
+    """Wait until the page shows a new piece whose label starts with `starts`: the piece
+    chosen in the list, and the first variation's player and MIDI download that piece's (one
+    update sets them all, but the page draws them one after the other)."""
     page.wait_for_function(
         """([starts, before]) => {
             const v = document.querySelector('#piece input').value;
-            return v.startsWith(starts) && v !== before;
+            if (!v.startsWith(starts) || v === before) return false;
+            const title = document.querySelector('#player-0 .mg-title');
+            const midi = document.querySelector("#downloads-0 a[download$='.mid']");
+            return title !== null && title.innerText === v.slice(v.indexOf(': ') + 2)
+                && midi !== null && midi.getAttribute('download') === v.split(':')[0] + '.mid';
         }""",
         arg=[starts, before],
         timeout=WAIT_MS,
@@ -248,7 +254,7 @@ def test_generate_play_download_continue_and_bad_upload(studio, browser, tmp_pat
     page.locator("#generate").click()
     assert wait_for_piece(page, "gen_", stopped).endswith("2 bars")
     # the page's own list holds all five pieces, the stopped one too
-    assert page.locator("#history img").count() == 5
+    page.wait_for_function("document.querySelectorAll('#history img').length === 5")
     page.close()
 
 
@@ -315,10 +321,10 @@ def test_words_progression_variations_and_a_narrow_window(studio, browser):
     page.close()
 
 
-@pytest.mark.slow  # a race: the job may end before the server notices the page is gone
 def test_reloading_a_page_stops_its_job(studio, browser):
-    """The job must outlast the server's notice of the closed page (its heartbeat, about
-    15 s): 4 pieces of 64 bars."""
+    """A page reloaded mid-job (4 pieces of 64 bars): the server says its job stopped, which
+    it does once the job's thread has ended (its slot free), whichever told it first that the
+    page had gone (the closed event stream or the unload); the reloaded page generates."""
     page = open_page(browser)
     set_number(page, "bars", 64)
     set_number(page, "num", 4)
@@ -333,6 +339,13 @@ def test_reloading_a_page_stops_its_job(studio, browser):
         time.sleep(0.5)
     else:
         pytest.fail("the reloaded page's job was not stopped:\n" + "".join(SERVER_LINES[-20:]))
+    closed = [x for x in SERVER_LINES if "a page closed" in x][before:]
+    assert closed == ["studio: a page closed; 1 job(s) of it stopped\n"]  # ended, said once
+    page.wait_for_selector("#generate")
+    page.wait_for_function("document.querySelector('#status').innerText.includes('ready')")
+    set_number(page, "bars", 2)
+    page.locator("#generate").click()
+    assert wait_for_piece(page, "gen_").endswith("2 bars")
     page.close()
 
 

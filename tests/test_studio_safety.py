@@ -22,7 +22,7 @@ import pytest
 
 from musicgen.cli import main
 from musicgen.errors import Cancelled, MusicgenError
-from musicgen.studio import inputs, jobs
+from musicgen.studio import inputs, jobs, pieces
 from tests import hostile
 from tests.paths import ROOT
 
@@ -312,7 +312,7 @@ def slow_prompt(folder: Path, tempo: bytes) -> Path:
 
 
 def test_the_audio_of_a_prompt_at_the_slowest_tempo_is_capped(tmp_path, monkeypatch):
-    monkeypatch.setattr(jobs, "MAX_AUDIO_SECONDS", 6.0)
+    monkeypatch.setattr(pieces, "MAX_AUDIO_SECONDS", 6.0)  # read where the audio is written
     song = slow_prompt(tmp_path, (3_000_000).to_bytes(3, "big"))  # 20 bpm: 12 s a bar
     model = jobs.ModelCache({LABEL: MODEL}, "cpu").get(LABEL)
     session = jobs.Session(tmp_path / "root")

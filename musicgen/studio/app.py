@@ -20,7 +20,6 @@ import functools
 import html
 import inspect
 import sys
-import threading
 import time
 import traceback
 from collections.abc import Callable
@@ -35,7 +34,7 @@ from musicgen.generation.request import SPECS
 from musicgen.studio import controls, inputs, jobs
 from musicgen.studio.guard import Guard
 from musicgen.studio.player import PLAYER_CSS, PLAYHEAD_JS, svg
-from musicgen.studio.running import JobFlag, in_thread
+from musicgen.studio.running import JobFlag, PageJobs
 
 TITLE = "musicgen studio"
 INTRO = (
@@ -164,8 +163,7 @@ class Actions:
         self.models = models
         self.default = default
         self.page: gr.Blocks | None = None  # set once built: whose queue says a client left
-        self.jobs: dict[str, set[JobFlag]] = {}  # a page's running jobs, by its session hash
-        self._lock = threading.Lock()
+        self.jobs = PageJobs()  # each page's running jobs, by its session hash
 
     def flag(self, request: gr.Request | None) -> JobFlag:
         """A new job's stop flag, also set when the request's client has disconnected."""
@@ -188,28 +186,17 @@ class Actions:
     async def _job(self, request, work: Callable[[JobFlag], object]):
         """`work` in a worker thread under a new flag, known by its page until it ends (so
         that closing or reloading the page stops it: `left`)."""
-        flag = self.flag(request)
         key = getattr(request, "session_hash", None) or ""
-        with self._lock:
-            self.jobs.setdefault(key, set()).add(flag)
-        try:
-            return await in_thread(work, flag)
-        finally:
-            with self._lock:
-                mine = self.jobs.get(key, set())
-                mine.discard(flag)
-                if not mine:
-                    self.jobs.pop(key, None)
+        return await self.jobs.run(key, work, self.flag(request))
 
     def left(self, request: gr.Request):
-        """The page was closed or reloaded: its jobs stop, with nothing kept (no one to see)."""
-        key = getattr(request, "session_hash", None) or ""
-        with self._lock:
-            flags = self.jobs.pop(key, set())
-        for flag in flags:
-            flag.leave()
-        if flags:
-            print(f"studio: a page closed; {len(flags)} job(s) of it stopped", file=sys.stderr)
+        """The page was closed or reloaded (Gradio's `unload`): its jobs stop, with nothing kept
+        (no one to see), and the server says how many once their threads have ended, counting
+        those its closed event stream stopped first (`PageJobs`)."""
+        stopped, ending = self.jobs.leave(getattr(request, "session_hash", None) or "")
+        if stopped or ending:
+            still = f"; {ending} still ending" if ending else ""
+            print(f"studio: a page closed; {stopped} job(s) of it stopped{still}", file=sys.stderr)
 
     def settings(self, label, values: dict) -> dict:
         """The sampling a job uses: the given values, the model's own for the others."""

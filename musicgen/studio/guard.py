@@ -17,7 +17,7 @@ from pathlib import Path
 
 from starlette.responses import JSONResponse
 
-from musicgen.studio.jobs import SESSIONS, folder_bytes
+from musicgen.studio.session import SESSIONS, folder_bytes
 
 SERVED = {".mid": "audio/midi", ".wav": "audio/wav", ".png": "image/png"}
 UPLOADS = (".mid", ".midi")

@@ -1,6 +1,7 @@
 """How a studio job runs under Gradio: in a worker thread of its own, with a stop flag that the
 sampler polls every step (`cancel=`), so that cancelling a request stops the work and the
-concurrency slot is freed only once the thread has ended."""
+concurrency slot is freed only once the thread has ended; and which jobs each page has running,
+so that the page's leaving stops them (`PageJobs`)."""
 
 from __future__ import annotations
 
@@ -11,7 +12,10 @@ import threading
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 
+from musicgen.errors import Cancelled
+
 WORKERS = ThreadPoolExecutor(64, thread_name_prefix="studio-job")  # --concurrency is <= 64
+LEAVE_WAIT_S = 60.0  # how long a page's leaving waits for its jobs' threads to end (one step each)
 
 
 class JobFlag(threading.Event):
@@ -23,6 +27,7 @@ class JobFlag(threading.Event):
         super().__init__()
         self.gone = gone
         self._left = False
+        self.ended = threading.Event()  # set once the job's thread has ended (`in_thread`)
 
     def leave(self) -> None:
         """Stop the job for good: its result has no one to go to."""
@@ -53,3 +58,49 @@ async def in_thread(work: Callable[[threading.Event], object], flag: JobFlag):
         if not task.cancelled():
             task.exception()  # retrieved: the cancellation is what the caller hears
         raise
+    finally:
+        flag.ended.set()
+
+
+class PageJobs:
+    """The running jobs of each page (by its Gradio session hash), for the page's leaving to
+    stop them. Two signals say a page has gone, in no fixed order: Gradio's queue marks its
+    events dead as soon as the page's event stream closes (`JobFlag.gone`: the sampler stops at
+    its next step), and `unload` runs once its heartbeat closes (`leave`). A job that ended on
+    the first is remembered until the second, so `leave` counts every job the page's leaving
+    stopped, whichever came first."""
+
+    def __init__(self):
+        self._running: dict[str, set[JobFlag]] = {}
+        self._stopped: dict[str, int] = {}  # jobs that ended because their page had gone
+        self._lock = threading.Lock()
+
+    async def run(self, key: str, work: Callable[[threading.Event], object], flag: JobFlag):
+        """`work(flag)` in a worker thread (`in_thread`), known as page `key`'s until it ends."""
+        with self._lock:
+            self._running.setdefault(key, set()).add(flag)
+        gone = False
+        try:
+            return await in_thread(work, flag)
+        except (Cancelled, asyncio.CancelledError):
+            gone = flag.gone()  # stopped because its page's connection closed
+            raise
+        finally:
+            with self._lock:
+                mine = self._running.get(key, set())
+                if gone and flag in mine:  # not yet counted by `leave`
+                    self._stopped[key] = self._stopped.get(key, 0) + 1
+                mine.discard(flag)
+                if not mine:
+                    self._running.pop(key, None)
+
+    def leave(self, key: str, wait_s: float = LEAVE_WAIT_S) -> tuple[int, int]:
+        """Page `key` has gone: stop its jobs for good and wait (up to `wait_s` each) for their
+        threads to end. Returns (jobs its leaving stopped, jobs still ending after the wait)."""
+        with self._lock:
+            flags = self._running.pop(key, set())
+            stopped = self._stopped.pop(key, 0)
+        for flag in flags:
+            flag.leave()
+        ending = sum(not flag.ended.wait(wait_s) for flag in flags)
+        return stopped + len(flags) - ending, ending
