@@ -298,7 +298,7 @@ def test_defaults_are_the_model_own_through_the_api_and_the_page(studio, browser
 
 def test_words_progression_variations_and_a_narrow_window(studio, browser):
     page = open_page(browser, width=400)
-    assert page.locator("#model input").input_value() == "Pop piano with chords"
+    assert page.locator("#model input").input_value() == "Pop songs with melody, form and chords"
     assert "POP909" in page.locator("#summary").inner_text()  # what to expect, first
     assert not page.locator("#temperature").is_visible()  # folded: advanced settings
     assert "tokens" not in page.locator("body").inner_text()  # no jargon on the page

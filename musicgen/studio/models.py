@@ -21,16 +21,20 @@ DEFAULT_MODEL = "pop909_sine_spe_gated"
 # The shipped models as a musician meets them: a name, and what to expect (the card, folded
 # under it, says how and on what each was trained).
 TITLES = {
-    "pop909_sine_spe_gated": "Pop piano with chords",
-    "pop909_ape": "Pop piano with chords (second model)",
+    "pop909_sine_spe_gated": "Pop songs with melody, form and chords",
+    "pop909_piano_sine_spe_gated": "Pop piano with chords (one voice)",
+    "pop909_ape": "Pop piano with chords (one voice, second model)",
     "maestro_sine_spe_gated": "Classical piano (experimental, 5 M parameters)",
     "groove_sine_spe_gated": "Band groove (experimental: synthetic training data)",
 }
 SUMMARIES = {
-    "pop909_sine_spe_gated": "Pop piano, melody and accompaniment in 4/4, learnt from the 909 "
-    "songs of POP909. It follows a chord progression you type, bar by bar.",
-    "pop909_ape": "The same pop songs learnt by an earlier model, kept to compare with the "
-    "first; it follows chords too.",
+    "pop909_sine_spe_gated": "Whole pop songs in 4/4, a melody over a piano, learnt from the "
+    "909 songs of POP909. Give it a song form (intro, verses, choruses, outro) and, if you "
+    "like, a chord progression per section.",
+    "pop909_piano_sine_spe_gated": "The same pop songs as one piano part (melody and "
+    "accompaniment together), in phrases of 8 to 16 bars; it follows chords bar by bar.",
+    "pop909_ape": "The one-voice pop piano learnt by a second model, kept to compare the two "
+    "ways of encoding position; it follows chords too.",
     "maestro_sine_spe_gated": "Expressive classical piano learnt from MAESTRO performances. A "
     "small model: expect sketches more than finished pieces. No chord control.",
     "groove_sine_spe_gated": "Bass, drums and piano together. Experimental: learnt from 300 "
