@@ -21,17 +21,21 @@ SONG = DATA / "pop909" / "001" / "001.mid"
 CASES = {
     "generate": (
         ["generate", "--checkpoint", "pop909_sine_spe_gated", "--bars", "4"],
-        ["811de429d7ae344b5e0936b926aba20a879c5569", "214da8e3aa21f3bfc1ce1a911ac6c36595c8fd3d"],
+        ["e5f1373a2c3d85d9de2229d05ea616dd835aa213", "b763f786347eb5f183c8f9b573bc993cb8f1cf00"],
     ),
     "continue": (
         ["continue", "--checkpoint", "pop909_sine_spe_gated", "--prompt", str(SONG)]
         + ["--bars", "2", "--new-bars", "4"],
-        ["b6b1044aa990bcba1d9ae287be5022b68ca72f63", "ecc9368aa628e3366b44dadffd75ff94f119e45b"],
+        ["0e73fe0684a68c22beae6b9d874e36cf2021725f", "645d6568d03e07596aa0bf1b1122c328e6e2b6c1"],
     ),
     "chords": (
         ["generate", "--checkpoint", "pop909_sine_spe_gated", "--bars", "4"]
         + ["--chords", "C G Am F"],
-        ["cc6671fc6bcf2ca48331189406b51b5075119827", "38aa69d548b8836c41d9dd748466c49437ab2f46"],
+        ["f7ad644dbb6f92789ebb0b2a59d1b2ad4abb50a6", "5ce9539d77d45cae5b79b1e79e96ab42b05c2f48"],
+    ),
+    "form": (
+        ["generate", "--checkpoint", "pop909_sine_spe_gated", "--form", "i1A2o1"],
+        ["07dd34ff6b0507ee4632bd122636ac2753129463", "87efb1d46ce5aaa0720ebfc38673344d93e27f32"],
     ),
     "groove": (
         ["generate", "--checkpoint", "groove_sine_spe_gated", "--bars", "4"]
