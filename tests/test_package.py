@@ -79,7 +79,8 @@ def test_shipped_pop909_models_know_the_bar_and_keep_spe_in_float32(name):
     m = loaded.config.model
     assert m.local_layers == [1, 2, 3, 4] and m.local_window == 1024 and m.local_rope
     s = loaded.config.sample
-    repeat = {"pop909_piano_sine_spe_gated": 4.0, "pop909_ape": 3.5}[name]  # phrase lags, the sweep's
+    # the copy rule on the phrase lags, as the sweep chose it
+    repeat = {"pop909_piano_sine_spe_gated": 4.0, "pop909_ape": 3.5}[name]
     assert (s.temperature, s.top_p, s.repeat) == (1.0, 0.9, repeat)
     stored = read_payload(ROOT / "checkpoints" / name)["model"]
     keep = {k for k in stored if k.startswith("spe.") or k.endswith(".gate")}

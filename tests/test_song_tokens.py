@@ -156,6 +156,28 @@ def test_written_songs_mark_their_phrases_and_the_roll_draws_them(tok, tmp_path,
     assert drawn["sections"] == aligned.sections
 
 
+def test_a_bar_wanted_after_the_forms_last_bar_is_the_end(tok):
+    """A model that wants a new bar at every step: in the form's last bar that wish is the
+    song's end, not notes piled onto the bar (the masked Bar's probability goes to the end)."""
+    import torch
+    from conftest import tiny_model_config
+
+    from musicgen.generation.sample import SamplingOptions, generate
+    from musicgen.model import build_model
+
+    torch.manual_seed(0)
+    model = build_model(tiny_model_config(tok.vocab_size)).eval()
+    eager = torch.zeros(tok.vocab_size)
+    eager[tok.bar_id] = 6.0
+    model.head.register_forward_hook(lambda _m, _i, logits: logits + eager)
+    gen = torch.Generator().manual_seed(1)
+    wrap = form_wrap(tok, parse_form("i1b1"))
+    (row,) = generate(model, tok, [[tok.bos_id]], SamplingOptions(), 500, generator=gen,
+                      grammar_wrap=wrap)  # fmt: skip
+    last = len(row.ids) - 1 - row.ids[::-1].index(tok.bar_id)
+    assert row.stop == "end" and len(row.ids) - last <= 6  # Bar, its phrase tokens, a note?, EOS
+
+
 def test_unknown_label_is_refused(tok):
     score, _ = song("001")
     with pytest.raises(MusicgenError, match="unknown phrase label 'Q'"):

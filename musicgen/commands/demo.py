@@ -2,7 +2,8 @@
 
 Writes to `out/demo/`: two pop-piano pieces from scratch (a song model writes them in a 16-bar
 form), a continuation of the first 2 bars of a bundled POP909 song, (when the groove model is
-there) a continuation of a 2-bar trio prompt of a style never seen in training and (when the Maestro model is there) a continuation of the first
+there) a continuation of a 2-bar trio prompt of a style never seen in training and (when the
+Maestro model is there) a continuation of the first
 4 seconds of a held-out MAESTRO performance; each as MIDI, a piano-roll PNG and audio (WAV with
 FluidSynth when installed, else with the pip-installed synthesizer; see `generation.render`). Each
 step calls the Python API (`Model.pieces`, the path of `generate` / `continue`) and the same

@@ -144,6 +144,9 @@ class ChordGrammar(Grammar):
     def sampling_mask(self) -> np.ndarray | None:
         return self.base.sampling_mask()
 
+    def redirects(self) -> list[tuple[np.ndarray, np.ndarray]]:
+        return self.base.redirects()
+
     def choice_bonus(self) -> tuple[np.ndarray, np.ndarray] | None:
         """(nats, group): `tones` nats on the Pitch ids of the chord sounding now (bars of the
         progression), chosen among all Pitch ids: the sampler keeps the Pitch ids' total

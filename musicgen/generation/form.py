@@ -107,6 +107,8 @@ class FormGrammar(Grammar):
         melodic = {b for s in sections if s.label.isupper() for b in range(s.bar, s.bar + s.bars)}
         has_melody = tokenizer.melody_pitches() is not None
         self._due = MelodyDue(tokenizer, melodic, list(prompt_ids)) if has_melody else None
+        self._bar_array = np.array(sorted(self._bar_ids), np.int64)
+        self._eos_array = np.array([self._eos], np.int64)
         self._before_end = np.ones(len(self._phrase), bool)
         self._before_end[self._eos] = False
 
@@ -132,6 +134,14 @@ class FormGrammar(Grammar):
             masks.append(self._before_end)
         masks = [m for m in masks if m is not None]
         return np.logical_and.reduce(masks) if masks else None
+
+    def redirects(self) -> list[tuple[np.ndarray, np.ndarray]]:
+        """The inner grammar's; in the form's last bar, a `Bar` the model wants is the song's
+        end (masked, its probability would otherwise pile notes onto the bar's last onset)."""
+        out = list(self.base.redirects())
+        if self.bar >= self._last_bar:
+            out.append((self._bar_array, self._eos_array))
+        return out
 
     def allowed(self) -> np.ndarray:
         mask = self.base.allowed()

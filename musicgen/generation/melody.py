@@ -58,10 +58,11 @@ class MelodyDue:
 
     POP909's melody sounds in 99.6 % of the bars of its melodic phrases; a sampled song left to
     itself now and then drops the melody for a phrase or the whole song (73 % of those bars
-    sounded in 29 continued validation songs before this rule; docs/evaluation.md). Until a melody note starts in the bar, or one
-    from before still sounds into it, the bar's `Bar` and the end token are not drawn, and at
-    the bar's last position only a melody pitch may come (so the bar always can close). It reads only ids, in constant time
-    per id (`push`), prompt included.
+    sounded in 29 continued validation songs before this rule; docs/evaluation.md). Until a
+    melody note starts in the bar, or one from before still sounds into it, the bar's `Bar` and
+    the end token are not drawn, and at the bar's last position only a melody pitch may come
+    (so the bar always can close). It reads only ids, in constant time per id (`push`), prompt
+    included.
     """
 
     def __init__(self, tokenizer: Tokenizer, melodic_bars: set[int], ids: list[int]) -> None:
