@@ -35,7 +35,7 @@ CASES = {
     ),
     "form": (
         ["generate", "--checkpoint", "pop909_sine_spe_gated", "--form", "i1A2o1"],
-        ["07dd34ff6b0507ee4632bd122636ac2753129463", "87efb1d46ce5aaa0720ebfc38673344d93e27f32"],
+        ["24773071e883033c60741e57a8feb2115974ea2b", "8e70c746902defd455ecb0d78a8c05a064c1f5c1"],
     ),
     "groove": (
         ["generate", "--checkpoint", "groove_sine_spe_gated", "--bars", "4"]

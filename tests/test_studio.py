@@ -18,7 +18,7 @@ from musicgen.studio import controls, inputs, jobs
 from tests import hostile
 from tests.paths import DATA, ROOT
 
-MODEL = ROOT / "checkpoints" / "pop909_sine_spe_gated"
+MODEL = ROOT / "checkpoints" / "pop909_piano_sine_spe_gated"
 SONG = ROOT / "data" / "demo" / "pop909_005.mid"
 SONG_TOKENS = ROOT / "configs" / "tokenizer" / "remi_song.yaml"
 
@@ -53,14 +53,14 @@ def write_score(path: Path, drums: bool, notes: int = 4) -> Path:
 
 def test_only_the_given_and_shipped_models_are_reachable(cache, tmp_path):
     choices = jobs.model_choices([MODEL])
-    assert list(choices)[0] == "pop909_sine_spe_gated"  # a --checkpoint comes first, once
+    assert list(choices)[0] == "pop909_piano_sine_spe_gated"  # a --checkpoint comes first, once
     assert set(jobs.shipped_models()) <= set(choices)
     assert len(choices) == len(jobs.shipped_models())
     with pytest.raises(MusicgenError, match="not one of this studio's models"):
         cache.get(str(MODEL))  # a server path typed in the page is not a label
     with pytest.raises(MusicgenError, match="nope: model not found"):
         jobs.model_choices(["nope"])
-    assert "pop909" in cache.card("pop909_sine_spe_gated")
+    assert "pop909" in cache.card("pop909_piano_sine_spe_gated")
 
 
 def test_a_model_that_fails_to_load_is_one_line(tmp_path):
@@ -145,7 +145,7 @@ def test_each_page_gets_its_own_session(tmp_path):
 
 
 def test_generate_renders_midi_roll_and_audio_and_repeats_with_its_seed(cache, tmp_path):
-    model = cache.get("pop909_sine_spe_gated")
+    model = cache.get("pop909_piano_sine_spe_gated")
     session = jobs.Session(tmp_path)
     [piece] = jobs.run_generate(model, session, "pop", bars=1, num=1, seed=5, temperature=1.0)
     assert piece.seed == 5 and piece.label.startswith("gen_001: pop, seed 5")
@@ -163,7 +163,7 @@ def test_generate_renders_midi_roll_and_audio_and_repeats_with_its_seed(cache, t
 
 
 def test_continue_keeps_the_prompt_and_refuses_bad_prompts(cache, tmp_path):
-    model = cache.get("pop909_sine_spe_gated")
+    model = cache.get("pop909_piano_sine_spe_gated")
     session = jobs.Session(tmp_path)
     [piece] = jobs.run_continue(model, session, "pop", SONG, prompt_bars=2, new_bars=1, seed=2)
     assert "continues 2 bars of pop909_005.mid" in piece.label
@@ -192,7 +192,7 @@ def test_stop_keeps_the_whole_bars_written(cache, tmp_path):
     """Stop during a 64-bar job: the sampler ends at its next step, and the piece keeps the
     whole bars it had written, labelled with where it stopped: the same notes as that seed
     asked for exactly those bars."""
-    model = cache.get("pop909_sine_spe_gated")
+    model = cache.get("pop909_piano_sine_spe_gated")
     session = jobs.Session(tmp_path)
     seen = []
 
@@ -214,7 +214,7 @@ def test_a_job_whose_page_left_keeps_nothing(cache, tmp_path):
     """Closing or reloading the page (`JobFlag.leave`) stops the job with nothing kept."""
     from musicgen.studio.running import JobFlag
 
-    model = cache.get("pop909_sine_spe_gated")
+    model = cache.get("pop909_piano_sine_spe_gated")
     session = jobs.Session(tmp_path)
     flag = JobFlag()
 
@@ -274,7 +274,7 @@ def test_a_page_that_left_has_its_job_counted_once_whichever_signal_came_first()
 def test_left_out_values_are_the_page_and_the_model_own(cache, tmp_path):
     """None for every value: the page's bars (inputs.PAGE) and the model's sampling, the same
     piece as those values given."""
-    model = cache.get("pop909_sine_spe_gated")
+    model = cache.get("pop909_piano_sine_spe_gated")
     session = jobs.Session(tmp_path)
     own = jobs.sampling_defaults(model)
     assert own == {"temperature": 1.0, "top_k": 0, "top_p": 0.9, "repeat": 4.0}
@@ -287,7 +287,7 @@ def test_left_out_values_are_the_page_and_the_model_own(cache, tmp_path):
 
 
 def test_tempo_and_transposition_change_the_result_only(cache, tmp_path):
-    model = cache.get("pop909_sine_spe_gated")
+    model = cache.get("pop909_piano_sine_spe_gated")
     session = jobs.Session(tmp_path)
     [plain] = jobs.run_generate(model, session, "pop", bars=1, seed=2)
     [moved] = jobs.run_generate(model, session, "pop", bars=1, seed=2, tempo=90, transpose=-3)
@@ -301,7 +301,7 @@ def test_tempo_and_transposition_change_the_result_only(cache, tmp_path):
 
 
 def test_chord_names_and_the_prompt_end_reach_the_player(cache, tmp_path):
-    model = cache.get("pop909_sine_spe_gated")
+    model = cache.get("pop909_piano_sine_spe_gated")
     session = jobs.Session(tmp_path)
     [forced] = jobs.run_generate(model, session, "pop", bars=2, seed=5, chords="Am F")
     assert forced.roll.chords[:2] == ["Am", "F"] and forced.roll.prompt_end is None
@@ -356,7 +356,7 @@ def test_a_bad_form_is_one_line(songs, tmp_path, form, message):
 
 
 def test_a_form_on_a_model_without_sections_is_one_line(cache, tmp_path):
-    model = cache.get("pop909_sine_spe_gated")
+    model = cache.get("pop909_piano_sine_spe_gated")
     with pytest.raises(MusicgenError, match="^form: this model writes no song sections") as e:
         jobs.run_generate(model, jobs.Session(tmp_path), "pop", seed=1, form="A2B2")
     assert "\n" not in str(e.value)
@@ -372,8 +372,8 @@ def test_the_form_box_shows_for_song_models_only(cache, songs, tmp_path):
 
     song_cache, label = songs
     both = jobs.ModelCache({**cache.choices, **song_cache.choices}, "cpu")
-    act = app.Actions(both, "pop909_sine_spe_gated")
-    pop, song = act.on_model("pop909_sine_spe_gated"), act.on_model(label)
+    act = app.Actions(both, "pop909_piano_sine_spe_gated")
+    pop, song = act.on_model("pop909_piano_sine_spe_gated"), act.on_model(label)
     assert pop[2]["visible"] is True and pop[3] == {"__type__": "update", "visible": False,
                                                     "value": ""}  # fmt: skip
     assert song[2]["visible"] is True and song[3]["visible"] is True

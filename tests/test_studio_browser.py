@@ -1,6 +1,6 @@
 """`musicgen studio` in a real browser: headless Chromium (Debian's `chromium`) driven by
 Playwright, against the studio started as a user starts it (`musicgen studio`, a subprocess on
-a free port) with the shipped pop909_sine_spe_gated model and 2-bar pieces.
+a free port) with the shipped pop909_piano_sine_spe_gated model and 2-bar pieces.
 
 One page generates, plays (the player's playhead moves), downloads, continues the piece it
 made ("Continue this piece") and a bundled POP909 song with chords, gets a text file named .mid
@@ -50,7 +50,7 @@ CHROMIUM_ARGS = [
     "--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
     "--disable-component-update", "--disable-sync", "--no-first-run",
 ]  # fmt: skip
-MODEL = ROOT / "checkpoints" / "pop909_sine_spe_gated"
+MODEL = ROOT / "checkpoints" / "pop909_piano_sine_spe_gated"
 PROMPT = ROOT / "data" / "demo" / "pop909_005.mid"
 WAIT_MS = 120_000  # a generous bound for one 2-bar job on a loaded 2-core machine
 SERVER_LINES: list[str] = []  # what the studio printed (its "a page closed" lines)
@@ -298,7 +298,7 @@ def test_defaults_are_the_model_own_through_the_api_and_the_page(studio, browser
 
 def test_words_progression_variations_and_a_narrow_window(studio, browser):
     page = open_page(browser, width=400)
-    assert page.locator("#model input").input_value() == "Pop songs with melody, form and chords"
+    assert page.locator("#model input").input_value() == "Pop piano with chords (one voice)"
     assert "POP909" in page.locator("#summary").inner_text()  # what to expect, first
     assert not page.locator("#temperature").is_visible()  # folded: advanced settings
     assert "tokens" not in page.locator("body").inner_text()  # no jargon on the page
@@ -358,7 +358,7 @@ def test_two_generations_at_once_get_their_own_results(studio, tmp_path):
             studio, verbose=False, download_files=str(tmp_path / str(seed))
         )
         results[seed] = client.predict(
-            "pop909_sine_spe_gated", 2, 1, seed, 1.2, 0, 0.9, 0, "", api_name="/generate"
+            "pop909_piano_sine_spe_gated", 2, 1, seed, 1.2, 0, 0.9, 0, "", api_name="/generate"
         )
 
     threads = [threading.Thread(target=call, args=(seed,)) for seed in (11, 12)]
@@ -375,7 +375,7 @@ def test_two_generations_at_once_get_their_own_results(studio, tmp_path):
     call_again = {}
     client = gradio_client.Client(studio, verbose=False, download_files=str(tmp_path / "again"))
     call_again = client.predict(
-        "pop909_sine_spe_gated", 2, 1, 11, 1.2, 0, 0.9, 0, "", api_name="/generate"
+        "pop909_piano_sine_spe_gated", 2, 1, 11, 1.2, 0, 0.9, 0, "", api_name="/generate"
     )
     assert Path(call_again[2][0]).read_bytes() == midi[11].read_bytes()  # no cross-talk
 
@@ -384,7 +384,7 @@ def test_two_generations_at_once_get_their_own_results(studio, tmp_path):
     fake.write_text("not midi")
     with pytest.raises(Exception, match="fake.mid: not a MIDI file"):
         client.predict(
-            "pop909_sine_spe_gated", gradio_client.handle_file(str(fake)), "bars", 2, 8, 2, 1,
+            "pop909_piano_sine_spe_gated", gradio_client.handle_file(str(fake)), "bars", 2, 8, 2, 1,
             5, 1.2, 0, 0.9, 0, api_name="/continue",
         )  # fmt: skip
 

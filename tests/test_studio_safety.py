@@ -2,7 +2,7 @@
 in count (a fixed number of clients and requests) and in time (every wait has a deadline).
 
 A studio runs in this process (`app.launch`, one job at a time) with the shipped
-pop909_sine_spe_gated model and a `slow` model: the same model behind a sampler that takes
+pop909_piano_sine_spe_gated model and a `slow` model: the same model behind a sampler that takes
 one short step at a time for as long as it is not cancelled, and counts the jobs running at once.
 The command (`musicgen studio`, a subprocess) is started for the signal and port cases.
 """
@@ -30,8 +30,8 @@ gr = pytest.importorskip("gradio", reason="the studio extra is not installed (gr
 gradio_client = pytest.importorskip("gradio_client")
 httpx = pytest.importorskip("httpx")
 
-MODEL = ROOT / "checkpoints" / "pop909_sine_spe_gated"
-LABEL = "pop909_sine_spe_gated"
+MODEL = ROOT / "checkpoints" / "pop909_piano_sine_spe_gated"
+LABEL = "pop909_piano_sine_spe_gated"
 HOST = "127.0.0.1"
 WAIT_S = 120  # the bound of any one wait (a 1-bar job on a loaded 2-core machine)
 STEP_S = 0.02  # one step of the slow model's sampler

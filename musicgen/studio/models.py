@@ -31,7 +31,7 @@ SUMMARIES = {
     "pop909_sine_spe_gated": "Whole pop songs in 4/4, a melody over a piano, learnt from the "
     "909 songs of POP909. Give it a song form (intro, verses, choruses, outro) and, if you "
     "like, a chord progression per section.",
-    "pop909_piano_sine_spe_gated": "The same pop songs as one piano part (melody and "
+    "pop909_piano_sine_spe_gated": "The 909 songs of POP909 as one piano part (melody and "
     "accompaniment together), in phrases of 8 to 16 bars; it follows chords bar by bar.",
     "pop909_ape": "The one-voice pop piano learnt by a second model, kept to compare the two "
     "ways of encoding position; it follows chords too.",
