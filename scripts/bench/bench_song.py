@@ -50,6 +50,7 @@ def main() -> None:
     table += [f"| {s} | {w:.1f} | {n} | {n / w:.0f} | {b} |" for s, w, n, b in rows]
     walls = [r[1] for r in rows]
     body = (
+        f"{SECTION}\n\n"
         f"`scripts/bench/bench_song.py {args.checkpoint} --threads {args.threads}` on "
         f"{machine()}. One song at a time (batch 1) from scratch with the form `{FORM}` "
         f"(64 bars) at the model's sampling defaults, grammar and form masks on; wall time of "
