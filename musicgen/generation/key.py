@@ -15,10 +15,10 @@ from __future__ import annotations
 
 import numpy as np
 
+from musicgen.measures.form import MAJOR, scale_sizes
 from musicgen.tokenizers.base import Tokenizer
 
 MIN_NOTES = 16  # about a bar of a pop song: fewer notes set no key
-MAJOR = np.array([0, 2, 4, 5, 7, 9, 11])
 
 
 def pitch_classes(tokenizer: Tokenizer) -> np.ndarray | None:
@@ -56,7 +56,7 @@ class KeyKeep:
         None before `MIN_NOTES` notes."""
         if self.counts.sum() < MIN_NOTES:
             return None
-        return int(np.argmax([self.counts[(MAJOR + r) % 12].sum() for r in range(12)]))
+        return int(np.argmax(scale_sizes(self.counts)))  # as `measures.form.scale_root`
 
     def choice(self) -> tuple[np.ndarray, np.ndarray] | None:
         """(nats, group): `in_key` nats on the pitches of the scale so far, chosen among all

@@ -19,11 +19,9 @@ import sys
 import tempfile
 from pathlib import Path
 
-import symusic
-
 from musicgen.errors import MusicgenError
 from musicgen.io import atomic_path, atomic_write_bytes
-from musicgen.measures.metrics import BAR_BEATS, Notes, load_notes
+from musicgen.measures.metrics import BAR_BEATS, Notes, load_score, notes_from_score
 from musicgen.tokenizers.form import read_markers
 
 SOUNDFONTS = [
@@ -244,11 +242,12 @@ def render_midi(
     asked for by name), else a warning line."""
     path = Path(path)
     out_dir = Path(out_dir)
-    notes = load_notes(path)  # validates the file first
+    score = load_score(path)  # validates the file first
     written = []
     if png:
-        sections = read_markers(symusic.Score(str(path)))  # a song's phrases, if it has them
+        sections = read_markers(score)  # a song's phrases, if it has them
         png_path = out_dir / f"{path.stem}.png"
+        notes = notes_from_score(score)
         written.append(piano_roll(notes, png_path, title=path.name, sections=sections))
     if wav:
         out = synthesize(

@@ -24,7 +24,7 @@ from musicgen.generation.filters import (  # noqa: F401 (re-exported: the sample
     top_k_filter,
     top_p_filter,
 )
-from musicgen.generation.key import KeyKeep, pitch_classes
+from musicgen.generation.key import KeyKeep
 from musicgen.generation.melody import MelodyRange
 from musicgen.generation.repeat import BarEcho
 from musicgen.limits import SAMPLING_RANGES, check_option
@@ -340,7 +340,7 @@ class _Row:
             row.echo = BarEcho(tokenizer, out.ids)
         if options.melody_range > 0 and tokenizer.melody_pitches() is not None:
             row.melody = MelodyRange(tokenizer, options.melody_range, out.ids)
-        if options.in_key > 0 and pitch_classes(tokenizer) is not None:
+        if options.in_key > 0 and hasattr(tokenizer, "pitch_class_mask"):  # pitches have keys
             row.key = KeyKeep(tokenizer, options.in_key, out.ids)
         return row
 

@@ -28,7 +28,7 @@ NEAR_REPEAT = 0.75  # a bar sharing this share (Jaccard) of its (position, pitch
 LINE_LEAP = 7  # semitones: a larger jump of the top voice is another voice, not the line
 LINE_GAP = 1.0  # beats of silence that break the top voice's run
 GROOVE_STEPS = 48  # positions per bar of the groove histogram (MuseMorphose's simGrv)
-_MAJOR = np.array([0, 2, 4, 5, 7, 9, 11])  # = its relative natural minor
+MAJOR = np.array([0, 2, 4, 5, 7, 9, 11])  # = its relative natural minor
 
 Piece = Any  # musicgen.measures.metrics.Notes (duck-typed to keep this module below metrics)
 
@@ -242,8 +242,12 @@ def scale_root(notes: Piece) -> int | None:
     pitches = np.asarray(notes.pitched().pitch)
     if len(pitches) == 0:
         return None
-    pc = np.bincount(pitches % 12, minlength=12)
-    return int(np.argmax([pc[(_MAJOR + root) % 12].sum() for root in range(12)]))
+    return int(np.argmax(scale_sizes(np.bincount(pitches % 12, minlength=12))))
+
+
+def scale_sizes(counts: np.ndarray) -> np.ndarray:
+    """int[12]: of pitch-class `counts` ([12]), how many lie in the major scale on each root."""
+    return np.array([counts[(MAJOR + root) % 12].sum() for root in range(12)])
 
 
 def in_scale_rate(notes: Piece, root: int | None) -> float:
@@ -251,7 +255,7 @@ def in_scale_rate(notes: Piece, root: int | None) -> float:
     pitches = np.asarray(notes.pitched().pitch)
     if root is None or len(pitches) == 0:
         return float("nan")
-    return float(np.isin(pitches % 12, (_MAJOR + root) % 12).mean())
+    return float(np.isin(pitches % 12, (MAJOR + root) % 12).mean())
 
 
 # groove and chroma similarity (MuseMorphose, Wu & Yang 2023; smg-metrics' simGrv / simChr)

@@ -32,12 +32,11 @@ from musicgen.measures.form import (  # noqa: F401  (re-exported: an import path
     onset_steps,
     repeated_bar_rate,
     rhythm_repeat_rate,
+    scale_sizes,
 )
 
 STACK_NOTES = 8  # an onset with this many notes or more is a "stack" (real POP909: < 0.01 %)
 SPARSE_BAR_NOTES = 2  # a bar with at most this many notes is "sparse"
-# Major-scale pitch-class set; natural minor scales are the same sets (relative keys).
-_MAJOR = np.array([0, 2, 4, 5, 7, 9, 11])
 
 
 @dataclass
@@ -137,8 +136,8 @@ def notes_from_score(score: symusic.Score) -> Notes:
     return make_notes(*cat, track_keys=keys, is_drum=drums)
 
 
-def load_notes(path: str | Path) -> Notes:
-    """Notes of a MIDI file; unreadable files are a one-line `MusicgenError`."""
+def load_score(path: str | Path) -> symusic.Score:
+    """A MIDI file, checked; unreadable files are a one-line `MusicgenError`."""
     path = Path(path)
     if not path.is_file():
         raise MusicgenError(f"{path}: MIDI file not found")
@@ -147,7 +146,12 @@ def load_notes(path: str | Path) -> Notes:
     except Exception as exc:  # symusic raises RuntimeError/ValueError on corrupt input
         raise MusicgenError(f"{path}: not a readable MIDI file ({exc})") from None
     check_score(score, str(path))
-    return notes_from_score(score)
+    return score
+
+
+def load_notes(path: str | Path) -> Notes:
+    """Notes of a MIDI file (`load_score`)."""
+    return notes_from_score(load_score(path))
 
 
 # ---------------------------------------------------------------------------------------------
@@ -254,8 +258,7 @@ def scale_consistency(notes: Notes) -> float:
     pitches = notes.pitched().pitch
     if len(pitches) == 0:
         return float("nan")
-    pc = np.bincount(pitches % 12, minlength=12)
-    best = max(pc[(_MAJOR + root) % 12].sum() for root in range(12))
+    best = scale_sizes(np.bincount(pitches % 12, minlength=12)).max()
     return float(best / len(pitches))
 
 
