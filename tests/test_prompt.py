@@ -15,11 +15,13 @@ import musicgen
 from musicgen.evaluate import song_prompt
 from musicgen.generation.prompt import (
     Prompt,
+    bars_with_music,
     encode_song,
     load_prompt,
     merge,
     midi_pairing,
     only_notes,
+    select_bars,
     tempo_at_bar,
 )
 
@@ -104,6 +106,27 @@ def test_bars_are_the_first_that_hold_music_with_their_pickup(models, tmp_path):
         model.prompt(path, prompt_bars=(0, 2))  # exact bars from time 0: silent, an error
     assert model.prompt(path, prompt_bars=(2, 5)).ids == prompt.ids
     assert original.note_num() + 2 == symusic.Score(str(path)).note_num()
+
+
+def test_bars_with_music_is_what_a_bars_prompt_may_ask(models, tmp_path):
+    """A bundled song, the same a bar later (a silent first bar, as the whole-song model often
+    writes) and two bars and a pickup later: the same bars with music, and `select_bars` takes
+    exactly that many, one more is refused with that count."""
+    tok = models["remi"].tokenizer
+    score = symusic.Score(str(POP[4]))  # its first note starts in bar 0, beat 1
+    late = tmp_path / "late_by_a_bar.mid"
+    score.shift_time(4 * score.ticks_per_quarter).dump_midi(str(late))
+    pickup, _ = _pickup_song(tmp_path)
+    own = encode_song(tok, POP[4])
+    count = bars_with_music(tok, own)
+    assert count == len(tok.bar_starts(np.asarray(own))) > 2
+    for path in (late, pickup):
+        ids = encode_song(tok, path)
+        assert bars_with_music(tok, ids, path.name) == count, path.name
+        assert len(tok.bar_starts(np.asarray(ids))) > count  # the silent bars are bars
+        assert select_bars(tok, ids, count, where=path.name).notes.note_num() > 0
+        with pytest.raises(musicgen.MusicgenError, match=f"has {count} bars, fewer than"):
+            select_bars(tok, ids, count + 1, where=path.name)
 
 
 def test_remi_prompt_is_fed_up_to_the_next_bar(models):

@@ -18,7 +18,9 @@ from musicgen.studio import controls, inputs, jobs
 from tests import hostile
 from tests.paths import DATA, ROOT
 
-MODEL = ROOT / "checkpoints" / "pop909_piano_sine_spe_gated"
+LABEL = "pop909_sine_spe_gated"  # the page's default: whole songs with melody and form
+MODEL = ROOT / "checkpoints" / LABEL
+PIANO = "pop909_piano_sine_spe_gated"  # one voice, no sections: what a form box is hidden for
 SONG = ROOT / "data" / "demo" / "pop909_005.mid"
 SONG_TOKENS = ROOT / "configs" / "tokenizer" / "remi_song.yaml"
 
@@ -53,14 +55,14 @@ def write_score(path: Path, drums: bool, notes: int = 4) -> Path:
 
 def test_only_the_given_and_shipped_models_are_reachable(cache, tmp_path):
     choices = jobs.model_choices([MODEL])
-    assert list(choices)[0] == "pop909_piano_sine_spe_gated"  # a --checkpoint comes first, once
+    assert list(choices)[0] == LABEL  # a --checkpoint comes first, once
     assert set(jobs.shipped_models()) <= set(choices)
     assert len(choices) == len(jobs.shipped_models())
     with pytest.raises(MusicgenError, match="not one of this studio's models"):
         cache.get(str(MODEL))  # a server path typed in the page is not a label
     with pytest.raises(MusicgenError, match="nope: model not found"):
         jobs.model_choices(["nope"])
-    assert "pop909" in cache.card("pop909_piano_sine_spe_gated")
+    assert "pop909" in cache.card(LABEL)
 
 
 def test_a_model_that_fails_to_load_is_one_line(tmp_path):
@@ -145,13 +147,14 @@ def test_each_page_gets_its_own_session(tmp_path):
 
 
 def test_generate_renders_midi_roll_and_audio_and_repeats_with_its_seed(cache, tmp_path):
-    model = cache.get("pop909_piano_sine_spe_gated")
+    model = cache.get(LABEL)
     session = jobs.Session(tmp_path)
-    [piece] = jobs.run_generate(model, session, "pop", bars=1, num=1, seed=5, temperature=1.0)
-    assert piece.seed == 5 and piece.label.startswith("gen_001: pop, seed 5")
+    [piece] = jobs.run_generate(model, session, "pop", bars=2, num=1, seed=3, temperature=1.0)
+    assert piece.seed == 3 and piece.label.startswith("gen_001: pop, seed 3")
+    assert notes_of(piece.midi)  # a piece with notes (seed 5 writes a silent bar)
     assert piece.midi.parent == session.dir() and piece.png.read_bytes()[:4] == b"\x89PNG"
     assert piece.audio is not None and piece.audio.stat().st_size > 44
-    again = jobs.run_generate(model, session, "pop", bars=1, seed=5, temperature=1.0)
+    again = jobs.run_generate(model, session, "pop", bars=2, seed=3, temperature=1.0)
     assert again[0].midi.read_bytes() == piece.midi.read_bytes()
     assert [p.label[:7] for p in session.pieces] == ["gen_001", "gen_002"]
     with pytest.raises(MusicgenError, match="bars: must be >= 1"):
@@ -163,7 +166,7 @@ def test_generate_renders_midi_roll_and_audio_and_repeats_with_its_seed(cache, t
 
 
 def test_continue_keeps_the_prompt_and_refuses_bad_prompts(cache, tmp_path):
-    model = cache.get("pop909_piano_sine_spe_gated")
+    model = cache.get(LABEL)
     session = jobs.Session(tmp_path)
     [piece] = jobs.run_continue(model, session, "pop", SONG, prompt_bars=2, new_bars=1, seed=2)
     assert "continues 2 bars of pop909_005.mid" in piece.label
@@ -192,7 +195,7 @@ def test_stop_keeps_the_whole_bars_written(cache, tmp_path):
     """Stop during a 64-bar job: the sampler ends at its next step, and the piece keeps the
     whole bars it had written, labelled with where it stopped: the same notes as that seed
     asked for exactly those bars."""
-    model = cache.get("pop909_piano_sine_spe_gated")
+    model = cache.get(LABEL)
     session = jobs.Session(tmp_path)
     seen = []
 
@@ -214,7 +217,7 @@ def test_a_job_whose_page_left_keeps_nothing(cache, tmp_path):
     """Closing or reloading the page (`JobFlag.leave`) stops the job with nothing kept."""
     from musicgen.studio.running import JobFlag
 
-    model = cache.get("pop909_piano_sine_spe_gated")
+    model = cache.get(LABEL)
     session = jobs.Session(tmp_path)
     flag = JobFlag()
 
@@ -274,10 +277,10 @@ def test_a_page_that_left_has_its_job_counted_once_whichever_signal_came_first()
 def test_left_out_values_are_the_page_and_the_model_own(cache, tmp_path):
     """None for every value: the page's bars (inputs.PAGE) and the model's sampling, the same
     piece as those values given."""
-    model = cache.get("pop909_piano_sine_spe_gated")
+    model = cache.get(LABEL)
     session = jobs.Session(tmp_path)
     own = jobs.sampling_defaults(model)
-    assert own == {"temperature": 1.0, "top_k": 0, "top_p": 0.9, "repeat": 4.0}
+    assert own == {"temperature": 1.0, "top_k": 0, "top_p": 0.9, "repeat": 5.0}
     args = {"bars": 1, "seed": 4}
     [left] = jobs.run_generate(model, session, "pop", num=None, chords=None, tempo=None,
                                transpose=None, temperature=None, top_p=None, **args)  # fmt: skip
@@ -287,11 +290,12 @@ def test_left_out_values_are_the_page_and_the_model_own(cache, tmp_path):
 
 
 def test_tempo_and_transposition_change_the_result_only(cache, tmp_path):
-    model = cache.get("pop909_piano_sine_spe_gated")
+    model = cache.get(LABEL)
     session = jobs.Session(tmp_path)
-    [plain] = jobs.run_generate(model, session, "pop", bars=1, seed=2)
-    [moved] = jobs.run_generate(model, session, "pop", bars=1, seed=2, tempo=90, transpose=-3)
+    [plain] = jobs.run_generate(model, session, "pop", bars=2, seed=3)  # (seed 2 is silent)
+    [moved] = jobs.run_generate(model, session, "pop", bars=2, seed=3, tempo=90, transpose=-3)
     a, b = notes_of(plain.midi), notes_of(moved.midi)
+    assert a
     assert [p - 3 for _, p in a] == [p for _, p in b] and [t for t, _ in a] == [t for t, _ in b]
     assert symusic.Score(str(moved.midi)).tempos[0].qpm == pytest.approx(90)
     with pytest.raises(MusicgenError, match="transpose: must be >= -12"):
@@ -301,7 +305,7 @@ def test_tempo_and_transposition_change_the_result_only(cache, tmp_path):
 
 
 def test_chord_names_and_the_prompt_end_reach_the_player(cache, tmp_path):
-    model = cache.get("pop909_piano_sine_spe_gated")
+    model = cache.get(LABEL)
     session = jobs.Session(tmp_path)
     [forced] = jobs.run_generate(model, session, "pop", bars=2, seed=5, chords="Am F")
     assert forced.roll.chords[:2] == ["Am", "F"] and forced.roll.prompt_end is None
@@ -315,6 +319,33 @@ def test_chord_names_and_the_prompt_end_reach_the_player(cache, tmp_path):
 
     drawn = svg(cont.roll, "audio-0")
     assert "mg-prompt-end" in drawn and ">C<" in drawn and 'data-audio="audio-0"' in drawn
+
+
+def test_continue_this_piece_asks_for_the_bars_the_prompt_rule_finds(cache, tmp_path):
+    """'Continue this piece' (`Actions.take_on`) on a piece of 9 bars whose first is silent,
+    as the whole-song model often writes: it hands the Continue tab the 8 bars from the first
+    note, which the prompt rule takes whole (the piece's own 9 it refuses); a long piece is
+    capped at the page's longest prompt."""
+    pytest.importorskip("gradio")
+    from musicgen.studio import app
+
+    song = symusic.Score(str(SONG))
+    bar = 4 * song.ticks_per_quarter
+    session = jobs.Session(tmp_path)
+    midi = session.dir() / "gen_001.mid"
+    song.clip(0, 8 * bar).shift_time(bar).dump_midi(str(midi))
+    piece = jobs.Piece("gen_001: late", midi, midi.with_suffix(".png"), None, 1, bars=9)
+    session.shown = [piece]
+    take = app.Actions(cache, LABEL).take_on
+    path, _, mode, bars = take(0)(LABEL, session)
+    assert (path, mode, bars) == (str(midi), "bars", 8)
+    model = cache.get(LABEL)
+    assert model.prompt(path, bars=bars).bars == 8
+    with pytest.raises(MusicgenError, match="has 8 bars, fewer than the 9 asked"):
+        model.prompt(path, bars=piece.bars)
+    assert jobs.whole_prompt_bars(model, SONG) == inputs.MAX_PROMPT_BARS
+    with pytest.raises(MusicgenError, match="no piece here to continue"):
+        take(1)(LABEL, session)
 
 
 def test_a_form_sets_the_bars_and_writes_its_sections(songs, tmp_path):
@@ -356,7 +387,7 @@ def test_a_bad_form_is_one_line(songs, tmp_path, form, message):
 
 
 def test_a_form_on_a_model_without_sections_is_one_line(cache, tmp_path):
-    model = cache.get("pop909_piano_sine_spe_gated")
+    model = cache.get(PIANO)
     with pytest.raises(MusicgenError, match="^form: this model writes no song sections") as e:
         jobs.run_generate(model, jobs.Session(tmp_path), "pop", seed=1, form="A2B2")
     assert "\n" not in str(e.value)
@@ -372,12 +403,13 @@ def test_the_form_box_shows_for_song_models_only(cache, songs, tmp_path):
 
     song_cache, label = songs
     both = jobs.ModelCache({**cache.choices, **song_cache.choices}, "cpu")
-    act = app.Actions(both, "pop909_piano_sine_spe_gated")
-    pop, song = act.on_model("pop909_piano_sine_spe_gated"), act.on_model(label)
+    act = app.Actions(both, PIANO)
+    pop, song = act.on_model(PIANO), act.on_model(label)
     assert pop[2]["visible"] is True and pop[3] == {"__type__": "update", "visible": False,
                                                     "value": ""}  # fmt: skip
     assert song[2]["visible"] is True and song[3]["visible"] is True
     assert len(song) == 5 + len(inputs.SAMPLING)
+    assert act.on_model(LABEL)[3]["visible"] is True  # the default model writes sections
 
 
 def test_the_form_preview_lays_chords_over_the_sections():

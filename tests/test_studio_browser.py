@@ -1,18 +1,19 @@
 """`musicgen studio` in a real browser: headless Chromium (Debian's `chromium`) driven by
 Playwright, against the studio started as a user starts it (`musicgen studio`, a subprocess on
-a free port) with the shipped pop909_piano_sine_spe_gated model and 2-bar pieces.
+a free port) with the shipped whole-song model pop909_sine_spe_gated (the page's default)
+and 2-bar pieces.
 
-One page generates, plays (the player's playhead moves), downloads, continues the piece it
-made ("Continue this piece") and a bundled POP909 song with chords, gets a text file named .mid
-refused, shows a long job's progress in bars, stops it (the bars written are kept, shown and
-downloadable) and still generates after it. The defaults: the endpoints called with one
-argument get the model's own values, which the page shows, and the same piece as the page
-for the same seed; ↺ brings a changed value back. Words and layout: model names, the summary
-first, advanced settings folded, the progression bar by bar, variations side by side, a page
-400 px wide. A page reloaded mid-job stops that job. Two gradio_client sessions generate at
-once and each gets its own result (the same bytes as that seed alone). Skipped, with the
-reason, where gradio, Playwright or Chromium is missing (.ci/run installs Chromium, so CI runs
-them).
+One page generates, plays (the player's playhead moves), downloads, continues the piece it made
+("Continue this piece": the piece from its first note) and a bundled POP909 song with chords,
+gets a text file named .mid refused, shows a long job's progress in bars, stops it (the bars
+written are kept, shown and downloadable) and still generates after it. The defaults: the
+endpoints called with one argument get the model's own values, which the page shows, and the
+same piece as the page for the same seed; ↺ brings a changed value back. Words and layout:
+model names, the summary first, advanced settings folded, the progression bar by bar,
+variations side by side, a page 400 px wide. A page reloaded mid-job stops that job. Two
+gradio_client sessions generate at once and each gets its own result (the same bytes as that
+seed alone). Skipped, with the reason, where gradio, Playwright or Chromium is missing (.ci/run
+installs Chromium, so CI runs them).
 """
 
 from __future__ import annotations
@@ -50,7 +51,8 @@ CHROMIUM_ARGS = [
     "--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
     "--disable-component-update", "--disable-sync", "--no-first-run",
 ]  # fmt: skip
-MODEL = ROOT / "checkpoints" / "pop909_piano_sine_spe_gated"
+LABEL = "pop909_sine_spe_gated"
+MODEL = ROOT / "checkpoints" / LABEL
 PROMPT = ROOT / "data" / "demo" / "pop909_005.mid"
 WAIT_MS = 120_000  # a generous bound for one 2-bar job on a loaded 2-core machine
 SERVER_LINES: list[str] = []  # what the studio printed (its "a page closed" lines)
@@ -189,6 +191,7 @@ def test_generate_play_download_continue_and_bad_upload(studio, browser, tmp_pat
     # play: the browser's player advances through the WAV, and the roll's playhead with it
     player = page.locator("#audio-0 audio")
     page.wait_for_function("document.querySelector('#audio-0 audio').readyState >= 1")
+    player.scroll_into_view_if_needed()  # the form box pushes it down the page
     box = player.bounding_box()
     page.mouse.click(box["x"] + 20, box["y"] + box["height"] / 2)  # the player's play button
     page.wait_for_function("document.querySelector('#audio-0 audio').currentTime > 0.5")
@@ -201,22 +204,25 @@ def test_generate_play_download_continue_and_bad_upload(studio, browser, tmp_pat
     onsets = [t for t, _ in notes_of(made)]
     assert onsets and max(onsets) < 8
 
-    # continue this piece: it becomes the prompt, whole, and the result starts with it
+    # continue this piece: it becomes the prompt, whole from its first note (the piece of
+    # seed 3 starts in its second bar: a 1-bar prompt), and the result starts with it
+    assert min(onsets) == 4
     page.locator("#continue-this-0").click()
     page.wait_for_selector("#prompt-roll img", timeout=WAIT_MS)
-    assert number(page, "prompt-bars") == 2
+    assert number(page, "prompt-bars") == 1
     set_number(page, "new-bars", 2)
     page.locator("#continue").click()
     label = wait_for_piece(page, "cont_", first)
-    assert "continues 2 bars of gen_001.mid" in label
+    assert "continues 1 bars of gen_001.mid" in label
     assert page.locator("#player-0 .mg-prompt-end").count() == 1  # where the prompt ends
     continued = download_midi(page, tmp_path)
-    assert notes_of(continued, 8) == notes_of(made, 8)
+    assert notes_of(continued, 4) == [(t - 4, p) for t, p in notes_of(made)]
 
     # continue a bundled song under chords: the prompt is kept, the new bars follow the chords
     page.locator("#prompt-file button[aria-label='Clear']").first.click()
     page.locator("#prompt-file input[type=file]").set_input_files(str(PROMPT))
     page.wait_for_selector("#prompt-roll img", timeout=WAIT_MS)
+    set_number(page, "prompt-bars", 2)  # the piece before set 1
     page.locator("#chords textarea").fill("Am F")
     page.locator("#continue").click()
     label = wait_for_piece(page, "cont_", label)
@@ -274,8 +280,8 @@ def test_defaults_are_the_model_own_through_the_api_and_the_page(studio, browser
     page = open_page(browser)
     open_advanced(page)
     shown = {k: number(page, k) for k in ("temperature", "top-k", "top-p", "repeat")}
-    assert shown == {"temperature": 1.0, "top-k": 0.0, "top-p": 0.9, "repeat": 4.0}
-    assert "temperature 1, top-k 0, top-p 0.9, bar repeats 4)" in message  # the page's values
+    assert shown == {"temperature": 1.0, "top-k": 0.0, "top-p": 0.9, "repeat": 5.0}
+    assert "temperature 1, top-k 0, top-p 0.9, bar repeats 5)" in message  # the page's values
     set_number(page, "bars", 2)
     set_number(page, "seed", seed)
     page.locator("#generate").click()
@@ -291,14 +297,15 @@ def test_defaults_are_the_model_own_through_the_api_and_the_page(studio, browser
     )
     # /continue with its one required thing, the prompt: the page's 2 bars, 4 new bars
     out = client.predict(prompt=gradio_client.handle_file(str(PROMPT)), api_name="/continue")
-    assert "temperature 1, top-k 0, top-p 0.9, bar repeats 4)" in out[-1]
+    assert "temperature 1, top-k 0, top-p 0.9, bar repeats 5)" in out[-1]
     assert max(t for t, _ in notes_of(Path(out[2][0]))) < 24  # 2 + 4 bars
     page.close()
 
 
 def test_words_progression_variations_and_a_narrow_window(studio, browser):
     page = open_page(browser, width=400)
-    assert page.locator("#model input").input_value() == "Pop piano with chords (one voice)"
+    title = "Pop songs with melody, form and chords"
+    assert page.locator("#model input").input_value() == title
     assert "POP909" in page.locator("#summary").inner_text()  # what to expect, first
     assert not page.locator("#temperature").is_visible()  # folded: advanced settings
     assert "tokens" not in page.locator("body").inner_text()  # no jargon on the page
@@ -357,9 +364,7 @@ def test_two_generations_at_once_get_their_own_results(studio, tmp_path):
         client = gradio_client.Client(
             studio, verbose=False, download_files=str(tmp_path / str(seed))
         )
-        results[seed] = client.predict(
-            "pop909_piano_sine_spe_gated", 2, 1, seed, 1.2, 0, 0.9, 0, "", api_name="/generate"
-        )
+        results[seed] = client.predict(LABEL, 2, 1, seed, 1.2, 0, 0.9, 0, "", api_name="/generate")
 
     threads = [threading.Thread(target=call, args=(seed,)) for seed in (11, 12)]
     for t in threads:
@@ -374,9 +379,7 @@ def test_two_generations_at_once_get_their_own_results(studio, tmp_path):
         assert f"seed {seed}" in r[-1]  # the message names this call's seed
     call_again = {}
     client = gradio_client.Client(studio, verbose=False, download_files=str(tmp_path / "again"))
-    call_again = client.predict(
-        "pop909_piano_sine_spe_gated", 2, 1, 11, 1.2, 0, 0.9, 0, "", api_name="/generate"
-    )
+    call_again = client.predict(LABEL, 2, 1, 11, 1.2, 0, 0.9, 0, "", api_name="/generate")
     assert Path(call_again[2][0]).read_bytes() == midi[11].read_bytes()  # no cross-talk
 
     # bad input through the API: a clear error, the server still answers
@@ -384,8 +387,8 @@ def test_two_generations_at_once_get_their_own_results(studio, tmp_path):
     fake.write_text("not midi")
     with pytest.raises(Exception, match="fake.mid: not a MIDI file"):
         client.predict(
-            "pop909_piano_sine_spe_gated", gradio_client.handle_file(str(fake)), "bars", 2, 8, 2, 1,
-            5, 1.2, 0, 0.9, 0, api_name="/continue",
+            LABEL, gradio_client.handle_file(str(fake)), "bars", 2, 8, 2, 1, 5, 1.2, 0, 0.9, 0,
+            api_name="/continue",
         )  # fmt: skip
 
 

@@ -2,8 +2,9 @@
 in count (a fixed number of clients and requests) and in time (every wait has a deadline).
 
 A studio runs in this process (`app.launch`, one job at a time) with the shipped
-pop909_piano_sine_spe_gated model and a `slow` model: the same model behind a sampler that takes
-one short step at a time for as long as it is not cancelled, and counts the jobs running at once.
+pop909_sine_spe_gated model, the one-voice piano model (no song sections) and a `slow` model:
+the same song model behind a sampler that takes one short step at a time for as long as it is
+not cancelled, and counts the jobs running at once.
 The command (`musicgen studio`, a subprocess) is started for the signal and port cases.
 """
 
@@ -30,8 +31,9 @@ gr = pytest.importorskip("gradio", reason="the studio extra is not installed (gr
 gradio_client = pytest.importorskip("gradio_client")
 httpx = pytest.importorskip("httpx")
 
-MODEL = ROOT / "checkpoints" / "pop909_piano_sine_spe_gated"
-LABEL = "pop909_piano_sine_spe_gated"
+MODEL = ROOT / "checkpoints" / "pop909_sine_spe_gated"
+LABEL = "pop909_sine_spe_gated"
+PIANO = "pop909_piano_sine_spe_gated"  # no song sections: a form is refused for it
 HOST = "127.0.0.1"
 WAIT_S = 120  # the bound of any one wait (a 1-bar job on a loaded 2-core machine)
 STEP_S = 0.02  # one step of the slow model's sampler
@@ -87,7 +89,7 @@ def studio(tmp_path_factory):
     from musicgen.studio import app
 
     root = tmp_path_factory.mktemp("studio")
-    models = jobs.ModelCache({LABEL: MODEL, "slow": MODEL}, "cpu")
+    models = jobs.ModelCache({LABEL: MODEL, "slow": MODEL, PIANO: MODEL.parent / PIANO}, "cpu")
     slow = Slow(models.get(LABEL))
     models._models["slow"] = slow
     page = app.launch(models, root, HOST, free_port(), concurrency=1, default=LABEL)
@@ -280,7 +282,7 @@ def test_twenty_clients_submitting_and_cancelling_keep_one_job_at_a_time(studio)
         ({"temperature": "hot"}, "temperature: must be a number"),
         ({"chords": ["C"]}, "chords: unknown chord"),
         ({"form": "/etc/human_label1.txt"}, "form: give a form like"),  # no server file read
-        ({"form": "A2B2"}, "form: this model writes no song sections"),
+        ({"label": PIANO, "form": "A2B2"}, "form: this model writes no song sections"),
     ],
 )
 def test_a_bad_number_through_the_api_is_one_line_naming_it(studio, change, message):

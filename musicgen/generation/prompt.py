@@ -291,6 +291,20 @@ def music_start(tokenizer: Tokenizer, ids: list[int], where: str) -> tuple[int, 
     return first // length, first % length >= length // 2
 
 
+def bars_with_music(
+    tokenizer: Tokenizer,
+    ids: list[int],
+    where: str = "prompt",
+    start: tuple[int, bool] | None = None,
+) -> int:
+    """The most bars a `bars=N` prompt may ask of a song: its bars from the first that holds a
+    note (a pickup's bar not counted as a bar of its own), the count `select_bars` checks N
+    against, so that a caller asking for a whole song asks for what the rule will find.
+    `start`: `music_start`'s answer where the caller has it (each call decodes the song)."""
+    first, pickup = music_start(tokenizer, ids, where) if start is None else start
+    return len(tokenizer.bar_starts(np.asarray(ids, dtype=np.int64))) - first - int(pickup)
+
+
 def select_bars(
     tokenizer: Tokenizer,
     ids: list[int],
@@ -311,7 +325,7 @@ def select_bars(
         n = check_int("bars", 2 if bars is None else bars, 1, MAX_NEW_BARS)
         first, pickup = music_start(tokenizer, ids, where)
         start, end = first, first + n + int(pickup)
-        have = len(tokenizer.bar_starts(np.asarray(ids, dtype=np.int64))) - end + n
+        have = bars_with_music(tokenizer, ids, where, (first, pickup))
         if have < n:
             after = "after its pickup" if pickup else "from its first note on"
             raise MusicgenError(f"{where}: has {have} bars, fewer than the {n} asked ({after})")

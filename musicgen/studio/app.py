@@ -279,13 +279,13 @@ class Actions:
 
     def take_on(self, k: int) -> Callable:
         """'Continue this piece' of slot k: the piece becomes the Continue tab's prompt, all
-        of it (up to the page's longest prompt)."""
+        of it as the chosen model's prompt rule counts it (`jobs.whole_prompt_bars`)."""
 
-        def take(session):
+        def take(label, session):
             piece = session.shown[k] if k < len(session.shown) else None
             if piece is None:
                 raise MusicgenError("continue: no piece here to continue")
-            bars = min(max(piece.bars or 1, 1), inputs.MAX_PROMPT_BARS)
+            bars = jobs.whole_prompt_bars(self.models.get(label or self.default), piece.midi)
             return str(piece.midi), gr.Tabs(selected="continue"), "bars", bars
 
         return take
@@ -467,7 +467,7 @@ def _wire(page: gr.Blocks, ui: SimpleNamespace, act: Actions) -> None:
     for k, btn in enumerate(ui.take):
         btn.click(
             _guarded(act.take_on(k)),
-            [ui.session],
+            [ui.model, ui.session],
             [ui.prompt, ui.tabs, ui.mode, ui.prompt_bars],
             **private,
         ).then(_guarded(act.preview), [ui.model, *prompt, ui.session], previewed, **private)

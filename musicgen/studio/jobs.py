@@ -17,6 +17,7 @@ from pathlib import Path
 
 from musicgen.errors import Cancelled
 from musicgen.generation.api import Model
+from musicgen.generation.prompt import bars_with_music, encode_song
 from musicgen.generation.render import piano_roll
 from musicgen.measures.metrics import notes_from_score
 from musicgen.studio.controls import check_form, settle_form
@@ -24,6 +25,7 @@ from musicgen.studio.inputs import (
     MAX_BARS,
     MAX_NEW_BARS,
     MAX_NUM,
+    MAX_PROMPT_BARS,
     check_chords,
     check_upload,
     given,
@@ -61,7 +63,7 @@ __all__ = [
     "Look", "ModelCache", "Piece", "Session", "check_disk", "chord_name", "chords_per_bar",
     "folder_bytes", "has_chord_tokens", "model_choices", "model_defaults", "page_defaults",
     "prompt_preview", "render", "run_continue", "run_generate", "sampling_defaults",
-    "save_audio", "shipped_models",
+    "save_audio", "shipped_models", "whole_prompt_bars",
 ]  # fmt: skip
 
 
@@ -191,3 +193,14 @@ def prompt_preview(model: Model, session: Session, path, mode="bars", bars=2, se
     stem = session.next_stem("prompt")
     title = f"prompt: {Path(path).name}, {prompt.bars} bars as the model reads them"
     return piano_roll(notes_from_score(prompt.notes), folder / f"{stem}.png", title=title)
+
+
+def whole_prompt_bars(model: Model, path) -> int:
+    """The prompt bars that take a piece on whole ('Continue this piece'): its bars as the
+    prompt rule counts them (`prompt.bars_with_music`: from its first note, which a song model
+    often writes after a silent bar), read through this model's tokenizer as the Continue tab
+    reads the file, within the page's longest prompt and at least 1; a piece without notes is
+    the upload's one line."""
+    check_upload(path, model.tokenizer.name)
+    ids = encode_song(model.tokenizer, path)
+    return min(max(bars_with_music(model.tokenizer, ids, Path(path).name), 1), MAX_PROMPT_BARS)
