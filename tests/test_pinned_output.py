@@ -21,7 +21,7 @@ SONG = DATA / "pop909" / "001" / "001.mid"
 CASES = {
     "generate": (
         ["generate", "--checkpoint", "pop909_sine_spe_gated", "--bars", "4"],
-        ["e5f1373a2c3d85d9de2229d05ea616dd835aa213", "b763f786347eb5f183c8f9b573bc993cb8f1cf00"],
+        ["5ee721026a5cc70c9bcb9876851d95f4b8e5fba5", "b763f786347eb5f183c8f9b573bc993cb8f1cf00"],
     ),
     "continue": (
         ["continue", "--checkpoint", "pop909_sine_spe_gated", "--prompt", str(SONG)]

@@ -26,6 +26,7 @@ from musicgen.generation.filters import (  # noqa: F401 (re-exported: the sample
 )
 from musicgen.generation.key import KeyKeep
 from musicgen.generation.melody import MelodyRange
+from musicgen.generation.opening import MusicFirst
 from musicgen.generation.repeat import BarEcho
 from musicgen.limits import SAMPLING_RANGES, check_option
 from musicgen.tokenizers.base import Grammar, Tokenizer
@@ -297,19 +298,20 @@ class _Row:
     echo: BarEcho | None = None  # with `repeat`: the bars the current one copies so far
     melody: MelodyRange | None = None  # with `melody_range`: the melody's span so far
     key: KeyKeep | None = None  # with `in_key`: the pitch classes so far
+    opening: MusicFirst | None = None  # with masking, no note yet: the first bar must sound
 
     def allowed(self) -> np.ndarray:
         """The grammar's mask, narrowed by `first` while nothing is sampled yet, without the
-        end token before `no_end_before` sampled ids, by the grammar's `sampling_mask` and by
-        the melody's range."""
+        end token before `no_end_before` sampled ids, by the grammar's `sampling_mask`, by the
+        melody's range and by the opening rule."""
         mask = np.array(self.grammar.allowed(), dtype=bool)  # a copy: the grammar's may be shared
         if self.first is not None and self.out.sampled == 0:
             mask &= self.first
         if self.out.sampled < self.no_end_before and self.eos_id >= 0:
             mask[self.eos_id] = False
         narrow = getattr(self.grammar, "sampling_mask", None)  # a caller's wrap may have none
-        melody = self.melody.mask() if self.melody is not None else None
-        for own in (narrow() if narrow is not None else None, melody):
+        rules = (self.melody, self.opening)
+        for own in (narrow() if narrow is not None else None, *(r.mask() for r in rules if r)):
             if own is not None and (mask & own).any():  # never an empty draw (a `first` clash)
                 mask &= own
         return mask
@@ -342,6 +344,9 @@ class _Row:
             row.melody = MelodyRange(tokenizer, options.melody_range, out.ids)
         if options.in_key > 0 and hasattr(tokenizer, "pitch_class_mask"):  # pitches have keys
             row.key = KeyKeep(tokenizer, options.in_key, out.ids)
+        if options.grammar and MusicFirst.applies(tokenizer):
+            opening = MusicFirst(tokenizer, out.ids)
+            row.opening = None if opening.sounded else opening
         return row
 
     def accept(self, tokenizer: Tokenizer, tok: int, bars: int | None, max_new: int) -> None:
@@ -352,12 +357,9 @@ class _Row:
         out.sampled += 1
         if out.bars is not None:
             out.bars.push(tok)
-        if self.echo is not None:
-            self.echo.push(tok)
-        if self.melody is not None:
-            self.melody.push(tok)
-        if self.key is not None:
-            self.key.push(tok)
+        for rule in (self.echo, self.melody, self.key, self.opening):
+            if rule is not None:
+                rule.push(tok)
         out.errors = self.grammar.errors - self.prompt_errors
         if self.grammar.finished() or tok == tokenizer.eos_id:
             self.finish("end")

@@ -1,0 +1,57 @@
+"""The opening rule of the sampler: a piece written from scratch sounds in its first bar.
+
+POP909's songs, read on their annotated bars, open with a silent bar where the tune starts with
+a pickup (the whole-song data, `prepare --structure`), so a model trained on them opens with an
+empty bar now and then: a 1-bar piece from scratch can hold no note at all, and the studio's
+"Continue this piece" has nothing to take on. Until the piece's first note, the ids that open
+the next bar and the end token are not drawn; at the bar's last position only a note may come,
+so the bar can always close. It applies to vocabularies that open bars with a token (REMI) and
+reads only ids, in constant time per id (`push`); a prompt with a note leaves it off.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from musicgen.tokenizers.base import Tokenizer
+
+
+class MusicFirst:
+    """One sequence's state: whether a note has come yet, and where the first bar stands."""
+
+    def __init__(self, tokenizer: Tokenizer, ids: list[int]) -> None:
+        tt = tokenizer.time_tables()
+        self._opens_bar = tt.bar.astype(bool)
+        self._starts_note = np.asarray(tt.note, dtype=bool)
+        self._position = np.where(self._opens_bar, -1, tt.position)  # Position_p: p
+        self._last = tt.positions_per_bar - 1
+        self._closers = self._opens_bar.copy()
+        self._closers[tokenizer.eos_id] = True
+        self.bars, self.pos, self.sounded = 0, 0, False
+        for tok in ids:
+            self.push(int(tok))
+
+    @staticmethod
+    def applies(tokenizer: Tokenizer) -> bool:
+        """Whether the vocabulary opens bars with a token and marks its notes' first ids."""
+        tt = tokenizer.time_tables()
+        return tt.note is not None and bool(np.asarray(tt.bar).any())
+
+    def push(self, tok: int) -> None:
+        if self.sounded or not 0 <= tok < len(self._opens_bar):
+            return
+        if self._opens_bar[tok]:
+            self.bars, self.pos = self.bars + 1, 0
+        elif self._position[tok] >= 0:
+            self.pos = int(self._position[tok])
+        elif self._starts_note[tok]:
+            self.sounded = True
+
+    def mask(self) -> np.ndarray | None:
+        """bool[V]: what may come next while the first bar is still silent; None once a note
+        has come (or before the first bar opens)."""
+        if self.sounded or self.bars == 0:
+            return None
+        if self.pos == self._last:  # the bar's last position: its note now
+            return self._starts_note.copy()
+        return ~self._closers
