@@ -134,8 +134,8 @@ elif [ "$WHAT" = maestro ]; then
   $BIN/musicgen evaluate music $E/samples_$name --reference $E/maestro_reference \
     --checkpoint checkpoints/$name --out $E/music_$name
 elif [ "$WHAT" = groove ]; then
-  # the committed phase (training/groove_pop909_phase1) unless GROOVE_RUN names a run folder
-  ship groove_sine_spe_gated ${GROOVE_RUN:-training/groove_pop909_phase1/groove_small}
+  # the committed phase (training/groove_pop909_phase2) unless GROOVE_RUN names a run folder
+  ship groove_sine_spe_gated ${GROOVE_RUN:-training/groove_pop909_phase2/groove_small}
   $BIN/musicgen evaluate nll --checkpoint checkpoints/groove_sine_spe_gated \
     --data data/prepared/trio_pop909 --max-len 2048 --out $E/groove_nll
   # continue 2-bar prompts of unseen (test) styles, style similarity per time segment
