@@ -7,7 +7,11 @@ C x C quadratic form, across chunks it adds the sums (S, z) of all earlier chunk
 scan over the N / C chunk summaries, never over positions). Keys carry a causal stabiliser (a
 running max, see features.py), so key j counts exp(s_j - s_n) for query n. Memory
 O(N (C + M Dv / C)) per head.
-All of it runs in float32, also under autocast.
+Without autocast all of it runs in float32. Under bf16 autocast (`matmul_dtype`) the products
+(q k^T per chunk, the chunk summaries k^T v, the fused output product) take bf16 operands, while
+the feature maps' exponents and stabiliser, the reweighting masks, the carried sums across chunks,
+the final division and the recurrent state stay float32: they carry the range (exponentials,
+sums over the whole sequence) that bf16's 8-bit mantissa would lose.
 """
 
 from __future__ import annotations
@@ -22,6 +26,16 @@ from musicgen.errors import MusicgenError
 from musicgen.model.features import FEATURE_MAPS
 
 
+def matmul_dtype(device_type: str) -> torch.dtype:
+    """The operand dtype of the attention's and the SPE contraction's products: bfloat16 under
+    bf16 autocast (a CPU's bf16 units run them several times faster than float32), float32
+    otherwise (also under fp16 autocast: fp16's range is too narrow for the feature maps)."""
+    on = torch.is_autocast_enabled(device_type)
+    if on and torch.get_autocast_dtype(device_type) == torch.bfloat16:
+        return torch.bfloat16
+    return torch.float32
+
+
 def causal_linear_attention(
     phi_q: Tensor,
     phi_k: Tensor,
@@ -29,20 +43,22 @@ def causal_linear_attention(
     chunk: int = 64,
     eps: float = 1e-6,
     shift: Tensor | None = None,
+    dtype: torch.dtype = torch.float32,
 ) -> Tensor:
     """phi_q, phi_k (B, H, N, M), v (B, H, N, Dv) -> (B, H, N, Dv), float32.
 
     `shift` (B, H, N), non-decreasing along N: key j was stabilised by exp(-s_j) (a running max,
     as in the recurrent form), so query n weighs it by exp(s_j - s_n) <= 1: causal for any spread
-    of key exponents. None: one constant shift (or none), no reweighting.
+    of key exponents. None: one constant shift (or none), no reweighting. `dtype`: the products'
+    operands (`matmul_dtype`); the masks, carried sums and the division stay float32.
     """
     b, h, n, m = phi_q.shape
     dv = v.shape[-1]
     c = max(1, min(chunk, n))
     pad = (-n) % c
     # a ones column rides along with v: the denominator comes out of the same matmuls
-    v1 = torch.cat([v.float(), v.new_ones(b, h, n, 1, dtype=torch.float32)], -1)
-    phi_q, phi_k = phi_q.float(), phi_k.float()
+    v1 = torch.cat([v.to(dtype), v.new_ones(b, h, n, 1, dtype=dtype)], -1)
+    phi_q, phi_k = phi_q.to(dtype), phi_k.to(dtype)
     if pad:  # zero keys add nothing; padded queries are cut off below
         phi_q, phi_k, v1 = (torch.nn.functional.pad(t, (0, 0, 0, pad)) for t in (phi_q, phi_k, v1))
         if shift is not None:
@@ -55,25 +71,32 @@ def causal_linear_attention(
     if shift is None:
         a = a.tril()
         kv = k.transpose(-1, -2) @ vv  # (B, H, nc, M, Dv + 1): one summary per chunk
-        carried = torch.cat([kv.new_zeros(b, h, 1, m, dv + 1), kv[:, :, :-1].cumsum(2)], 2)
+        zero = kv.new_zeros(b, h, 1, m, dv + 1, dtype=torch.float32)
+        carried = torch.cat([zero, kv[:, :, :-1].cumsum(2, dtype=torch.float32)], 2)
     else:
         s = shift.float().reshape(b, h, nc, c)
         e = s[..., -1]  # (B, H, nc): the shift at each chunk's end
         e_prev = torch.cat([s[:, :, :1, 0], e[:, :, :-1]], 2)  # (B, H, nc), <= every s in chunk
         mask = torch.ones(c, c, dtype=torch.bool, device=q.device).tril()
         a = a.mul_((s[..., None, :] - s[..., :, None]).masked_fill(~mask, -math.inf).exp_())
-        kv = (k * (s - e[..., None]).exp()[..., None]).transpose(-1, -2) @ vv
-        carried = _carried_sums(kv, e)
-        q = q * (e_prev[..., None] - s).exp()[..., None]  # carried sums are in exp(-e_prev) units
+        kv = (k * _weights(s - e[..., None], dtype)).transpose(-1, -2) @ vv
+        carried = _carried_sums(kv.float(), e)  # float32 sums (one cast, not one per chunk)
+        q = q * _weights(e_prev[..., None] - s, dtype)  # carried sums are in exp(-e_prev) units
     flat = b * h * nc  # out = a @ vv + q @ carried (B, H, nc, C, Dv + 1), one fused product
     out = torch.baddbmm(
-        q.reshape(flat, c, m) @ carried.reshape(flat, m, dv + 1),
+        q.reshape(flat, c, m) @ carried.to(dtype).reshape(flat, m, dv + 1),
         a.reshape(flat, c, c),
         vv.reshape(flat, c, dv + 1),
     )
     num, den = out.view(b, h, nc, c, dv + 1).split([dv, 1], -1)  # backward: one cat
-    out = num / (den + eps)
+    out = num / (den.float() + eps)  # float32
     return out.reshape(b, h, nc * c, dv)[:, :, :n]
+
+
+def _weights(exponent: Tensor, dtype: torch.dtype) -> Tensor:
+    """exp(exponent) (B, H, nc, C) -> (B, H, nc, C, 1) in `dtype`: the exponent and its exp in
+    float32 (a difference of shifts, any size), rounded only as the products' operand."""
+    return exponent.exp()[..., None].to(dtype)
 
 
 def _carried_sums(kv: Tensor, e: Tensor) -> Tensor:
@@ -201,29 +224,37 @@ class CausalSelfAttention(nn.Module):
             shift=torch.full((batch_size, h), -1e30, device=device),
         )
 
-    def project(self, qkv: Tensor, codes=None) -> tuple[Tensor, Tensor, Tensor]:
+    def project(
+        self, qkv: Tensor, codes=None, dtype: torch.dtype | None = None
+    ) -> tuple[Tensor, Tensor, Tensor]:
         """qkv = self.qkv(x) (B, N, 3 d_model) -> q, k (B, H, N, D, or R with SPE codes), v
-        (B, H, N, D), float32: what the feature map sees (also used by attention figures)."""
+        (B, H, N, D): what the feature map sees (also used by attention figures), in `dtype`, the
+        products' operand dtype (`matmul_dtype`; None: float32, and the codes' own)."""
         b, n, _ = qkv.shape
-        q, k, v = qkv.float().view(b, n, 3, self.n_heads, self.head_dim).unbind(2)
+        dt = torch.float32 if dtype is None else dtype
+        q, k, v = qkv.to(dt).view(b, n, 3, self.n_heads, self.head_dim).unbind(2)
         if codes is not None:  # (B, N, H, D) -> (B, N, H, R)
-            q, k = codes.project(q, "q", self.gate), codes.project(k, "k", self.gate)
+            q, k = (codes.project(x, side, self.gate, dtype) for x, side in ((q, "q"), (k, "k")))
         return q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2)
 
     def forward(self, x: Tensor, codes=None, cache: AttentionCache | None = None) -> Tensor:
-        """x (B, N, d_model) -> (B, N, d_model). With `cache`, N must be 1 (one generation step)."""
+        """x (B, N, d_model) -> (B, N, d_model). With `cache`, N must be 1 (one generation step).
+        Under bf16 autocast the parallel form's products take bf16 operands (`matmul_dtype`); the
+        generation step and the fast_transformers reference stay float32 throughout."""
         b, n, _ = x.shape
         qkv = self.qkv(x)
+        parallel = cache is None and self.backend == "torch"
+        dtype = matmul_dtype(x.device.type) if parallel else torch.float32
         with torch.autocast(device_type=x.device.type, enabled=False):
-            q, k, v = self.project(qkv, codes)  # (B, H, N, .)
-            phi_q = self.features.query(q)
+            q, k, v = self.project(qkv, codes, dtype)  # (B, H, N, .)
+            phi_q = self.features.query(q, dtype)
             eps = self.features.eps
             if cache is None and self.backend == "fast_transformers":
                 phi_k, _ = self.features.key(k)  # one shift per sequence: the reference kernel
                 out = fast_transformers_attention(phi_q, phi_k, v, eps)
             elif cache is None:
-                phi_k, shift = self.features.key_causal(k)
-                out = causal_linear_attention(phi_q, phi_k, v, self.chunk, eps, shift)
+                phi_k, shift = self.features.key_causal(k, dtype)
+                out = causal_linear_attention(phi_q, phi_k, v, self.chunk, eps, shift, dtype)
             else:
                 out = cache.step(phi_q[:, :, 0], k, v[:, :, 0], self.features).unsqueeze(2)
             out = out.transpose(1, 2).reshape(b, n, -1)  # (B, N, d_model)

@@ -5,6 +5,8 @@ feature) and R realisations: per group of channels, output blocks of CONV_BLOCK 
 of S Toeplitz blocks (F bs x bs) times noise blocks (bs x blocks R), at the matmul rate and
 about (P + bs) / P of the direct correlation's FLOPs. It replaced full-length FFTs of every
 (channel, realisation) signal (the same codes up to float rounding, see tests/test_positional.py).
+Codes made for bf16 autocast run both products with bf16 operands (noise and Toeplitz blocks,
+float32 accumulation), the outputs in bf16; the filters and their gradient stay float32.
 """
 
 from __future__ import annotations
@@ -17,18 +19,22 @@ from torch.autograd.function import once_differentiable
 
 
 @torch.no_grad()
-def correlate(zb: Tensor, filt: Tensor, n_out: int) -> tuple[Tensor, ...]:
+def correlate(
+    zb: Tensor, filt: Tensor, n_out: int, dtype: torch.dtype | None = None
+) -> tuple[Tensor, ...]:
     """Noise in block layout (C, bs, nz, R) (`blocks_from_rows`) with nz >= the output blocks +
-    S - 1, filters (F, C, P) -> F tensors (n_out, C, R), without a graph (the filters get their
-    gradient from `filters_token`): per group of channels, S products (F bs x bs) @ (bs x
-    blocks R), each operand a view of the block layout."""
-    t = _toeplitz(filt, zb.shape[1])
+    S - 1, filters (F, C, P) -> F tensors (n_out, C, R) in `dtype` (the products' operands;
+    None: the noise's), without a graph (the filters get their gradient from `filters_token`):
+    per group of channels, S products (F bs x bs) @ (bs x blocks R), each operand a view of the
+    block layout."""
+    dtype = zb.dtype if dtype is None else dtype
+    t = _toeplitz(filt, zb.shape[1]).to(dtype)
     c, s, fbs, bs = t.shape
     nf, r, nb = fbs // bs, zb.shape[3], -(-n_out // bs)
     if zb.shape[1] != bs or zb.shape[2] < nb + s - 1:
         raise ValueError(f"noise blocks {tuple(zb.shape)} do not cover {n_out} outputs")
-    z2 = zb.reshape(c, bs, -1)  # (C, bs, nz R), a view of the block layout
-    out = zb.new_empty(nf, nb, bs, c, r)  # F x (nb bs, C, R): rows beyond n_out dropped
+    z2 = zb.reshape(c, bs, -1).to(dtype)  # (C, bs, nz R), (a view of) the block layout
+    out = zb.new_empty(nf, nb, bs, c, r, dtype=dtype)  # F x (nb bs, C, R): rows > n_out dropped
     for c0 in range(0, c, CONV_GROUP):
         c1 = min(c, c0 + CONV_GROUP)
         acc = torch.bmm(t[c0:c1, 0], z2[c0:c1, :, : nb * r])  # (g, F bs, nb R)
@@ -43,14 +49,20 @@ GroupGrads = Callable[[int, int], Sequence[Tensor | None]]
 
 
 def filters_token(
-    filt: Tensor, n_out: int, draw: Callable[[], Tensor], grads: GroupGrads, group: int
+    filt: Tensor,
+    n_out: int,
+    draw: Callable[[], Tensor],
+    grads: GroupGrads,
+    group: int,
+    dtype: torch.dtype | None = None,
 ) -> Tensor:
     """A scalar (always 0) whose backward gives the filters (F, C, P) their gradient: from the
     outputs' gradients, asked for one group of `group` channels at a time (`grads(c0, c1)` -> F
     tensors (n_out, c1 - c0, R) or None), times the noise, drawn again by `draw()` rather than
-    kept from forward. Codes that read the outputs take the token as an input, so it runs after
-    all of them."""
-    return _FiltersToken.apply(filt, n_out, draw, grads, group)
+    kept from forward, both as `dtype` operands (None: the noise's; the gradient is summed in
+    the noise's float32). Codes that read the outputs take the token as an input, so it runs
+    after all of them."""
+    return _FiltersToken.apply(filt, n_out, draw, grads, group, dtype)
 
 
 def noise_rows(n_out: int, p: int) -> int:
@@ -116,26 +128,29 @@ class _FiltersToken(torch.autograd.Function):
     through the layers' backward: only one group's gradients at a time, the noise once."""
 
     @staticmethod
-    def forward(ctx, filt: Tensor, n_out: int, draw, grads: GroupGrads, group: int) -> Tensor:
-        ctx.args = (filt.shape, n_out, draw, grads, group)
+    def forward(ctx, filt: Tensor, n_out: int, draw, grads: GroupGrads, group: int, dtype):
+        ctx.args = (filt.shape, n_out, draw, grads, group, dtype)
         return filt.new_zeros(())
 
     @staticmethod
     @once_differentiable
     def backward(ctx, _grad: Tensor):
-        (nf, c, p), n_out, draw, grads, group = ctx.args
+        (nf, c, p), n_out, draw, grads, group, dtype = ctx.args
         zb = draw()  # (C, bs, nz, R)
         bs, r = zb.shape[1], zb.shape[3]
         nb, s = -(-n_out // bs), -(-(bs + p - 1) // bs)
-        z2 = zb.reshape(c, bs, -1)
-        grad_t = zb.new_zeros(c, s, nf * bs, bs)
+        dtype = zb.dtype if dtype is None else dtype
+        zt = zb.reshape(c, bs, -1).transpose(1, 2)  # (C, nz R, bs), a view
+        if dtype != zb.dtype:  # copied transposed: a bf16 product copies a transposed operand
+            zt = zt.to(dtype, memory_format=torch.contiguous_format)
+        grad_t = zb.new_zeros(c, s, nf * bs, bs)  # the noise's dtype: the products land in it
         for c0 in range(0, c, group):
             c1 = min(c, c0 + group)
             for f, gf in enumerate(grads(c0, c1)):  # a missing gradient (unused side) adds nothing
                 if gf is None:
                     continue
-                gg = blocks_from_rows(gf, bs, nb).view(c1 - c0, bs, nb * r)
+                gg = blocks_from_rows(gf.to(dtype), bs, nb).view(c1 - c0, bs, nb * r)
                 for i in range(s):
-                    zs = z2[c0:c1, :, i * r : (i + nb) * r].transpose(1, 2)
+                    zs = zt[c0:c1, i * r : (i + nb) * r]  # (g, nb R, bs)
                     grad_t[c0:c1, i, f * bs : (f + 1) * bs] = torch.bmm(gg, zs)
-        return _diagonal_sums(grad_t, nf, p), None, None, None, None
+        return _diagonal_sums(grad_t, nf, p), None, None, None, None, None

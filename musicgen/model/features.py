@@ -8,6 +8,9 @@ The key stabiliser s_j is a running max over positions <= j (and features) of th
 it depends on no later key, so the parallel form weighs key j for query n by exp(s_j - s_n) <= 1,
 and the recurrent form rescales its carried sums (S, z) by exp(old - new) when the max grows (online
 max, as in streaming softmax). Both compute the same attention for any spread of key exponents.
+`query` and `key_causal` take the dtype their output feeds the attention's products in (bf16
+under bf16 autocast): the exponents, the stabiliser and exp stay float32, the result is rounded
+once as it is written.
 """
 
 from __future__ import annotations
@@ -16,6 +19,7 @@ import math
 
 import torch
 from torch import Tensor, nn
+from torch.autograd.function import once_differentiable
 
 
 def orthogonal_gaussian(n_rows: int, dim: int, generator: torch.Generator | None = None) -> Tensor:
@@ -57,33 +61,36 @@ class FavorFeatures(nn.Module):
 
     def _wx(self, x: Tensor) -> Tensor:
         """x (..., in) -> W x (..., m) of the pre-scaled x."""
-        return x.float() @ (self.proj.float() * self.scale).T
+        return _float(x) @ (self.proj.float() * self.scale).T
 
     def _parts(self, x: Tensor) -> tuple[Tensor, Tensor]:
         """x (..., in) -> (W x (..., m), |x|^2 / 2 (..., 1)) of the pre-scaled x."""
-        x = x.float()
+        x = _float(x)
         return self._wx(x), (0.5 * self.scale**2) * (x * x).sum(-1, keepdim=True)
 
     def _exponent(self, x: Tensor) -> Tensor:
         wx, half_sq = self._parts(x)
         return wx - half_sq  # (..., m)
 
-    def _exp(self, wx: Tensor, bias: Tensor) -> Tensor:
-        """exp(wx - bias) / sqrt(m) in two passes, in place on the fresh product wx."""
-        return wx.sub_(bias + 0.5 * math.log(self.n_features)).exp_()
+    def _exp(self, wx: Tensor, bias: Tensor, dtype: torch.dtype | None = None) -> Tensor:
+        """exp(wx - bias) / sqrt(m) in two passes, in place on the fresh product wx; written in
+        `dtype` if given (`_ExpTo`: no float32 copy kept)."""
+        wx = wx.sub_(bias + 0.5 * math.log(self.n_features))
+        return wx.exp_() if dtype in (None, wx.dtype) else _ExpTo.apply(wx, dtype)
 
-    def query(self, x: Tensor) -> Tensor:
-        """x (B, H, N, in) -> (B, H, N, m); stabilised per position (cancels in the ratio), so
-        the |x|^2 term, constant over features, drops out as well."""
+    def query(self, x: Tensor, dtype: torch.dtype | None = None) -> Tensor:
+        """x (B, H, N, in) -> (B, H, N, m), float32 or `dtype`; stabilised per position (cancels
+        in the ratio), so the |x|^2 term, constant over features, drops out as well."""
         wx = self._wx(x)
-        return self._exp(wx, wx.detach().amax(-1, keepdim=True))
+        return self._exp(wx, wx.detach().amax(-1, keepdim=True), dtype)
 
-    def key_causal(self, x: Tensor) -> tuple[Tensor, Tensor]:
-        """x (B, H, N, in) -> (phi (B, H, N, m), s (B, H, N)); s_j = max over positions <= j, m."""
+    def key_causal(self, x: Tensor, dtype: torch.dtype | None = None) -> tuple[Tensor, Tensor]:
+        """x (B, H, N, in) -> (phi (B, H, N, m), float32 or `dtype`, s (B, H, N) float32);
+        s_j = max over positions <= j, m."""
         wx, half_sq = self._parts(x)
         top = wx.detach().amax(-1, keepdim=True) - half_sq.detach()  # (B, H, N, 1)
         s = top[..., 0].cummax(-1).values  # (B, H, N), non-decreasing
-        return self._exp(wx, half_sq + s[..., None]), s
+        return self._exp(wx, half_sq + s[..., None], dtype), s
 
     def key(self, x: Tensor, shift: Tensor | None = None) -> tuple[Tensor, Tensor]:
         """x (B, H, N, in) -> (phi (B, H, N, m), shift (B, H)); shift = max(old, max over N, m).
@@ -114,16 +121,42 @@ class ReluFeatures(nn.Module):
     def redraw(self, generator: torch.Generator | None = None) -> None:
         """Nothing random to redraw."""
 
-    def query(self, x: Tensor) -> Tensor:
-        return torch.relu(x.float())
+    def query(self, x: Tensor, dtype: torch.dtype | None = None) -> Tensor:
+        return torch.relu(x.to(torch.float32 if dtype is None else dtype))
 
-    def key_causal(self, x: Tensor) -> tuple[Tensor, None]:
-        return torch.relu(x.float()), None
+    def key_causal(self, x: Tensor, dtype: torch.dtype | None = None) -> tuple[Tensor, None]:
+        return self.query(x, dtype), None
 
     def key(self, x: Tensor, shift: Tensor | None = None) -> tuple[Tensor, Tensor]:
         if shift is None:
             shift = x.new_zeros(x.shape[0], x.shape[1], dtype=torch.float32)
         return torch.relu(x.float()), shift
+
+
+def _float(x: Tensor) -> Tensor:
+    """x in float32: a narrower x (bf16 q, k) is cast into a contiguous tensor, which the
+    exponent's product then reads without another copy; a float32 x as it is."""
+    if x.dtype == torch.float32:
+        return x
+    return x.to(torch.float32, memory_format=torch.contiguous_format)
+
+
+class _ExpTo(torch.autograd.Function):
+    """exp(u) written in a narrower dtype in one pass (u and exp in float32, one rounding); its
+    backward reads that output, as exp's does, so no float32 copy is kept."""
+
+    @staticmethod
+    def forward(ctx, u: Tensor, dtype: torch.dtype) -> Tensor:
+        out = torch.exp(u, out=torch.empty_like(u, dtype=dtype))
+        ctx.save_for_backward(out)
+        ctx.u_dtype = u.dtype
+        return out
+
+    @staticmethod
+    @once_differentiable
+    def backward(ctx, g: Tensor):
+        (out,) = ctx.saved_tensors
+        return torch.mul(g, out, out=torch.empty_like(out, dtype=ctx.u_dtype)), None
 
 
 FEATURE_MAPS: dict[str, type[nn.Module]] = {"favor": FavorFeatures, "relu": ReluFeatures}

@@ -138,9 +138,11 @@ class BatchedCodes:
     def __init__(self, codes) -> None:
         self.codes = codes
 
-    def project(self, x: Tensor, side: str, gate: Tensor | None) -> Tensor:
+    def project(
+        self, x: Tensor, side: str, gate: Tensor | None, dtype: torch.dtype | None = None
+    ) -> Tensor:
         b, n, h, d = x.shape
-        out = self.codes.project(x.reshape(1, b * n, h, d), side, gate)  # (1, B * N, H, R)
+        out = self.codes.project(x.reshape(1, b * n, h, d), side, gate, dtype)  # (1, B N, H, R)
         return out.reshape(b, n, h, -1)
 
 
@@ -154,8 +156,10 @@ class SumCodes:
     def __init__(self, *parts) -> None:
         self.parts = parts
 
-    def project(self, x: Tensor, side: str, gate: Tensor | None) -> Tensor:
-        out = sum(p.project(x, side, gate) for p in self.parts)
+    def project(
+        self, x: Tensor, side: str, gate: Tensor | None, dtype: torch.dtype | None = None
+    ) -> Tensor:
+        out = sum(p.project(x, side, gate, dtype) for p in self.parts)
         return out / math.sqrt(len(self.parts))
 
 

@@ -87,22 +87,29 @@ class SPECodes:
             self._tables[side] = self._build(self.parts[side])
         return self._tables[side]
 
-    def _contract(self, x: Tensor, side: str, scale: Tensor, extra: Tensor | None) -> Tensor:
+    def _contract(
+        self, x: Tensor, side: str, scale: Tensor, extra: Tensor | None, dtype: torch.dtype | None
+    ) -> Tensor:
         """x (B, N, H, D) -> (x scale) @ table + x @ extra (if given): (B, N, H, R)."""
         if side not in self._shared:  # its gradient is summed over the layers in one GEMM
             self._shared[side] = SharedTable(self.table(side))
-        return self._shared[side].contract(x, scale, extra)
+        return self._shared[side].contract(x, scale, extra, dtype)
 
-    def project(self, x: Tensor, side: str, gate: Tensor | None) -> Tensor:
-        """x (B, N, H, D) float32 -> (B, N, H, R); `gate` (H, D) logits of delta or None. The
-        scales go on the small factors (H, D) and (H, D, R), not on x: no (B, N, H, .) products
-        beyond the contraction's own (each layer's would leave holes in the heap)."""
+    def project(
+        self, x: Tensor, side: str, gate: Tensor | None, dtype: torch.dtype | None = None
+    ) -> Tensor:
+        """x (B, N, H, D) float32 -> (B, N, H, R) in `dtype`, the contraction's operand dtype
+        (bf16 under bf16 autocast: `attention.matmul_dtype`; the gate and its gradient stay
+        float32; None: the codes' own); `gate` (H, D) logits of delta or None. The scales go on
+        the small factors (H, D) and (H, D, R), not on x: no (B, N, H, .) products beyond the
+        contraction's own (each layer's would leave holes in the heap)."""
         inv = 1 / math.sqrt(self.r)
         if gate is None:
-            return self._contract(x, side, x.new_full(x.shape[2:], inv), None)
+            wide = torch.promote_types(x.dtype, torch.float32)  # a bf16 x: a float32 scale
+            return self._contract(x, side, x.new_full(x.shape[2:], inv, dtype=wide), None, dtype)
         delta = torch.sigmoid(gate.float())
         eps = (delta.sqrt() * inv).unsqueeze(-1) * self.eps  # (H, D, R)
-        return self._contract(x, side, (1 - delta).sqrt() * inv, eps)
+        return self._contract(x, side, (1 - delta).sqrt() * inv, eps, dtype)
 
 
 class RowCodes(SPECodes):
@@ -133,16 +140,24 @@ class SineCodes(SPECodes):
     layer (forward and for q's gradient) costs more than the 2K-fold FLOPs (at batch 1 the
     tables also take about 1.5x APE's memory, see docs/model.md)."""
 
-    def __init__(self, q_part, k_part, eps: Tensor | None, r: int) -> None:
+    def __init__(
+        self, q_part, k_part, eps: Tensor | None, r: int, dtype: torch.dtype = torch.float32
+    ) -> None:
         super().__init__(q_part, k_part, eps, r)
         self._sides: dict[str, SineSide] = {}
+        self.dtype = dtype  # the tables' (bf16 for bf16 autocast: half the bytes per layer)
 
     def _build(self, part) -> Tensor:
         omega, lz = part  # omega (..., N, H, D, 2K), lz (H, D, 2K, R)
         with torch.no_grad():  # its gradient goes to Omega and lambda Z by the side's node
-            return torch.einsum("...hdj,hdjr->...hdr", omega, lz).contiguous()
+            table = torch.einsum("...hdj,hdjr->...hdr", omega, lz)
+            if table.dtype == self.dtype:  # (`to` would return it as it is, not contiguous)
+                return table.contiguous()
+            return table.to(self.dtype, memory_format=torch.contiguous_format)
 
-    def _contract(self, x: Tensor, side: str, scale: Tensor, extra: Tensor | None) -> Tensor:
+    def _contract(
+        self, x: Tensor, side: str, scale: Tensor, extra: Tensor | None, dtype: torch.dtype | None
+    ) -> Tensor:
         """Both paths leave the layers' (x s, g) pairs with the side's `SineSide`, whose node
         forms Omega's and lambda Z's gradients once: no table-sized gradient on either."""
         if side not in self._sides:
@@ -153,8 +168,8 @@ class SineCodes(SPECodes):
         if small or x.shape[0] >= TABLE_MIN_BATCH or side in self._tables:
             if side not in self._shared:
                 self._shared[side] = SharedTable(self.table(side), codes.token, codes.pending)
-            return self._shared[side].contract(x, scale, extra)
-        return codes.contract(x, scale, extra)  # (B, N, H, R)
+            return self._shared[side].contract(x, scale, extra, dtype)
+        return codes.contract(x, scale, extra, dtype)  # (B, N, H, R)
 
 
 class ConvCodes(SPECodes):
@@ -164,11 +179,12 @@ class ConvCodes(SPECodes):
     def train_filters(self, filt: Tensor, n_out: int, draw, rows: tuple[Tensor, Tensor]) -> None:
         """The layers' pending pairs of both tables become the filters' (F, C, P) gradient one
         head at a time (`conv_filter.filters_token`): no table-sized gradient, and the noise
-        `draw()` is drawn again in backward. rows: each table's rows among the n_out codes."""
+        `draw()` is drawn again in backward. rows: each table's rows among the n_out codes.
+        Its products take the tables' dtype (bf16 codes: bf16 operands, float32 gradient)."""
         h, d = self.parts["q"].shape[1:3]
         pending: tuple[list, list] = ([], [])
         grads = functools.partial(_table_grads, pending, rows, n_out, h)
-        token = conv_filter.filters_token(filt, n_out, draw, grads, d)
+        token = conv_filter.filters_token(filt, n_out, draw, grads, d, self.parts["q"].dtype)
         self._shared = {
             s: SharedTable(self.parts[s], token, p) for s, p in zip("qk", pending, strict=True)
         }
@@ -241,7 +257,11 @@ class SineSPE(_SPE):
             ang = ang + self.phase.float()
         return CosSin.apply(ang)
 
-    def codes(self, q_pos: Tensor, k_pos: Tensor, noise: SPENoise) -> SineCodes:
+    def codes(
+        self, q_pos: Tensor, k_pos: Tensor, noise: SPENoise, dtype: torch.dtype = torch.float32
+    ) -> SineCodes:
+        """Omega and lambda Z (float32) of both sides; `dtype`: the shared tables' (`SineCodes`:
+        built from them, without a graph, the first time a layer asks)."""
         z = noise.gaussian((self.tag, 0), (self.h, self.d, 2 * self.k, self.r))
         lam = F.softplus(self.gain.float()).repeat(1, 1, 2)  # lambda~ (H, D, 2K)
         lz = lam.unsqueeze(-1) * z  # (H, D, 2K, R)
@@ -249,7 +269,7 @@ class SineSPE(_SPE):
         q_ang = k_ang if q_pos is k_pos else self._angles(q_pos)  # forward: the same positions
         q_part = (self._omega(q_ang, True), lz)
         k_part = (self._omega(k_ang, False), lz)
-        return SineCodes(q_part, k_part, self.gate_noise(noise), self.r)
+        return SineCodes(q_part, k_part, self.gate_noise(noise), self.r, dtype)
 
 
 class ConvSPE(_SPE):
@@ -320,15 +340,18 @@ class ConvSPE(_SPE):
         bar = bar[a:b] if b - a == len(rows) else bar.index_select(0, rows)
         return bar.view(len(rows), self.h, self.d, self.r)
 
-    def codes(self, q_pos: Tensor, k_pos: Tensor, noise: SPENoise) -> ConvCodes:
+    def codes(
+        self, q_pos: Tensor, k_pos: Tensor, noise: SPENoise, dtype: torch.dtype = torch.float32
+    ) -> ConvCodes:
         """Positions must be increasing (each set); codes are made for the span of both sets:
         a window of P samples per position for a generation step, else the blocked Toeplitz
-        product from the block of bs positions that holds the first."""
+        product from the block of bs positions that holds the first. `dtype`: the tables' (bf16
+        for bf16 autocast: the Toeplitz GEMMs then run in bf16, the filters stay float32)."""
         lo = int(min(q_pos.min(), k_pos.min()))
         hi = int(max(q_pos.max(), k_pos.max())) + 1
         eps = self.gate_noise(noise)
         if hi - lo <= 4:  # a generation step
-            qbar, kbar = self._window(noise, lo, hi)
+            qbar, kbar = (t.to(dtype) for t in self._window(noise, lo, hi))
             return ConvCodes(
                 self._table(qbar, q_pos - lo), self._table(kbar, k_pos - lo), eps, self.r
             )
@@ -337,7 +360,7 @@ class ConvSPE(_SPE):
         end = start + conv_filter.noise_rows(n_out, self.p)
         draw = functools.partial(self._noise, noise, start, end)  # (C, bs, nz, R)
         filt = self._filters()
-        qbar, kbar = conv_filter.correlate(draw(), filt, n_out)
+        qbar, kbar = conv_filter.correlate(draw(), filt, n_out, dtype)
         codes = ConvCodes(self._table(qbar, rows[0]), self._table(kbar, rows[1]), eps, self.r)
         if filt.requires_grad:
             codes.train_filters(filt, n_out, draw, rows)

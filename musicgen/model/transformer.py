@@ -19,7 +19,7 @@ import torch
 from torch import Tensor, nn
 
 from musicgen.errors import MusicgenError
-from musicgen.model.attention import AttentionCache, CausalSelfAttention
+from musicgen.model.attention import AttentionCache, CausalSelfAttention, matmul_dtype
 from musicgen.model.base import LanguageModel
 from musicgen.model.dropout import Dropout
 from musicgen.model.fused import StepPlan, quantize_int8
@@ -107,12 +107,19 @@ class Performer(LanguageModel):
             x = x + self.musical.embedding(onset, notes).to(x.dtype)  # onset (B, N) sub-beats
         return self.drop(x)
 
-    def _codes(self, pos: Tensor, noise: SPENoise | None, onset: Tensor | None = None) -> list:
-        """SPE codes per layer (the same object for all layers when shared), or Nones."""
+    def _codes(
+        self,
+        pos: Tensor,
+        noise: SPENoise | None,
+        onset: Tensor | None = None,
+        dtype: torch.dtype = torch.float32,
+    ) -> list:
+        """SPE codes per layer (the same object for all layers when shared), or Nones; their
+        tables in `dtype` (the attention's `matmul_dtype` for a forward, float32 for a step)."""
         codes = [None] * len(self.blocks)
         if self.uses_spe:
             with torch.autocast(device_type=pos.device.type, enabled=False):
-                codes = [spe.codes(pos, pos, noise) for spe in self.spe]
+                codes = [spe.codes(pos, pos, noise, dtype) for spe in self.spe]
             codes = codes * len(self.blocks) if len(codes) == 1 else codes
         if self.musical is not None:
             codes = self.musical.add_codes(codes, onset, noise)
@@ -166,7 +173,8 @@ class Performer(LanguageModel):
         if self.musical is not None and self.musical.counts_notes:
             notes = self.musical.time.notes_at_onset(ids, onset)  # (B, N)
         x = self._inputs(ids, pos, onset, notes)  # (B, N, d_model)
-        for block, codes in zip(self.blocks, self._codes(pos, noise, onset), strict=True):
+        dtype = matmul_dtype(ids.device.type)  # the SPE tables' (bf16 under bf16 autocast)
+        for block, codes in zip(self.blocks, self._codes(pos, noise, onset, dtype), strict=True):
             x = block(x, codes)
         return self.logits(x)
 

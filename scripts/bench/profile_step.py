@@ -86,6 +86,7 @@ PARTS = {  # forward parts, timed by record_function around these callables
         (positional.ConvSPE, "codes"),
     ],
 }
+TOP_OPS = 12  # aten operators listed by self time
 
 
 def category(name: str) -> str:
@@ -138,13 +139,14 @@ def build(size: str, pe: str) -> tuple[torch.nn.Module, ModelConfig, int, int]:
     return build_model(cfg, tokenizer).train(), cfg, batch, n
 
 
-def measure(size: str, pe: str) -> dict:
+def measure(size: str, pe: str, precision: str = "fp32") -> dict:
     model, cfg, batch, n = build(size, pe)
+    amp = torch.autocast("cpu", dtype=torch.bfloat16, enabled=precision == "bf16")
     opt = torch.optim.Adam(model.parameters(), lr=1e-4)
     x = torch.randint(3, 345, (batch, n + 1))
 
     def step():
-        with record_function("phase::forward"):
+        with record_function("phase::forward"), amp:
             loss = F.cross_entropy(model(x[:, :-1]).flatten(0, 1), x[:, 1:].flatten())
         with record_function("phase::backward"):
             loss.backward()
@@ -161,24 +163,28 @@ def measure(size: str, pe: str) -> dict:
             wall = time.perf_counter() - t0
     events = prof.key_averages()
     cats: dict[str, float] = defaultdict(float)
+    top: dict[str, float] = {}
     parts: dict[str, float] = {}
     for ev in events:
         if ev.key.startswith(("part::", "phase::")):
             parts[ev.key] = ev.cpu_time_total / 1e6
         elif ev.key.startswith("aten::"):
             cats[category(ev.key)] += ev.self_cpu_time_total / 1e6
+            top[ev.key] = ev.self_cpu_time_total / 1e6
     ops = sum(cats.values())
     cats["overhead (Python, autograd, dispatch)"] = max(wall - ops, 0.0)
     flops = forward_flops(cfg, batch, n)
     return {
         "wall": wall,
         "cats": dict(cats),
+        "top": sorted(top.items(), key=lambda kv: -kv[1])[:TOP_OPS],
         "parts": parts,
         "flops": flops,
-        "peak": matmul_peak_gflops(),
+        "peak": matmul_peak_gflops(dtype=precision),
         "batch": batch,
         "n": n,
         "cfg": cfg,
+        "precision": precision,
     }
 
 
@@ -189,8 +195,9 @@ def section(size: str, pe: str, r: dict, threads: int) -> str:
         f"## {size} {pe}",
         "",
         f"{cfg.n_layers} layers x d_model {cfg.d_model}, batch {r['batch']} x {r['n']} "
-        f"tokens, {threads} threads; one step {wall:.2f} s under the profiler. Model FLOPs "
-        f"per step (3 x forward): dense {3 * fl['dense'] / 1e9:.1f} G, attention "
+        f"tokens, {threads} threads, {r['precision']}; one step {wall:.2f} s under the "
+        f"profiler. Model FLOPs per step (3 x forward): dense {3 * fl['dense'] / 1e9:.1f} G, "
+        f"attention "
         f"{3 * fl['attn'] / 1e9:.1f} G, SPE {3 * fl['spe'] / 1e9:.1f} G; matmul peak "
         f"{r['peak']:.0f} GFLOP/s -> MFU {3 * sum(fl.values()) / wall / r['peak'] / 1e9:.0%}.",
         "",
@@ -199,6 +206,8 @@ def section(size: str, pe: str, r: dict, threads: int) -> str:
     ]
     for cat, t in sorted(r["cats"].items(), key=lambda kv: -kv[1]):
         lines.append(f"| {cat} | {t:.3f} | {t / wall:.0%} |")
+    lines += ["", "| top operators (self time) | s | share |", "|---|---:|---:|"]
+    lines += [f"| `{op}` | {t:.3f} | {t / wall:.0%} |" for op, t in r["top"]]
     fwd = r["parts"].get("phase::forward", float("nan"))
     lines += ["", "| phase / forward part | s | share of step |", "|---|---:|---:|"]
     for key, t in sorted(r["parts"].items(), key=lambda kv: -kv[1]):
@@ -216,13 +225,14 @@ def main() -> None:
     ap.add_argument("--sizes", nargs="+", default=["small", "default"])
     ap.add_argument("--pes", nargs="+", default=["ape", "sine_spe+gate", "conv_spe+gate"])
     ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--precision", choices=["fp32", "bf16"], default="fp32")
     ap.add_argument("--write", default=str(ROOT / "docs" / "profile.md"))
     args = ap.parse_args()
     torch.set_num_threads(args.threads)
     load = os.getloadavg()[0]
     for size in args.sizes:
         for pe in args.pes:
-            r = measure(size, pe)
+            r = measure(size, pe, args.precision)
             text = section(size, pe, r, args.threads)
             write_section(args.write, f"## {size} {pe}", text)
             print(text, flush=True)
@@ -230,7 +240,8 @@ def main() -> None:
     intro = (
         "# Profile of one training step\n\nWritten by `scripts/bench/profile_step.py "
         f"--sizes {' '.join(args.sizes)} --pes {' '.join(args.pes)} --threads "
-        f"{args.threads}` on {machine()}; load average {load:.1f} when it started ("
+        f"{args.threads} --precision {args.precision}` on {machine()}; load average "
+        f"{load:.1f} when it started ("
         + (
             "the machine was shared, so the seconds are inflated; the shares are what to read). "
             if shared
