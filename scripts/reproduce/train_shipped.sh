@@ -122,8 +122,10 @@ elif [ "$WHAT" = maestro ]; then
     --train.max_steps=${MAESTRO_STEPS:-1800} --train.max_minutes=$MINUTES "${more[@]}" \
     --out $run $(resume_if $run) >> $run.log 2>&1
 elif [ "$WHAT" = groove ]; then
-  # The POP909 trio set (training/groove_pop909_phase1/README.md): 7400 steps of 4 x 512 tokens
-  # (15.2 M) with the musical-position inputs, one cosine schedule.
+  # The POP909 trio set: phase 1 (training/groove_pop909_phase1/README.md), 7400 steps of
+  # 4 x 512 tokens (15.2 M) with the musical-position inputs, one cosine schedule; phase 2
+  # (training/groove_pop909_phase2/README.md), 2400 steps of 2 x 2048 tokens (9.8 M) from phase
+  # 1's export, its own cosine schedule.
   [ -f out/trio_pop909/metadata.csv ] || $BIN/python scripts/reproduce/make_pop909_trio.py \
     --out out/trio_pop909 --seed 0
   [ -f data/prepared/trio_pop909/tokenizer.json ] || $BIN/musicgen prepare --dataset groove \
@@ -132,6 +134,15 @@ elif [ "$WHAT" = groove ]; then
     --out runs/groove_sine_spe_gated $(resume_if runs/groove_sine_spe_gated) \
     --model.musical.embed=true --train.max_steps=7400 --train.val_every=1000 \
     --train.ckpt_every=250 --train.max_minutes=$MINUTES >> runs/groove.log 2>&1
+  [ -f runs/groove_phase1/model.safetensors ] || {
+    $BIN/python scripts/reproduce/export_checkpoint.py runs/groove_sine_spe_gated /tmp/groove_p1
+    $BIN/python scripts/convert_checkpoint.py /tmp/groove_p1/model.pt runs/groove_phase1; }
+  $BIN/musicgen train --config configs/groove/small.yaml --data data/prepared/trio_pop909 \
+    --out runs/groove_sine_spe_gated_long $(resume_if runs/groove_sine_spe_gated_long) \
+    --model.musical.embed=true --train.init_from=runs/groove_phase1 --data.crop_len=2048 \
+    --train.batch_size=2 --train.max_steps=2400 --train.val_every=800 --train.val_max_len=4096 \
+    --train.ckpt_every=100 --optim.lr=2.5e-4 --optim.warmup_steps=100 \
+    --train.max_minutes=$MINUTES >> runs/groove.log 2>&1
 else
   echo "usage: scripts/reproduce/train_shipped.sh pop909|groove|maestro" >&2; exit 2
 fi
