@@ -7,6 +7,7 @@ import importlib.util
 import json
 import shutil
 
+import pytest
 from paths import ROOT
 
 from musicgen.cards import export_summary, render_card, write_cards
@@ -16,7 +17,20 @@ from musicgen.checkpoint import load_checkpoint, save_checkpoint
 from musicgen.config import config_from_dict
 from musicgen.train.log import records_text
 
-GROOVE = ROOT / "checkpoints" / "groove_sine_spe_gated"
+# a one-phase model folder that stays in the repository: the groove model's committed phase 1
+GROOVE_PHASE1 = ROOT / "training" / "groove_pop909_phase1" / "groove_small"
+
+
+@pytest.fixture
+def groove(tmp_path_factory):
+    """Phase 1's folder under the shipped model's name (the card's title) with the sampling
+    defaults it shipped with: a one-phase model."""
+    folder = tmp_path_factory.mktemp("shipped") / "groove_sine_spe_gated"
+    shutil.copytree(GROOVE_PHASE1, folder)
+    stored = json.loads((folder / "config.json").read_text())
+    stored["config"]["sample"] |= {"temperature": 1.1, "top_p": 0.95}
+    (folder / "config.json").write_text(json.dumps(stored))
+    return folder
 
 
 def card_text():
@@ -32,12 +46,12 @@ def segments(*means: float) -> list[dict]:
     return [{"mean": m, "std": 0.01} for m in means]
 
 
-def groove_eval(ev):
+def groove_eval(ev, groove):
     """The files evaluate_shipped.sh leaves for the groove model, with made-up numbers."""
     export = {"step": 1250, "steps_trained": 1500, "train_minutes": 87.0}
     export |= {"tokens_trained": 3_072_000, "tokens_per_s": 588}
     (ev / "groove_sine_spe_gated.export.json").write_text(json.dumps(export))
-    entry = {"checkpoint": str(GROOVE), "mean_within": 2.5191, "mean_beyond": 2.5344}
+    entry = {"checkpoint": str(groove), "mean_within": 2.5191, "mean_beyond": 2.5344}
     nll = {"songs": 30, "models": {"sine_spe+gate (g)": entry | {"max_len": 2048}}}
     (ev / "groove_nll").mkdir()
     (ev / "groove_nll" / "nll.json").write_text(json.dumps(nll))
@@ -63,9 +77,9 @@ def groove_eval(ev):
     (ev / "band_groove" / "music.json").write_text(json.dumps(music))
 
 
-def test_groove_card_quotes_the_numbers_of_its_files(tmp_path):
-    groove_eval(tmp_path)
-    card = render_card(GROOVE, tmp_path, card_text(), ROOT)
+def test_groove_card_quotes_the_numbers_of_its_files(tmp_path, groove):
+    groove_eval(tmp_path, groove)
+    card = render_card(groove, tmp_path, card_text(), ROOT)
     assert card.startswith("# groove_sine_spe_gated\n\nA groove (bass, drums, piano) model: ")
     assert "4 layers, d_model 256" in card and "groove tokens (vocabulary 795)" in card
     assert "1500 steps of batch 4 x 512 tokens, 3.1 M tokens (Adam" in card  # no POP909 ratio
@@ -85,13 +99,13 @@ def test_groove_card_quotes_the_numbers_of_its_files(tmp_path):
     )
 
 
-def test_write_cards_writes_each_folders_readme(tmp_path):
-    groove_eval(tmp_path)
+def test_write_cards_writes_each_folders_readme(tmp_path, groove):
+    groove_eval(tmp_path, groove)
     root = tmp_path / "root"
-    shutil.copytree(GROOVE, root / "checkpoints" / GROOVE.name)
-    [path] = write_cards(root, [GROOVE.name], tmp_path, card_text())
-    assert path == root / "checkpoints" / GROOVE.name / "README.md"
-    assert path.read_text() == render_card(GROOVE, tmp_path, card_text(), ROOT)
+    shutil.copytree(groove, root / "checkpoints" / groove.name)
+    [path] = write_cards(root, [groove.name], tmp_path, card_text())
+    assert path == root / "checkpoints" / groove.name / "README.md"
+    assert path.read_text() == render_card(groove, tmp_path, card_text(), ROOT)
 
 
 def test_run_summary_adds_up_resumed_runs(tmp_path):
@@ -109,13 +123,13 @@ def test_run_summary_adds_up_resumed_runs(tmp_path):
     assert s["best_validation"]["step"] == 30 and s["final_train_loss"] == 2.0
 
 
-def test_export_summary_follows_init_from(tmp_path):
+def test_export_summary_follows_init_from(tmp_path, groove):
     """A fine-tune of a run: the run's log is summarised, and its config kept with it."""
-    cfg = load_checkpoint(GROOVE).config
+    cfg = load_checkpoint(groove).config
     assert not cfg.train.init_from
     base = tmp_path / "base"  # a run folder: its checkpoint and its log
     base.mkdir()
-    loaded = load_checkpoint(GROOVE)
+    loaded = load_checkpoint(groove)
     save_checkpoint(base / "best.pt", loaded.model, loaded.config, loaded.tokenizer)
     (base / "log.jsonl").write_text(
         records_text([{"kind": "train", "step": 5, "time": 6.0, "loss": 2}])
@@ -135,19 +149,19 @@ def test_export_summary_follows_init_from(tmp_path):
     assert config_from_dict(base_info["config"]) == loaded.config
 
 
-def test_a_fine_tune_of_a_shipped_folder_keeps_its_shipped_summary_and_config(tmp_path):
+def test_a_fine_tune_of_a_shipped_folder_keeps_its_shipped_summary_and_config(tmp_path, groove):
     """Continuing from a committed model folder (no run folder): the folder's own
     summary is the phase before, with its config, so the card needs neither the run nor the
     folder, which the new model replaces."""
-    loaded = load_checkpoint(GROOVE)
+    loaded = load_checkpoint(groove)
     stored = json.loads(loaded.train_state["summary"])
     run = tmp_path / "run"
     run.mkdir()
     (run / "log.jsonl").write_text(
         records_text([{"kind": "train", "step": 3, "time": 6.0, "loss": 1}])
     )
-    cfg = load_checkpoint(GROOVE).config
-    cfg.train.init_from = str(GROOVE)
+    cfg = load_checkpoint(groove).config
+    cfg.train.init_from = str(groove)
     info = export_summary(run, cfg, step=3)
     base_info = info["init_from"]
     assert base_info["steps_trained"] == stored["steps_trained"] == 7400

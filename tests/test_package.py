@@ -33,8 +33,9 @@ SHIPPED_DIGESTS = {
     # positions, 31.7 M / 32.2 M training tokens in all
     "pop909_piano_sine_spe_gated": "a446412d732d74cf",
     "pop909_ape": "3dd209d7302e3d9f",
-    # the POP909 trio model (training/groove_pop909_phase1), 15.2 M training tokens
-    "groove_sine_spe_gated": "ab4b447087308d19",
+    # the POP909 trio model, phase 2 (training/groove_pop909_phase2): 25.0 M training tokens,
+    # the last 9.8 M in crops of 2048
+    "groove_sine_spe_gated": "e85c30742bccfd7b",
     # the small Performer with the musical inputs, 15.2 M training tokens
     "maestro_sine_spe_gated": "6a38774c585dbd36",
 }

@@ -40,7 +40,7 @@ CASES = {
     "groove": (
         ["generate", "--checkpoint", "groove_sine_spe_gated", "--bars", "4"]
         + ["--temperature", "0.8", "--top-k", "40"],
-        ["8c5e0e6ce5e5bb5a339d3a19846c82479bdd28e1", "f28f2fed1f67e499ee58ada3c24efb12bf1279b5"],
+        ["8bd0842351e67286e045acd7084aaa095ff77b3e", "93f6634bdce73b619f5e0825b9d889f381527d27"],
     ),
 }
 

@@ -93,7 +93,7 @@ LIMITS = {
     "songs' first 2 bars play as a band (piano in 88 % / "
     "100 % of bars, 21.9 / 22.1 drum hits a bar against the songs' 23.2). Continuations keep the "
     "prompt's style: time-pitch similarity 0.68 / 0.67 / 0.63 / 0.62 in the four quarters of 1024 "
-    "tokens, against the songs' real continuations 0.74-0.80 and an unrelated song's real "
+    "tokens, against the songs' real continuations 0.74-0.80 and another song's real "
     "continuation 0.53-0.58 (phase 1, trained on crops of 4 bars, at its T 1.1: 0.62 / 0.57 / "
     "0.54 / 0.50). **What it does not.** Its rhythm drifts: onset-duration similarity 0.62 in the "
     "first quarter, 0.54-0.56 after (real 0.81-0.83), so the issue's 0.6 in every quarter is met "
