@@ -331,7 +331,8 @@ def test_min_tokens_keeps_the_end_token_away_until_then():
         model, tok, [[tok.bos_id]] * 8, opts, 64, generator=torch.Generator().manual_seed(0)
     )
     eager = run(SamplingOptions(temperature=1.0))
-    assert all(r.stop == "end" and r.sampled < 10 for r in eager)  # the model ends at once
+    # the model ends at once: right after its first note (a piece from scratch sounds first)
+    assert all(r.stop == "end" and r.sampled <= 12 for r in eager)
     held = run(SamplingOptions(temperature=1.0, min_tokens=40))
     for r in held:
         assert r.sampled >= 40 and r.stop in ("end", "max_tokens")
