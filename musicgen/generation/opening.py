@@ -13,14 +13,14 @@ from __future__ import annotations
 
 import numpy as np
 
-from musicgen.tokenizers.base import Tokenizer
+from musicgen.tokenizers.base import TimeTables, Tokenizer
 
 
 class MusicFirst:
     """One sequence's state: whether a note has come yet, and where the first bar stands."""
 
-    def __init__(self, tokenizer: Tokenizer, ids: list[int]) -> None:
-        tt = tokenizer.time_tables()
+    def __init__(self, tokenizer: Tokenizer, ids: list[int], tt: TimeTables | None = None) -> None:
+        tt = tokenizer.time_tables() if tt is None else tt
         self._opens_bar = tt.bar.astype(bool)
         self._starts_note = np.asarray(tt.note, dtype=bool)
         self._position = np.where(self._opens_bar, -1, tt.position)  # Position_p: p
@@ -32,10 +32,20 @@ class MusicFirst:
             self.push(int(tok))
 
     @staticmethod
-    def applies(tokenizer: Tokenizer) -> bool:
+    def applies(tokenizer: Tokenizer, tt: TimeTables | None = None) -> bool:
         """Whether the vocabulary opens bars with a token and marks its notes' first ids."""
-        tt = tokenizer.time_tables()
+        tt = tokenizer.time_tables() if tt is None else tt
         return tt.note is not None and bool(np.asarray(tt.bar).any())
+
+    @classmethod
+    def start(cls, tokenizer: Tokenizer, ids: list[int]) -> MusicFirst | None:
+        """The rule for a sequence, or None where it has nothing to do: a vocabulary without
+        bar tokens, or ids that already hold a note. The time tables are built once."""
+        tt = tokenizer.time_tables()
+        if not cls.applies(tokenizer, tt):
+            return None
+        rule = cls(tokenizer, ids, tt)
+        return None if rule.sounded else rule
 
     def push(self, tok: int) -> None:
         if self.sounded or not 0 <= tok < len(self._opens_bar):

@@ -344,9 +344,8 @@ class _Row:
             row.melody = MelodyRange(tokenizer, options.melody_range, out.ids)
         if options.in_key > 0 and hasattr(tokenizer, "pitch_class_mask"):  # pitches have keys
             row.key = KeyKeep(tokenizer, options.in_key, out.ids)
-        if options.grammar and MusicFirst.applies(tokenizer):
-            opening = MusicFirst(tokenizer, out.ids)
-            row.opening = None if opening.sounded else opening
+        if options.grammar:
+            row.opening = MusicFirst.start(tokenizer, out.ids)
         return row
 
     def accept(self, tokenizer: Tokenizer, tok: int, bars: int | None, max_new: int) -> None:
