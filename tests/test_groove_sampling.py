@@ -1,5 +1,6 @@
 """Groove sampling ends every note: the grammar's bound on how long a sampled note sounds, the
-NoteOff redirects, and both in what the shipped groove model writes, on bundled songs."""
+NoteOff redirects, the bass one note at a time, and all of them in what the shipped groove model
+writes, on bundled songs."""
 
 from __future__ import annotations
 
@@ -110,10 +111,64 @@ def test_redirects_name_the_sounding_notes_of_each_track(tok):
     pairs = g.redirects()
     assert len(pairs) == 2  # no drum note sounds
     (bass_from, bass_to), (third_from, third_to) = pairs
-    assert bass_to.tolist() == [t("NoteOff_bass_40")] and len(bass_from) == 127
+    assert bass_to.tolist() == [t("NoteOff_bass_40")] and len(bass_from) == 127 + 128
     assert t("NoteOff_bass_41") in bass_from and t("NoteOff_bass_40") not in bass_from
+    assert t("NoteOn_bass_43") in bass_from  # the bass is `mono`: a new note ends the last
     assert third_to.tolist() == [t("NoteOff_third_60"), t("NoteOff_third_64")]
     assert len(third_from) == 126 and t("NoteOff_third_62") in third_from
+
+
+def overlaps(notes: list[tuple[int, int, int]], track: int) -> int:
+    """Notes of `track` still sounding at the track's next onset."""
+    own = sorted((on, off) for tr, on, off in notes if tr == track)
+    onsets = [on for on, _ in own]
+    later = [next((o for o in onsets if o > on), None) for on, _ in own]
+    return sum(nxt is not None and off > nxt for (_, off), nxt in zip(own, later, strict=True))
+
+
+def test_the_bass_starts_no_note_while_one_sounds(tok):
+    t = tok.token_id
+    g = tok.grammar()
+    for i in [tok.bos_id, t("NoteOn_bass_40"), t("NoteOn_third_60"), t("TimeShift_1_0")]:
+        g.advance(i)
+    mask = g.sampling_mask()
+    assert not mask[t("NoteOn_bass_43")] and mask[t("NoteOn_third_64")]
+    assert mask[t("NoteOff_bass_40")] and mask[t("NoteOn_drums_36")]
+    assert g.allowed()[t("NoteOn_bass_43")]  # still valid: a prompt may play two at once
+    g.advance(t("NoteOff_bass_40"))
+    assert g.sampling_mask()[t("NoteOn_bass_43")]  # the third's note still sounds
+    free = GrooveGrammar(mono=(False, False, False))
+    for i in [tok.bos_id, t("NoteOn_bass_40")]:
+        free.advance(i)
+    assert free.sampling_mask()[t("NoteOn_bass_43")]
+    with pytest.raises(MusicgenError, match="mono needs 3 flags"):
+        GrooveGrammar(mono=(True,))
+
+
+def test_a_walk_eager_for_notes_keeps_the_bass_to_one_note(tok):
+    """A walk that starts notes often and seldom ends them: with the redirects applied as the
+    sampler applies them, the bass never holds a note past its next onset; without `mono` it
+    does."""
+    eager = np.array([1.0, 1.0, 0.02, 1.0])  # special, NoteOn, NoteOff, TimeShift
+    counts = {}
+    for mono in ((True, False, False), (False, False, False)):
+        rng, g, seq = np.random.default_rng(1), GrooveGrammar(mono=mono), [tok.bos_id]
+        g.advance(tok.bos_id)
+        for _ in range(800):
+            logits = torch.from_numpy(np.log(eager[tok.tables.kind]))[None].clone()
+            for sources, targets in g.redirects():
+                redirect_mass(logits, 0, torch.from_numpy(sources), torch.from_numpy(targets))
+            narrow = g.sampling_mask()
+            mask = g.allowed() if narrow is None else g.allowed() & narrow
+            mask[tok.eos_id] = False
+            p = torch.softmax(logits[0].masked_fill(~torch.from_numpy(mask), -np.inf), 0)
+            i = int(rng.choice(len(mask), p=p.double().numpy() / float(p.sum())))
+            assert g.advance(i)
+            seq.append(i)
+        notes = notes_of(tok, seq + g.completion())
+        counts[mono[0]] = (overlaps(notes, 0), sum(n[0] == 0 for n in notes))
+    assert counts[True][0] == 0 and counts[True][1] > 20
+    assert counts[False][0] > 5
 
 
 def test_redirect_mass_moves_the_sources_probability_to_the_targets():
@@ -136,3 +191,4 @@ def test_the_shipped_groove_model_holds_no_note_past_its_bound():
         prompt_end = int(tok.tables.shift[piece.ids[: piece.prompt_len]].sum())
         sampled = [n for n in notes_of(tok, piece.ids) if n[1] >= prompt_end]
         assert sampled and not [n for n in sampled if n[2] - n[1] > HOLD_TICKS[n[0]]]
+        assert overlaps(sampled, 0) == 0

@@ -40,7 +40,7 @@ CASES = {
     "groove": (
         ["generate", "--checkpoint", "groove_sine_spe_gated", "--bars", "4"]
         + ["--temperature", "0.8", "--top-k", "40"],
-        ["8bd0842351e67286e045acd7084aaa095ff77b3e", "93f6634bdce73b619f5e0825b9d889f381527d27"],
+        ["8badd8968f92332d9796173d75f138e521fb0915", "93f6634bdce73b619f5e0825b9d889f381527d27"],
     ),
 }
 

@@ -350,7 +350,7 @@ def test_bars_limit_cuts_at_the_next_bar(name):
         tok,
         [[tok.bos_id]] * 20,
         SamplingOptions(1.0),
-        max_new_tokens=400,
+        max_new_tokens=800,
         bars=2,
         generator=torch.Generator().manual_seed(0),
     )
