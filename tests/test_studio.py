@@ -170,6 +170,8 @@ def test_continue_keeps_the_prompt_and_refuses_bad_prompts(cache, tmp_path):
     session = jobs.Session(tmp_path)
     [piece] = jobs.run_continue(model, session, "pop", SONG, prompt_bars=2, new_bars=1, seed=2)
     assert "continues 2 bars of pop909_005.mid" in piece.label
+    [one] = jobs.run_continue(model, session, "pop", SONG, prompt_bars=1, new_bars=1, seed=2)
+    assert "continues 1 bar of pop909_005.mid" in one.label
     prompt = model.prompt(SONG, bars=2).notes.to("quarter")
     kept = symusic.Score(str(piece.midi)).to("quarter")
 

@@ -214,7 +214,7 @@ def test_generate_play_download_continue_and_bad_upload(studio, browser, tmp_pat
     set_number(page, "new-bars", 2)
     page.locator("#continue").click()
     label = wait_for_piece(page, "cont_", first)
-    assert "continues 1 bars of gen_001.mid" in label
+    assert "continues 1 bar of gen_001.mid" in label
     assert page.locator("#player-0 .mg-prompt-end").count() == 1  # where the prompt ends
     continued = download_midi(page, tmp_path)
     assert notes_of(continued, 8) == notes_of(made)

@@ -101,7 +101,7 @@ def run_generate(
     info |= {"form": shape} if shape else {}
     out = []
     for i, (music, stopped) in enumerate(_run(model, session, asked, progress, cancel)):
-        what = f"{bars} bars" if stopped is None else f"stopped at bar {stopped} of {bars}"
+        what = bars_text(bars) if stopped is None else f"stopped at bar {stopped} of {bars}"
         what = f"form {shape}, {what}" if shape else what
         label = f"{model_label}, seed {seed}, piece {i + 1}, {what}"
         piece = render(music, session, "gen", label, info, model, None, look)
@@ -168,7 +168,7 @@ def run_continue(
     prompt = model.prompt(path, **length)
     asked, shape = settle_form(model, asked, prompt.bars, MAX_NEW_BARS)
     new_bars = asked.bars
-    what = f"{length['bars']} bars" if "bars" in length else f"{length['seconds']:g} s"
+    what = bars_text(length["bars"]) if "bars" in length else f"{length['seconds']:g} s"
     name = Path(path).name
     info = {"model": model_label, "prompt": name, **length, "new_bars": new_bars}
     info |= {"seed": asked.seed, **given(asked)} | ({"form": shape} if shape else {})
@@ -185,13 +185,18 @@ def run_continue(
     return out
 
 
+def bars_text(n: int) -> str:
+    """'1 bar', '4 bars': how a label counts bars."""
+    return f"{n} bar" if n == 1 else f"{n} bars"
+
+
 def prompt_preview(model: Model, session: Session, path, mode="bars", bars=2, seconds=None):
     """The piano roll (PNG path) of the prompt exactly as the model will be fed it."""
     check_upload(path, model.tokenizer.name)
     prompt = model.prompt(path, **prompt_length(mode, bars, seconds))
     folder = session.dir()
     stem = session.next_stem("prompt")
-    title = f"prompt: {Path(path).name}, {prompt.bars} bars as the model reads them"
+    title = f"prompt: {Path(path).name}, {bars_text(prompt.bars)} as the model reads them"
     return piano_roll(notes_from_score(prompt.notes), folder / f"{stem}.png", title=title)
 
 
