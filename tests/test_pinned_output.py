@@ -21,21 +21,21 @@ SONG = DATA / "pop909" / "001" / "001.mid"
 CASES = {
     "generate": (
         ["generate", "--checkpoint", "pop909_sine_spe_gated", "--bars", "4"],
-        ["5ee721026a5cc70c9bcb9876851d95f4b8e5fba5", "b763f786347eb5f183c8f9b573bc993cb8f1cf00"],
+        ["44901949930bfd32ba17627c6d4ddbaaa6c7e985", "85f1b2ef85e4e212d24661dd06fa9bae18f1520d"],
     ),
     "continue": (
         ["continue", "--checkpoint", "pop909_sine_spe_gated", "--prompt", str(SONG)]
         + ["--bars", "2", "--new-bars", "4"],
-        ["0e73fe0684a68c22beae6b9d874e36cf2021725f", "645d6568d03e07596aa0bf1b1122c328e6e2b6c1"],
+        ["d3bed964e159efb5d9a8788c3790e94a05fe49a9", "862c8611f6d6f8991fe243605cb7ed949dee49f5"],
     ),
     "chords": (
         ["generate", "--checkpoint", "pop909_sine_spe_gated", "--bars", "4"]
         + ["--chords", "C G Am F"],
-        ["f7ad644dbb6f92789ebb0b2a59d1b2ad4abb50a6", "5ce9539d77d45cae5b79b1e79e96ab42b05c2f48"],
+        ["6e8764459a658e46ef329e1d5f1dd0a8652c8a8b", "0abad9fe680153bea2ca8bcf7be9bae49020fd6f"],
     ),
     "form": (
         ["generate", "--checkpoint", "pop909_sine_spe_gated", "--form", "i1A2o1"],
-        ["24773071e883033c60741e57a8feb2115974ea2b", "8e70c746902defd455ecb0d78a8c05a064c1f5c1"],
+        ["89381a86b4ccf64d779f92ad4dfc6942d667b722", "d277d68afbf9226797bb5d0e9a2cd9dae799b697"],
     ),
     "groove": (
         ["generate", "--checkpoint", "groove_sine_spe_gated", "--bars", "4"]
