@@ -103,12 +103,17 @@ def test_the_bound_must_be_positive():
         GrooveGrammar((48, 0, 48))
 
 
+def after(tok: GrooveTokenizer, names: list[str]) -> GrooveGrammar:
+    """A grammar advanced over BOS and the named tokens."""
+    g = tok.grammar()
+    for i in [tok.bos_id, *map(tok.token_id, names)]:
+        assert g.advance(i)
+    return g
+
+
 def test_redirects_name_the_sounding_notes_of_each_track(tok):
     t = tok.token_id
-    g = tok.grammar()
-    for i in [tok.bos_id, t("NoteOn_bass_40"), t("NoteOn_third_60"), t("NoteOn_third_64")]:
-        g.advance(i)
-    pairs = g.redirects()
+    pairs = after(tok, ["NoteOn_bass_40", "NoteOn_third_60", "NoteOn_third_64"]).redirects()
     assert len(pairs) == 2  # no drum note sounds
     (bass_from, bass_to), (third_from, third_to) = pairs
     assert bass_to.tolist() == [t("NoteOff_bass_40")] and len(bass_from) == 127 + 128
@@ -128,9 +133,7 @@ def overlaps(notes: list[tuple[int, int, int]], track: int) -> int:
 
 def test_the_bass_starts_no_note_while_one_sounds(tok):
     t = tok.token_id
-    g = tok.grammar()
-    for i in [tok.bos_id, t("NoteOn_bass_40"), t("NoteOn_third_60"), t("TimeShift_1_0")]:
-        g.advance(i)
+    g = after(tok, ["NoteOn_bass_40", "NoteOn_third_60", "TimeShift_1_0"])
     mask = g.sampling_mask()
     assert not mask[t("NoteOn_bass_43")] and mask[t("NoteOn_third_64")]
     assert mask[t("NoteOff_bass_40")] and mask[t("NoteOn_drums_36")]

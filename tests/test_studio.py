@@ -282,7 +282,7 @@ def test_left_out_values_are_the_page_and_the_model_own(cache, tmp_path):
     model = cache.get(LABEL)
     session = jobs.Session(tmp_path)
     own = jobs.sampling_defaults(model)
-    assert own == {"temperature": 1.0, "top_k": 0, "top_p": 0.9, "repeat": 5.0}
+    assert own == {"temperature": 0.9, "top_k": 0, "top_p": 0.9, "repeat": 4.5}
     args = {"bars": 1, "seed": 4}
     [left] = jobs.run_generate(model, session, "pop", num=None, chords=None, tempo=None,
                                transpose=None, temperature=None, top_p=None, **args)  # fmt: skip

@@ -283,8 +283,8 @@ def test_defaults_are_the_model_own_through_the_api_and_the_page(studio, browser
     page = open_page(browser)
     open_advanced(page)
     shown = {k: number(page, k) for k in ("temperature", "top-k", "top-p", "repeat")}
-    assert shown == {"temperature": 1.0, "top-k": 0.0, "top-p": 0.9, "repeat": 5.0}
-    assert "temperature 1, top-k 0, top-p 0.9, bar repeats 5)" in message  # the page's values
+    assert shown == {"temperature": 0.9, "top-k": 0.0, "top-p": 0.9, "repeat": 4.5}
+    assert "temperature 0.9, top-k 0, top-p 0.9, bar repeats 4.5)" in message  # the page's values
     set_number(page, "bars", 2)
     set_number(page, "seed", seed)
     page.locator("#generate").click()
@@ -296,11 +296,11 @@ def test_defaults_are_the_model_own_through_the_api_and_the_page(studio, browser
     set_number(page, "temperature", 1.7)
     page.locator("#reset-sampling").click()
     page.wait_for_function(
-        "document.querySelector('#temperature input[type=number]').value === '1'"
+        "document.querySelector('#temperature input[type=number]').value === '0.9'"
     )
     # /continue with its one required thing, the prompt: the page's 2 bars, 4 new bars
     out = client.predict(prompt=gradio_client.handle_file(str(PROMPT)), api_name="/continue")
-    assert "temperature 1, top-k 0, top-p 0.9, bar repeats 5)" in out[-1]
+    assert "temperature 0.9, top-k 0, top-p 0.9, bar repeats 4.5)" in out[-1]
     assert max(t for t, _ in notes_of(Path(out[2][0]))) < 24  # 2 + 4 bars
     page.close()
 
