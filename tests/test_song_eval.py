@@ -131,6 +131,15 @@ def test_coverage_counts_only_melodic_phrases_and_held_notes():
     assert melody_measures(song)["coverage"] == 0.5
 
 
+def test_melody_outside_counts_bars_of_melodyless_phrases_where_it_starts():
+    """i2 A1 o1: a pickup in the intro's last bar counts that bar (1 of 3 quiet bars); a note
+    held from the A bar into the outro starts nothing there."""
+    score = hand_score({"Piano": [(0, 16, 48)], "Melody": [(6, 2, 72), (8, 6, 74)]})
+    song = song_from_score(score, place(parse_form("i2A1o1")))
+    assert melody_measures(song)["outside"] == pytest.approx(1 / 3)
+    assert np.isnan(melody_measures(song_from_score(score, place(parse_form("A4"))))["outside"])
+
+
 def test_a_phrase_closes_on_its_held_note_not_on_the_pickup():
     """Over C major, a phrase ends on a held E then a pickup D into the next phrase: the held
     E is the closing note (a chord tone); ending on a held F is not. (b, no melody: not counted.)"""

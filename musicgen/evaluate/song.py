@@ -39,6 +39,7 @@ MEASURES = (
     "phrase_different_label",
     "phrase_contrast",
     "melody_coverage",
+    "melody_outside",
     "melody_range",
     "melody_interval",
     "melody_ends_on_chord_tone",

@@ -165,9 +165,11 @@ def phrase_similarity(song: Song) -> dict[str, float]:
 # melody
 
 
-def melodic_bars(sections: Sequence[Section]) -> list[int]:
-    """The bars of phrases with melody (upper-case labels)."""
-    return [b for s in sections if s.label.isupper() for b in range(s.bar, s.bar + s.bars)]
+def melodic_bars(sections: Sequence[Section], melodic: bool = True) -> list[int]:
+    """The bars of phrases with melody (upper-case labels), or without (`melodic` False)."""
+    return [
+        b for s in sections if s.label.isupper() == melodic for b in range(s.bar, s.bar + s.bars)
+    ]
 
 
 def sounding_bars(notes: Notes, bars: int) -> np.ndarray:
@@ -198,7 +200,8 @@ def melody_line(melody: Notes) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
 
 
 def melody_measures(song: Song, chords: Sequence[Chord] | None = None) -> dict[str, float]:
-    """`coverage`: share of the bars of melodic phrases where the melody sounds; `range`
+    """`coverage`: share of the bars of melodic phrases where the melody sounds; `outside`:
+    share of the bars of phrases without melody where a melody note starts; `range`
     (semitones, highest minus lowest note); `interval`: mean absolute step between successive
     melody onsets (semitones); `ends_on_chord_tone`: share of melodic phrases whose last melody
     note is a tone of the chord sounding at its onset (`chords`, else `detect_chords`)."""
@@ -206,12 +209,17 @@ def melody_measures(song: Song, chords: Sequence[Chord] | None = None) -> dict[s
     bars = melodic_bars(song.sections)
     sounding = sounding_bars(song.melody, song.bars)
     coverage = float(sounding[bars].mean()) if bars else nan
+    quiet = melodic_bars(song.sections, melodic=False)
+    starts = np.floor(np.asarray(song.melody.onset) / BAR_BEATS).astype(int)
+    outside = float(np.isin(quiet, starts).mean()) if quiet else nan
     if len(song.melody) == 0:
-        return {"coverage": coverage, "range": nan, "interval": nan, "ends_on_chord_tone": nan}
+        return {"coverage": coverage, "outside": outside, "range": nan, "interval": nan,
+                "ends_on_chord_tone": nan}  # fmt: skip
     onset, duration, pitch = melody_line(song.melody)
     chords = detect_chords(song.accompaniment, song.bars) if chords is None else chords
     return {
         "coverage": coverage,
+        "outside": outside,
         "range": float(pitch.max() - pitch.min()),
         "interval": float(np.abs(np.diff(pitch)).mean()) if len(pitch) > 1 else nan,
         "ends_on_chord_tone": phrase_end_chord_tones(

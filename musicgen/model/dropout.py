@@ -2,12 +2,14 @@
 
 On this project's CPU machine dropout was the largest cost of a training step after the
 matmuls (12-21 %, docs/profile.md), and nearly all of it is the random draw: `bernoulli_` makes
-one random number per element. Here one 64-bit draw (`random_`, 63 uniform bits) feeds three
-elements, each keeping 16 of its bits, and an element is kept when those 16 bits, read as a
-signed int16, reach a threshold. The drop probability is therefore quantised to 1/65536
-(`effective_p`) and the kept values are scaled by 1 / (1 - effective_p), so the output is an
-unbiased estimate of the input as with `nn.Dropout`. Other devices use `F.dropout` (CUDA's is
-fused already). The draw comes from torch's default generator, so `torch.manual_seed` fixes it.
+one random number per element. Here one 64-bit draw (`random_` over the whole int64 range, 64
+uniform bits) feeds four elements, each keeping 16 of its bits, and an element is kept when
+those 16 bits, read as a signed int16, reach a threshold. The drop probability is therefore
+quantised to 1/65536 (`effective_p`) and the kept values are scaled by 1 / (1 - effective_p),
+so the output is an unbiased estimate of the input as with `nn.Dropout`. The scaled mask is
+made in the input's dtype in one pass (`torch.where`), not by a cast and a multiply. Other
+devices use `F.dropout` (CUDA's is fused already).
+The draw comes from torch's default generator, so `torch.manual_seed` fixes it.
 """
 
 from __future__ import annotations
@@ -29,10 +31,9 @@ def effective_p(p: float) -> float:
 def keep_mask(shape: torch.Size | tuple[int, ...], p: float) -> Tensor:
     """A bool tensor of `shape`, True with probability 1 - effective_p(p) per element."""
     n = math.prod(shape)
-    words = torch.empty((n + 2) // 3, dtype=torch.int64).random_()  # bits 0..62 uniform
-    lanes = words.view(torch.int16).view(-1, 4)[:, :3]  # the top lane holds only 15 random bits
-    threshold = round(p * LEVELS) - LEVELS // 2  # lanes are uniform on -32768..32767
-    return (lanes.reshape(-1)[:n] >= threshold).view(shape)
+    words = torch.empty((n + 3) // 4, dtype=torch.int64).random_(-(2**63), None)  # 64 bits
+    lanes = words.view(torch.int16)[:n]  # uniform on -32768..32767, a view
+    return (lanes >= round(p * LEVELS) - LEVELS // 2).view(shape)
 
 
 class Dropout(nn.Module):
@@ -47,8 +48,8 @@ class Dropout(nn.Module):
             return x
         if x.device.type != "cpu":
             return F.dropout(x, self.p, training=True)
-        scale = 1.0 / (1.0 - effective_p(self.p))
-        return x * (keep_mask(x.shape, self.p).to(x.dtype) * scale)
+        scale = torch.tensor(1.0 / (1.0 - effective_p(self.p)), dtype=x.dtype)
+        return x * torch.where(keep_mask(x.shape, self.p), scale, scale.new_zeros(()))
 
     def extra_repr(self) -> str:
         return f"p={self.p}"
