@@ -225,7 +225,7 @@ def test_whole_song_mode_end_to_end(tmp_path, song_checkpoint, capsys):
     argv += ["--split", "all", "--max-songs", "1", "--max-bars", "3", "--chords"]
     assert main(argv + ["--out", str(out), "--device", "cpu"]) == 0
     res = json.loads((out / "song.json").read_text())
-    assert res["songs"] == ["001"] and res["forms"] == ["i3"]
+    assert res["songs"] == ["001"] and res["forms"] == ["i3"] and res["piece_seeds"] == [0]
     runs = ["scratch default", "scratch r=0", "continue default", "continue r=0",
             "scratch chords default", "scratch chords r=0"]  # fmt: skip
     assert list(res["runs"]) == runs
@@ -239,6 +239,16 @@ def test_whole_song_mode_end_to_end(tmp_path, song_checkpoint, capsys):
     table = (out / "song.md").read_text()
     assert "phrase_contrast" in table and "scratch r=0" in table
     assert "phrase_contrast" in capsys.readouterr().out
+
+
+def test_each_song_of_a_run_has_its_own_seed():
+    """One seed for every song gave 26 of 29 pieces from scratch the same first bar; each song
+    now has its own, disjoint between the seeds of two runs."""
+    from musicgen.evaluate.song import piece_seeds
+
+    assert piece_seeds(0, 3) == [0, 1, 2]
+    first, second = piece_seeds(0, 29), piece_seeds(1, 29)
+    assert len(set(first)) == 29 and not set(first) & set(second)
 
 
 def test_whole_song_mode_errors_are_one_line(tmp_path, tiny_checkpoints, capsys):

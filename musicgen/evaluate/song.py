@@ -34,6 +34,7 @@ from musicgen.tokenizers.form import Phrase, Section, form_text, place
 PROMPT_BARS = 2
 MAX_SONGS = 4  # the default: 4 songs x 4 runs of ~60 bars are minutes on a CPU
 CHORD_HOLD_BARS = 2  # an annotated chord holds until the next one, at most this long
+SEEDS_PER_RUN = 1000  # song k of a run is drawn from seed SEEDS_PER_RUN * seed + k
 MEASURES = (
     "phrase_same_label",
     "phrase_different_label",
@@ -289,14 +290,22 @@ def columns(rows: Sequence[dict[str, float]]) -> dict[str, list[float]]:
     return {m: [r[m] for r in rows] for m in MEASURES}
 
 
+def piece_seeds(seed: int, songs: int) -> list[int]:
+    """The seed of each song's piece: its own per song (one seed for every song would give
+    songs whose forms open alike the same opening bars, and so the same texture), the same
+    in every run (the copy rule on and off are paired piece by piece)."""
+    return [SEEDS_PER_RUN * seed + k for k in range(songs)]
+
+
 def score_run(model, cases: Sequence[SongCase], run: Run, seed: int, prompt_bars: int,
               folder: Path) -> dict:  # fmt: skip
     """Every case written by `run` (saved as folder/<song>.mid) and measured; the measures as
     columns over the songs, with each piece's length in bars and how its sampling ended."""
     rows, stops = [], []
     held = prompt_bars if run.mode == "continue" else 0
-    for case in tqdm(cases, desc=run.label, leave=False):
-        piece = write_song(model, case, run, seed, prompt_bars)
+    seeds = piece_seeds(seed, len(cases))
+    for case, piece_seed in tqdm(list(zip(cases, seeds, strict=True)), desc=run.label, leave=False):
+        piece = write_song(model, case, run, piece_seed, prompt_bars)
         piece.save(folder / f"{case.name}.mid")
         rows.append(score_song(piece.score, case, held))
         stops.append(piece.stop)
@@ -372,6 +381,7 @@ def evaluate_songs(
         "checkpoint": str(checkpoint),
         "split": split,
         "seed": seed,
+        "piece_seeds": piece_seeds(seed, len(cases)),
         "prompt_bars": prompt_bars,
         "max_bars": max_bars,
         "songs": [c.name for c in cases],
