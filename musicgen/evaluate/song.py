@@ -34,7 +34,7 @@ from musicgen.tokenizers.form import Phrase, Section, form_text, place
 PROMPT_BARS = 2
 MAX_SONGS = 4  # the default: 4 songs x 4 runs of ~60 bars are minutes on a CPU
 CHORD_HOLD_BARS = 2  # an annotated chord holds until the next one, at most this long
-SEEDS_PER_RUN = 1000  # song k of a run is drawn from seed SEEDS_PER_RUN * seed + k
+SEEDS_PER_RUN = 1000  # song k: seed SEEDS_PER_RUN * seed + k (disjoint across seeds to 1000 songs)
 MEASURES = (
     "phrase_same_label",
     "phrase_different_label",

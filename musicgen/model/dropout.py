@@ -8,8 +8,8 @@ those 16 bits, read as a signed int16, reach a threshold. The drop probability i
 quantised to 1/65536 (`effective_p`) and the kept values are scaled by 1 / (1 - effective_p),
 so the output is an unbiased estimate of the input as with `nn.Dropout`. The scaled mask is
 made in the input's dtype in one pass (`torch.where`), not by a cast and a multiply. Other
-devices use `F.dropout` (CUDA's is fused already).
-The draw comes from torch's default generator, so `torch.manual_seed` fixes it.
+devices use `F.dropout` (CUDA's is fused already). The draw comes from torch's default
+generator, so `torch.manual_seed` fixes it.
 """
 
 from __future__ import annotations
