@@ -8,13 +8,13 @@ import pytest
 import symusic
 from paths import DATA
 
+from musicgen.measures.phrases import phrase_density_spread, phrase_similarity
 from musicgen.measures.song import (
     Chord,
     Song,
     chord_agreement,
     detect_chords,
     melody_measures,
-    phrase_similarity,
     recognise,
     song_from_score,
     song_measures,
@@ -138,6 +138,39 @@ def test_melody_outside_counts_bars_of_melodyless_phrases_where_it_starts():
     song = song_from_score(score, place(parse_form("i2A1o1")))
     assert melody_measures(song)["outside"] == pytest.approx(1 / 3)
     assert np.isnan(melody_measures(song_from_score(score, place(parse_form("A4"))))["outside"])
+
+
+def test_contrast_splits_into_rhythm_and_harmony():
+    """A1 B1 A1, every bar the same eighth-note pattern, A on C major and B on D minor: the
+    rhythm half tells nothing apart (contrast 0), the harmony half carries the form."""
+    chords = {"A": (60, 64, 67), "B": (62, 65, 69)}
+    notes = [
+        (bar * 4 + i / 2, 0.5, chords[label][i % 3])
+        for bar, label in enumerate("ABA")
+        for i in range(8)
+    ]
+    sim = phrase_similarity(
+        song_from_score(hand_score({"Piano": notes}), place(parse_form("A1B1A1")))
+    )
+    assert sim["rhythm_contrast"] == pytest.approx(0.0, abs=1e-12)
+    assert sim["harmony_contrast"] > 0.5
+    assert sim["contrast"] == pytest.approx((sim["rhythm_contrast"] + sim["harmony_contrast"]) / 2)
+
+
+def test_density_spread_is_how_much_phrases_differ_in_notes_a_bar():
+    """A2 B2 with 4 then 8 notes a bar: notes a bar [4, 8], sd 2 over mean 6; the same bars
+    under one phrase, or every bar alike, spread nothing."""
+    notes = [(b * 4 + i * (4 / n), 4 / n, 60) for b, n in enumerate((4, 4, 8, 8)) for i in range(n)]
+    score = hand_score({"Piano": notes})
+    assert phrase_density_spread(song_from_score(score, place(parse_form("A2B2")))) == (
+        pytest.approx(1 / 3)
+    )
+    assert np.isnan(phrase_density_spread(song_from_score(score, place(parse_form("A4")))))
+    even = hand_score({"Piano": [(b, 1, 60) for b in range(16)]})
+    assert phrase_density_spread(song_from_score(even, place(parse_form("A2B2")))) == 0.0
+    assert song_measures(song_from_score(score, place(parse_form("A2B2"))))[
+        "phrase_density_spread"
+    ] == pytest.approx(1 / 3)
 
 
 def test_a_phrase_closes_on_its_held_note_not_on_the_pickup():
@@ -280,3 +313,13 @@ def test_whole_song_mode_errors_are_one_line(tmp_path, tiny_checkpoints, capsys)
     ]
     assert main(argv) == 1
     assert "no section tokens" in capsys.readouterr().err
+
+
+def test_densities_need_a_model_with_density_tokens(tmp_path, song_checkpoint, capsys):
+    from musicgen.cli import main
+
+    argv = ["evaluate", "form", "--whole-song", "--checkpoint", str(song_checkpoint), "--data"]
+    argv += [str(DATA / "pop909"), "--structure", str(DATA / "pop909_structure"), "--densities"]
+    assert main(argv + ["--out", str(tmp_path)]) == 1
+    err = capsys.readouterr().err.strip()
+    assert "no density tokens" in err and "\n" not in err

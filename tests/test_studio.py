@@ -380,6 +380,8 @@ def test_a_form_sets_the_bars_and_writes_its_sections(songs, tmp_path):
         ("verse chorus", "^form: not a form like"),
         ("../x/human_label1.txt", "^form: give a form like .* files cannot be named here"),
         ("A40B40", "^form: 80 new bars, more than the 64"),
+        ("A2@3 B2", "^form: this model has no density tokens \\(phrase A2@3\\)"),
+        ("A2@9", "^form: phrase A2@9: a density is 1 to 8"),
     ],
 )
 def test_a_bad_form_is_one_line(songs, tmp_path, form, message):

@@ -63,10 +63,11 @@ def base_summary(base: Path) -> dict:
     return out
 
 
-def export_summary(run: Path, cfg: Config, step: int) -> dict:
+def export_summary(run: Path, cfg: Config, step: int, base: Path | None = None) -> dict:
     """What an exported checkpoint keeps of its training: this run's summary at `step` and, for
-    a fine-tune, the summary of the run it started from (and so on back)."""
+    a fine-tune, the summary of the run it started from (and so on back); `base`, that run's
+    exported folder, stands in for the run's own `init_from`."""
     info = run_summary(run, step, tokens_per_step(cfg))
-    if cfg.train.init_from:
-        info["init_from"] = base_summary(Path(cfg.train.init_from))
+    if base is not None or cfg.train.init_from:
+        info["init_from"] = base_summary(Path(base or cfg.train.init_from))
     return info

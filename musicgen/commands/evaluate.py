@@ -155,6 +155,12 @@ def register(sub: argparse._SubParsersAction) -> None:
         action="store_true",
         help="whole songs: also write each song from scratch with its own chords forced",
     )
+    form.add_argument(
+        "--densities",
+        action="store_true",
+        help="whole songs: also write each song from scratch with its own phrases' densities "
+        "forced (models with density tokens)",
+    )
     form.set_defaults(func=run_form)
 
     for task in (nll, style, music, form):
@@ -385,6 +391,7 @@ def run_whole_song(args: argparse.Namespace) -> int:
         prompt_bars=args.prompt_bars,
         max_bars=args.max_bars,
         chords=args.chords,
+        densities=args.densities,
     )
     print(f"{len(res['songs'])} songs ({len(res['skipped'])} skipped); run (run - real [95 % CI])")
     print((Path(args.out) / "song.md").read_text(), end="")

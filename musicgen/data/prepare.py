@@ -44,6 +44,7 @@ from musicgen.errors import MusicgenError, check_range
 from musicgen.io import FolderLock, atomic_write_text, ensure_dir
 from musicgen.limits import MAX_CHORD_FILE_BYTES, Limits, check_score, check_tokens
 from musicgen.tokenizers import REGISTRY, Tokenizer, build_tokenizer, load_tokenizer
+from musicgen.tokenizers.form import form_text
 
 CHORD_MAX_BYTES = MAX_CHORD_FILE_BYTES  # a POP909 chord_midi.txt is a few KB
 
@@ -176,7 +177,7 @@ def _accepted(
             )
     except MusicgenError as exc:
         return Result(job.rel, str(exc).removeprefix("score: "))
-    form = "".join(f"{s.label}{s.bars}" for s in tok.sections(arr))
+    form = form_text(tok.sections(arr))
     return Result(job.rel, "", digest, len(arr), bars, str(cache), reused, form)
 
 

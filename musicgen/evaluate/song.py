@@ -6,10 +6,12 @@ through the model's tokenizer (melody and accompaniment apart, its annotated cho
 tokens), and its first `prompt_bars` bars as a prompt. The model writes, per sampling setting
 (the model's defaults and the bar-copy rule off, `repeat=0`, unless given): the whole form from
 scratch, and the form continuing the song's first bars; with `chords`, also the form from
-scratch with the song's own chords forced. Every piece and the real song are scored on the same
-sections with `measures.song`; per measure, the spread over songs and each run minus the real
-songs per song with a bootstrap 95 % CI (`measures.form.paired_difference`). Written: song.json,
-song.md (the table) and every piece as samples/<run>/<song>.mid.
+scratch with the song's own chords forced; with `densities` (a model with density tokens), the
+form from scratch with each phrase at the song's own density level (`A8@3`). Every piece and
+the real song are scored on the same sections with `measures.song`; per measure, the spread
+over songs and each run minus the real songs per song with a bootstrap 95 % CI
+(`measures.form.paired_difference`). Written: song.json, song.md (the table) and every piece as
+samples/<run>/<song>.mid.
 """
 
 from __future__ import annotations
@@ -28,34 +30,13 @@ from musicgen.evaluate.common import write_json
 from musicgen.evaluate.form import sampling_label
 from musicgen.evaluate.song_table import markdown_table
 from musicgen.measures import form as fm
-from musicgen.measures.song import QUALITIES, Chord, Song, song_from_score, song_measures
+from musicgen.measures.song import MEASURES, QUALITIES, Chord, Song, song_from_score, song_measures
 from musicgen.tokenizers.form import Phrase, Section, form_text, place
 
 PROMPT_BARS = 2
 MAX_SONGS = 4  # the default: 4 songs x 4 runs of ~60 bars are minutes on a CPU
 CHORD_HOLD_BARS = 2  # an annotated chord holds until the next one, at most this long
 SEEDS_PER_RUN = 1000  # song k: seed SEEDS_PER_RUN * seed + k (disjoint across seeds to 1000 songs)
-MEASURES = (
-    "phrase_same_label",
-    "phrase_different_label",
-    "phrase_contrast",
-    "melody_coverage",
-    "melody_outside",
-    "melody_range",
-    "melody_interval",
-    "melody_ends_on_chord_tone",
-    "repeated_bar_rate",
-    "notes_per_onset",
-    "stacked_onset_rate",
-    "notes_per_bar",
-    "key_match",
-    "prompt_key_match",
-    "top_voice_line",
-    "top_voice_interval",
-    "chord_agree",
-    "chord_tone_share",
-    "prompt_kept",
-)
 
 
 @dataclass
@@ -86,7 +67,7 @@ def cut_form(phrases: Sequence[Phrase], max_bars: int | None) -> list[Phrase]:
     for p in phrases:
         if left < 1:
             break
-        out.append(Phrase(p.label, min(p.bars, left)))
+        out.append(Phrase(p.label, min(p.bars, left), p.density))
         left -= p.bars
     return out
 
@@ -143,7 +124,8 @@ def make_song_case(
     ids, sections = encoded
     first = sections[0].bar
     have = len(tokenizer.bar_starts(np.asarray(ids, dtype=np.int64))) - first
-    phrases = cut_form([Phrase(s.label, s.bars) for s in sections], max_bars)
+    density = {s.bar: s.density for s in tokenizer.sections(ids)}  # where the tokens write one
+    phrases = cut_form([Phrase(s.label, s.bars, density.get(s.bar)) for s in sections], max_bars)
     phrases = cut_form(phrases, have)  # an annotation past the MIDI's last bar
     if sum(p.bars for p in phrases) <= prompt_bars:
         return f"fewer than {prompt_bars + 1} annotated bars"
@@ -199,22 +181,27 @@ def song_cases(
 
 @dataclass(frozen=True)
 class Run:
-    """One way of writing each song: `mode` scratch or continue, sampling options, chords."""
+    """One way of writing each song: `mode` scratch or continue, sampling options, the song's
+    chords or its phrases' densities forced."""
 
     mode: str
     sampling: dict
     chords: bool = False
+    densities: bool = False
 
     @property
     def label(self) -> str:
-        return f"{self.mode}{' chords' if self.chords else ''} {sampling_label(self.sampling)}"
+        forced = (" chords" if self.chords else "") + (" densities" if self.densities else "")
+        return f"{self.mode}{forced} {sampling_label(self.sampling)}"
 
 
-def plan_runs(settings: Sequence[dict], chords: bool) -> list[Run]:
-    """From scratch and continuing at every setting; with `chords`, from scratch with the
-    song's chords forced too."""
+def plan_runs(settings: Sequence[dict], chords: bool, densities: bool = False) -> list[Run]:
+    """From scratch and continuing at every setting; with `chords` (`densities`), from scratch
+    with the song's chords (its phrases' densities) forced too."""
     runs = [Run(mode, dict(s)) for mode in ("scratch", "continue") for s in settings]
-    return runs + [Run("scratch", dict(s), True) for s in settings] if chords else runs
+    runs += [Run("scratch", dict(s), chords=True) for s in settings] if chords else []
+    runs += [Run("scratch", dict(s), densities=True) for s in settings] if densities else []
+    return runs
 
 
 def progression(case: SongCase):
@@ -244,11 +231,12 @@ def write_song(model, case: SongCase, run: Run, seed: int, prompt_bars: int):
         span = (case.first_bar, case.first_bar + prompt_bars)
         prompt = select_bars(tok, case.ids, prompt_bars=span, where=case.name)
         # the song's own phrase tokens out: the form's go in (a form cut by --max-bars)
-        phrase = tok.section_mask()
+        phrase = tok.phrase_mask()
         extra["prompt"] = replace(prompt, ids=[i for i in prompt.ids if not phrase[i]])
     if run.chords:
         extra["grammar_wrap"] = chord_grammar_wrap(tok, progression(case), 0)
-    pieces = model.pieces(1, form=form_text(case.phrases), seed=seed, **extra, **run.sampling)
+    phrases = case.phrases if run.densities else [Phrase(p.label, p.bars) for p in case.phrases]
+    pieces = model.pieces(1, form=form_text(phrases), seed=seed, **extra, **run.sampling)
     return next(iter(pieces))
 
 
@@ -339,7 +327,7 @@ def run_pairs(runs: Sequence[Run]) -> list[tuple[str, str]]:
     return [
         (a.label, b.label)
         for a, b in itertools.combinations(runs, 2)
-        if (a.mode, a.chords) == (b.mode, b.chords)
+        if (a.mode, a.chords, a.densities) == (b.mode, b.chords, b.densities)
     ]
 
 
@@ -356,6 +344,7 @@ def evaluate_songs(
     prompt_bars: int = PROMPT_BARS,
     max_bars: int | None = None,
     chords: bool = False,
+    densities: bool = False,
 ) -> dict:
     """The whole-song evaluation (module docstring) of one model; song.json, song.md and
     samples/<run>/<song>.mid in `out`."""
@@ -366,6 +355,8 @@ def evaluate_songs(
     model = musicgen.load(checkpoint, device=device)
     if not model.tokenizer.section_mask().any():
         raise MusicgenError(f"{checkpoint}: its tokenizer has no section tokens (no form control)")
+    if densities and model.tokenizer.phrase_mask().sum() == model.tokenizer.section_mask().sum():
+        raise MusicgenError(f"{checkpoint}: its tokenizer has no density tokens (--densities)")
     for sampling in settings:  # a bad value fails before any song is read
         model.options(**sampling)
     cases, skipped = song_cases(
@@ -373,7 +364,7 @@ def evaluate_songs(
     )
     real = columns([score_song(c.score, c, prompt_bars) for c in cases])
     out = Path(out)
-    runs, plan = {}, plan_runs(settings, chords)
+    runs, plan = {}, plan_runs(settings, chords, densities)
     for run in plan:
         folder = out / "samples" / run.label.replace(" ", "_")
         runs[run.label] = score_run(model, cases, run, seed, prompt_bars, folder)

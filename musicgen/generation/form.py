@@ -13,6 +13,7 @@ tokens before it is fed. `auto` draws one of the training songs' forms kept in t
 
 from __future__ import annotations
 
+import copy
 import json
 import re
 from collections.abc import Sequence
@@ -92,7 +93,8 @@ class FormGrammar(Grammar):
         self._phrase = tokenizer.section_mask()
         self._bar_ids = frozenset(tokenizer.bar_start_ids())
         self._eos = tokenizer.eos_id
-        self._opens = {s.bar: tokenizer.section_ids(s.label, s.bars) for s in sections}
+        self._opens = {s.bar: tokenizer.section_ids(s.label, s.bars, density=s.density)
+                       for s in sections}  # fmt: skip
         self._last_bar = max(s.bar + s.bars for s in sections) - 1
         self.bar = sum(int(t) in self._bar_ids for t in prompt_ids) - 1  # the current bar
         self.pending: list[int] = []
@@ -176,14 +178,21 @@ class FormGrammar(Grammar):
         return self.base.finished()
 
     def completion(self) -> list[int]:
-        return self.pending + self.base.completion()
+        """The phrase tokens still due, then what closes the inner grammar after them (a
+        vocabulary with densities wants one after a phrase's length)."""
+        if not self.pending:
+            return self.base.completion()
+        after = copy.deepcopy(self.base)
+        for tok in self.pending:
+            after.advance(tok)
+        return self.pending + after.completion()
 
 
 def form_wrap(tokenizer: Tokenizer, phrases: list[Phrase]) -> GrammarWrap:
     """The `grammar_wrap` that forces `phrases` from the song's first bar."""
     sections = place(phrases)
     for s in sections:
-        tokenizer.section_ids(s.label, s.bars)  # a label the model lacks: an error now
+        tokenizer.section_ids(s.label, s.bars, density=s.density)  # one the model lacks: now
 
     def wrap(grammar: Grammar, prompt_ids: list[int]) -> Grammar:
         return FormGrammar(grammar, tokenizer, sections, prompt_ids)

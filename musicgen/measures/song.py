@@ -6,12 +6,7 @@ every other pitched track the accompaniment; or one track) and its sections
 beat 0, 4/4). Everything is pure numpy over `measures.metrics.Notes`, so each measure can be
 checked on hand-built songs; `musicgen.evaluate.song` runs them over real and generated songs.
 
-Phrase similarity asks whether a form is heard: bars at the same offset of two phrases with
-the same label (the annotators' "same material") should be more alike than bars of phrases
-with different labels. Each bar is a 16-step onset pattern and a 12-bin pitch-class profile,
-each scaled to unit length, so a bar pair's cosine is the mean of the two cosines: rhythm and
-harmony weigh alike. The contrast (same minus different) is about 0 for a song scored against a
-form that is not its own.
+Phrase similarity and density are in `measures.phrases`.
 
 Chords, where none are given, are detected per half bar from the accompaniment's sounding
 notes (duration-weighted pitch classes against binary chord templates, cosine): a plain rule,
@@ -22,22 +17,44 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from itertools import combinations
 
 import numpy as np
 import symusic
 
 from musicgen.measures import form as fm
 from musicgen.measures.metrics import Notes, notes_from_score, notes_per_onset, stacked_onset_rate
+from musicgen.measures.phrases import phrase_density_spread, phrase_similarity
 from musicgen.tokenizers.form import Section
 
 BAR_BEATS = fm.BAR_BEATS
-STEPS = fm.ONSET_STEPS_PER_BEAT * int(BAR_BEATS)  # 16 onset steps per bar
 MELODY_NAME = "melody"  # the track name (any case) that holds the melody
-NO_MATERIAL = frozenset("xX")  # "other" phrases: two of them are not the same material
 CHORD_BEATS = 2.0  # chords are detected per half bar
 END_BARS = 2  # a phrase closes in its last two bars
 MIN_KEY_NOTES = 8  # a phrase with fewer pitched notes has no key of its own
+MEASURES = (  # song_measures' names, in the order tables list them
+    "phrase_same_label",
+    "phrase_different_label",
+    "phrase_contrast",
+    "phrase_rhythm_contrast",
+    "phrase_harmony_contrast",
+    "melody_coverage",
+    "melody_outside",
+    "melody_range",
+    "melody_interval",
+    "melody_ends_on_chord_tone",
+    "repeated_bar_rate",
+    "notes_per_onset",
+    "stacked_onset_rate",
+    "notes_per_bar",
+    "phrase_density_spread",
+    "key_match",
+    "prompt_key_match",
+    "top_voice_line",
+    "top_voice_interval",
+    "chord_agree",
+    "chord_tone_share",
+    "prompt_kept",
+)
 
 # chord templates: quality -> (intervals above the root, family)
 QUALITIES: dict[str, tuple[tuple[int, ...], str]] = {
@@ -106,60 +123,6 @@ def _tracks(score: symusic.Score, tracks: list) -> Notes:
     for t in tracks:
         part.tracks.append(t.copy())
     return notes_from_score(part)
-
-
-# phrase similarity
-
-
-def bar_profiles(notes: Notes, bars: int) -> np.ndarray:
-    """[bars, 28]: per bar its 16-step onset pattern and its pitch-class profile (notes
-    starting in the bar), each scaled to unit length / sqrt(2): a bar pair's dot product is the
-    mean of the two cosines; an empty bar is all zeros."""
-    steps = fm.onset_steps(notes)
-    bar = steps // STEPS
-    inside = (bar >= 0) & (bar < bars)
-    onset = np.zeros((bars, STEPS))
-    chroma = np.zeros((bars, 12))
-    np.add.at(onset, (bar[inside], steps[inside] % STEPS), 1.0)
-    np.add.at(chroma, (bar[inside], np.asarray(notes.pitch)[inside] % 12), 1.0)
-    return np.concatenate([_unit(onset), _unit(chroma)], axis=1) / np.sqrt(2.0)
-
-
-def _unit(rows: np.ndarray) -> np.ndarray:
-    norm = np.linalg.norm(rows, axis=1, keepdims=True)
-    return np.divide(rows, norm, out=np.zeros_like(rows), where=norm > 0)
-
-
-def phrase_pair_similarity(profiles: np.ndarray, a: Section, b: Section) -> float:
-    """Mean similarity of the bars at the same offset of phrases a and b (pairs where both bars
-    hold notes); NaN where there is no such pair."""
-    n = min(a.bars, b.bars, len(profiles) - a.bar, len(profiles) - b.bar)
-    if n < 1:
-        return float("nan")
-    pa, pb = profiles[a.bar : a.bar + n], profiles[b.bar : b.bar + n]
-    filled = (pa.any(axis=1)) & (pb.any(axis=1))
-    if not filled.any():
-        return float("nan")
-    return float((pa * pb).sum(axis=1)[filled].mean())
-
-
-def same_material(a: Section, b: Section) -> bool:
-    return a.label == b.label and a.label not in NO_MATERIAL
-
-
-def phrase_similarity(song: Song) -> dict[str, float]:
-    """`same_label`: mean over pairs of phrases with one label of their bar-aligned similarity;
-    `different_label`: the same over pairs with different labels; `contrast`: their
-    difference (NaN where the form has no pair of a kind)."""
-    profiles = bar_profiles(song.notes, song.bars)
-    same, different = [], []
-    for a, b in combinations(song.sections, 2):
-        sim = phrase_pair_similarity(profiles, a, b)
-        if np.isfinite(sim):
-            (same if same_material(a, b) else different).append(sim)
-    s = float(np.mean(same)) if same else float("nan")
-    d = float(np.mean(different)) if different else float("nan")
-    return {"same_label": s, "different_label": d, "contrast": s - d}
 
 
 # melody
@@ -374,6 +337,7 @@ def song_measures(
         notes_per_onset=notes_per_onset(song.notes),
         stacked_onset_rate=stacked_onset_rate(song.notes),
         notes_per_bar=len(song.notes) / song.bars if song.bars else float("nan"),
+        phrase_density_spread=phrase_density_spread(song),
         key_match=phrase_key_match(song),
         prompt_key_match=prompt_key_match(song, prompt_bars) if prompt_bars else float("nan"),
         top_voice_line=line["line"],

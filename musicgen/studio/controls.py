@@ -30,7 +30,8 @@ FORM_INFO = (
     "Letters name the sections (A, B, C... the same letter for the same music; i intro, o "
     "outro; lower case for a section without melody), numbers their bars. A form sets the "
     "length: the bars sliders are not used. Chords may follow it per section: "
-    "A: C G Am F; B: F G C Am"
+    "A: C G Am F; B: F G C Am. A model that learnt section densities also takes @1 (sparse) "
+    "to @8 (full) after a section: A8@3 B8@6"
 )
 PROGRESS_EVERY_S = 0.2  # the API reports every decoding step; the page needs a few a second
 
@@ -75,7 +76,7 @@ def settle_form(
         )
     phrases = asked.form if asked.form != "auto" else _draw(model, asked.seed, held, most)
     for p in phrases:
-        model.tokenizer.section_ids(p.label, p.bars)  # an unknown label: its one line
+        model.tokenizer.section_ids(p.label, p.bars, density=p.density)  # its one line
     total = sum(p.bars for p in phrases)
     if total <= held:
         raise MusicgenError(f"form: its {total} bars end inside the prompt ({held} bars)")

@@ -175,11 +175,20 @@ class Tokenizer(abc.ABC):
         return None
 
     def section_mask(self) -> np.ndarray:
-        """bool[vocab]: the ids that write a phrase (none by default)."""
+        """bool[vocab]: the ids that open a phrase and a form forces, its label and length
+        (none by default)."""
         return np.zeros(self.vocab_size, dtype=bool)
 
-    def section_ids(self, label: str, bars: int, where: str = "form") -> list[int]:
-        """The ids that open a phrase `label` of `bars` bars (tokenizers with section tokens)."""
+    def phrase_mask(self) -> np.ndarray:
+        """bool[vocab]: every id that writes something of a phrase, its density too (what a
+        prompt drops to take another form's phrases)."""
+        return self.section_mask()
+
+    def section_ids(
+        self, label: str, bars: int, where: str = "form", density: int | None = None
+    ) -> list[int]:
+        """The ids that open a phrase `label` of `bars` bars, with its density level where
+        given (tokenizers with section tokens)."""
         from musicgen.errors import MusicgenError
 
         raise MusicgenError(f"{where}: this model has no section tokens (no form control)")

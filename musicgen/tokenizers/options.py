@@ -50,6 +50,9 @@ class RemiOptions:
     melody: bool = False
     # phrases as tokens: Section_<label> SectionBars_<n> after the Bar where a phrase starts
     sections: bool = False
+    # with sections: each phrase's density after its length, SectionDensity_k (k = 1..8 by its
+    # notes a bar, tokenizers.form.density_level), which the model learns to play and can be given
+    densities: bool = False
 
     def check(self) -> RemiOptions:
         from miditok.constants import CHORD_MAPS
@@ -64,6 +67,10 @@ class RemiOptions:
             check_choice(f"{LABEL}: chord_qualities", q, list(CHORD_MAPS))
         if len(set(self.chord_qualities)) != len(self.chord_qualities):
             raise MusicgenError(f"{LABEL}: chord_qualities: a quality appears twice")
+        if self.densities and not self.sections:
+            raise MusicgenError(
+                f"{LABEL}: densities needs sections (they follow a phrase's tokens)"
+            )
         return self
 
 

@@ -4,8 +4,9 @@ Every non-drum track is merged into one piano part before tokenizing (POP909's M
 PIANO tracks become one stream), time signatures are ignored (every bar is 4/4, 16 positions).
 With `melody: true` the notes of a track named Melody keep their voice as `MelodyPitch_p` tokens
 (in place of `Pitch_p`: no longer sequences) and decode to a Melody track beside the Piano; with
-`sections: true` a phrase's label and length follow the `Bar` where it starts (tokenizers.form).
-Both families are appended after miditok's vocabulary, so the ids of a plain REMI are unchanged.
+`sections: true` a phrase's label and length follow the `Bar` where it starts (tokenizers.form),
+and with `densities: true` its density level after them. These families are appended after
+miditok's vocabulary, so the ids of a plain REMI are unchanged.
 The miditok configuration is embedded in `to_dict()`, so a checkpoint alone rebuilds the exact
 vocabulary. See docs/tokenization.md for the vocabulary and where it differs from the paper.
 """
@@ -28,13 +29,21 @@ from musicgen.errors import MusicgenError
 from musicgen.limits import check_score
 from musicgen.tokenizers.base import PAD_ID, TimeTables, Tokenizer
 from musicgen.tokenizers.chords import ChordSpan, chord_grid_events, fold_quality, insert_chords
-from musicgen.tokenizers.form import MAX_SECTION_BARS, SECTION_LABELS, Section, add_markers
+from musicgen.tokenizers.form import (
+    DENSITY_LEVELS,
+    MAX_SECTION_BARS,
+    SECTION_LABELS,
+    Section,
+    add_markers,
+    density_level,
+)
 from musicgen.tokenizers.options import RemiOptions, as_dict, options_from, parse_options
 from musicgen.tokenizers.pedal import fold_pedal
 from musicgen.tokenizers.remi_grammar import RemiGrammar, RemiTables
 
 SPECIAL_TOKENS = ["PAD", "BOS", "EOS"]  # miditok puts them first, in this order: PAD is id 0
-SECTION_FAMILIES = (RemiTables.SECTION, RemiTables.SECTION_BARS)
+SECTION_FAMILIES = (RemiTables.SECTION, RemiTables.SECTION_BARS)  # what a form forces
+PHRASE_FAMILIES = (*SECTION_FAMILIES, RemiTables.SECTION_DENSITY)  # every phrase token
 
 
 def _miditok_config(opts: dict[str, Any]) -> TokenizerConfig:
@@ -99,6 +108,8 @@ def extra_names(options: dict[str, Any]) -> list[str]:
     if options["sections"]:
         names += [f"Section_{label}" for label in SECTION_LABELS]
         names += [f"SectionBars_{n}" for n in range(1, MAX_SECTION_BARS + 1)]
+    if options.get("densities"):
+        names += [f"SectionDensity_{k}" for k in range(1, DENSITY_LEVELS + 1)]
     return names
 
 
@@ -253,9 +264,12 @@ class RemiTokenizer(Tokenizer):
                 out[k] = t.melody_to_id[int(t.pitch[i])]
         return out
 
-    def section_ids(self, label: str, bars: int, where: str = "form") -> list[int]:
+    def section_ids(
+        self, label: str, bars: int, where: str = "form", density: int | None = None
+    ) -> list[int]:
         """The ids that open a phrase: Section_<label> SectionBars_<bars> (longer phrases are
-        written as the longest length the vocabulary has)."""
+        written as the longest length the vocabulary has), then SectionDensity_<density> where
+        one is given and the vocabulary has densities (none given: the model draws it)."""
         t = self.tables
         if not t.section_to_id:
             raise MusicgenError(f"{where}: this model has no section tokens (no form control)")
@@ -263,26 +277,57 @@ class RemiTokenizer(Tokenizer):
             raise MusicgenError(
                 f"{where}: unknown phrase label '{label}' (known: {' '.join(SECTION_LABELS)})"
             )
-        return [
+        ids = [
             t.section_to_id[label],
             t.section_bars_to_id[min(max(int(bars), 1), MAX_SECTION_BARS)],
         ]
+        if density is not None:
+            if not t.section_density_to_id:
+                raise MusicgenError(
+                    f"{where}: this model has no density tokens (phrase {label}{bars}@{density})"
+                )
+            ids.append(t.section_density_to_id[min(max(int(density), 1), DENSITY_LEVELS)])
+        return ids
 
     def section_mask(self) -> np.ndarray:
-        """bool[vocab]: the ids of phrase tokens (Section and SectionBars)."""
+        """bool[vocab]: the ids a form forces (Section and SectionBars; a density, when none is
+        given, is the model's to draw)."""
         return np.isin(self.tables.family, SECTION_FAMILIES)
+
+    def phrase_mask(self) -> np.ndarray:
+        return np.isin(self.tables.family, PHRASE_FAMILIES)
 
     def insert_sections(
         self, ids: list[int], sections: list[Section], where: str = "form"
     ) -> list[int]:
-        """Section_<label> SectionBars_<n> after the Bar token of each section's first bar."""
-        at = {int(s.bar): self.section_ids(s.label, s.bars, where) for s in sections}
+        """Section_<label> SectionBars_<n> after the Bar token of each section's first bar; in a
+        vocabulary with densities, then its SectionDensity (a section without one: the level of
+        the notes `ids` hold in its bars)."""
+        if self.tables.section_density_to_id:
+            sections = self._with_densities(ids, sections)
+        at = {int(s.bar): self.section_ids(s.label, s.bars, where, s.density) for s in sections}
         out, bar = [], -1
         for i in ids:
             out.append(i)
             if i == self.bar_id:
                 bar += 1
                 out += at.get(bar, [])
+        return out
+
+    def _with_densities(self, ids: list[int], sections: list[Section]) -> list[Section]:
+        """`sections`, each with its density level: given, or from the notes a bar of the bars
+        of it that `ids` hold (a prompt may hold the first bars of a phrase only)."""
+        arr = np.asarray(ids, np.int64)
+        bar = np.cumsum(arr == self.bar_id) - 1  # the bar of each id
+        starts = bar[self.tables.family[arr] == RemiTables.PITCH]  # a note per Pitch id
+        held = int(bar.max()) + 1 if len(bar) else 0
+        out = []
+        for s in sections:
+            n = min(s.bars, held - s.bar)
+            if s.density is None and n > 0:
+                notes = np.count_nonzero((starts >= s.bar) & (starts < s.bar + n))
+                s = Section(s.bar, s.label, s.bars, density_level(notes / n))
+            out.append(s)
         return out
 
     def melody_pitches(self) -> np.ndarray | None:
@@ -303,7 +348,11 @@ class RemiTokenizer(Tokenizer):
             elif t.family[i] == RemiTables.SECTION and k + 1 < len(arr):
                 n = arr[k + 1]
                 if t.family[n] == RemiTables.SECTION_BARS:
-                    out.append(Section(bar, t.label[i], int(t.value[n])))
+                    d = arr[k + 2] if k + 2 < len(arr) else None
+                    dense = None
+                    if d is not None and t.family[d] == RemiTables.SECTION_DENSITY:
+                        dense = int(t.value[d])
+                    out.append(Section(bar, t.label[i], int(t.value[n]), dense))
         return out
 
     def _annotated_chords(
@@ -326,7 +375,7 @@ class RemiTokenizer(Tokenizer):
         t = self.tables
         arr = np.asarray(ids, dtype=np.int64).reshape(-1)
         arr = arr[(arr >= 0) & (arr < self.vocab_size)]
-        arr = arr[~np.isin(t.family[arr], (RemiTables.SPECIAL, *SECTION_FAMILIES))]
+        arr = arr[~np.isin(t.family[arr], (RemiTables.SPECIAL, *PHRASE_FAMILIES))]
         in_melody = self._note_members(arr, t.melody[arr])
         if not in_melody.any():
             return self._mt.decode([TokSequence(ids=arr.tolist())])

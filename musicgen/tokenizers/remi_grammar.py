@@ -4,8 +4,9 @@ Order: BOS, then bars; a bar is `Bar` followed by positions strictly increasing 
 `Position` come Tempo, Chord or note events; a note is the triple Pitch, Velocity, Duration
 (miditok's order) and must be complete before anything else; a pitch sounds at most once per
 position (`unique_pitches`, the tokenizer's `merge_duplicates`), as melody or as accompaniment;
-a phrase's `Section` label and its `SectionBars` length come right after its `Bar`, before the
-bar's first position; EOS ends the sequence (allowed after a bar, a position or a complete event).
+a phrase's `Section` label and its `SectionBars` length (and, in a vocabulary with densities,
+its `SectionDensity`) come right after its `Bar`, before the bar's first position; EOS ends the
+sequence (allowed after a bar, a position or a complete event).
 Sampling writes the melody as one line: once a melody note is at a position, no other melody
 pitch is drawn there (`sampling_mask`; POP909's melodies have two notes at one onset in 0.4 %
 of their onsets, so a prompt or a scored song is never judged by it).
@@ -37,6 +38,7 @@ class RemiTables:
     OTHER = 8
     SECTION = 9  # a phrase's label (Section_A)
     SECTION_BARS = 10  # its length in bars (SectionBars_8)
+    SECTION_DENSITY = 11  # its density level (SectionDensity_3)
 
     family: np.ndarray  # (V,) int8: one of the constants above
     pitch: np.ndarray  # (V,) MIDI pitch of Pitch tokens, -1 elsewhere
@@ -50,6 +52,7 @@ class RemiTables:
     chord_to_id: dict[tuple[int, str], int] = field(default_factory=dict)
     section_to_id: dict[str, int] = field(default_factory=dict)
     section_bars_to_id: dict[int, int] = field(default_factory=dict)
+    section_density_to_id: dict[int, int] = field(default_factory=dict)
     label: dict[int, str] = field(default_factory=dict)  # Section id -> its label
 
     @classmethod
@@ -68,6 +71,7 @@ class RemiTables:
             "MelodyPitch": cls.PITCH,
             "Section": cls.SECTION,
             "SectionBars": cls.SECTION_BARS,
+            "SectionDensity": cls.SECTION_DENSITY,
         }
         n = len(names)
         t = cls(
@@ -92,6 +96,9 @@ class RemiTables:
             elif fam == cls.SECTION_BARS:
                 t.value[i] = int(arg)
                 t.section_bars_to_id[int(arg)] = i
+            elif fam == cls.SECTION_DENSITY:
+                t.value[i] = int(arg)
+                t.section_density_to_id[int(arg)] = i
             elif fam == cls.POSITION:
                 t.position[i] = int(arg)
             elif fam in (cls.VELOCITY, cls.TEMPO):
@@ -116,7 +123,7 @@ class RemiTables:
 
 # parser states
 START, AFTER_BOS, AFTER_BAR, AFTER_POS, IN_POS, AFTER_PITCH, AFTER_VEL, DONE = range(8)
-AFTER_SECTION, AFTER_SECTION_BARS = 8, 9
+AFTER_SECTION, AFTER_SECTION_BARS, AFTER_SECTION_DENSITY = 8, 9, 10
 
 
 class RemiGrammar(Grammar):
@@ -141,12 +148,15 @@ class RemiGrammar(Grammar):
         n_pos = int(t.position.max()) + 1
         pos_after = [positions & (t.position > p) for p in range(-1, n_pos)]
         sections = t.family == RemiTables.SECTION
+        densities = t.family == RemiTables.SECTION_DENSITY
+        opens_bar = one[bar] | positions | one[eos]  # what may follow a phrase's tokens
         self._masks: dict[tuple[int, int], np.ndarray] = {
             (START, -1): one[bos],
             (AFTER_BOS, -1): one[bar],
             (AFTER_BAR, -1): one[bar] | positions | one[eos] | sections,
             (AFTER_SECTION, -1): t.family == RemiTables.SECTION_BARS,
-            (AFTER_SECTION_BARS, -1): one[bar] | positions | one[eos],
+            (AFTER_SECTION_BARS, -1): densities if densities.any() else opens_bar,
+            (AFTER_SECTION_DENSITY, -1): opens_bar,
             (AFTER_PITCH, -1): t.family == RemiTables.VELOCITY,
             (AFTER_VEL, -1): t.family == RemiTables.DURATION,
             (AFTER_POS, -1): events | one[eos],
@@ -161,6 +171,8 @@ class RemiGrammar(Grammar):
         self._fill_dur = int(one_beat[0] if len(one_beat) else dur_ids[0])
         bars_ids = np.flatnonzero(t.family == RemiTables.SECTION_BARS)
         self._fill_bars = [int(bars_ids[0])] if len(bars_ids) else []
+        density_ids = np.flatnonzero(densities)
+        self._fill_density = [int(density_ids[len(density_ids) // 2])] if len(density_ids) else []
 
     @property
     def position(self) -> int:
@@ -227,6 +239,8 @@ class RemiGrammar(Grammar):
             self.state = AFTER_SECTION
         elif fam == RemiTables.SECTION_BARS:
             self.state = AFTER_SECTION_BARS
+        elif fam == RemiTables.SECTION_DENSITY:
+            self.state = AFTER_SECTION_DENSITY
         return ok
 
     def finished(self) -> bool:
@@ -238,7 +252,8 @@ class RemiGrammar(Grammar):
             AFTER_BOS: [self.bar],
             AFTER_PITCH: [self._fill_vel, self._fill_dur],
             AFTER_VEL: [self._fill_dur],
-            AFTER_SECTION: self._fill_bars,
+            AFTER_SECTION: self._fill_bars + self._fill_density,
+            AFTER_SECTION_BARS: self._fill_density,
             DONE: None,
         }.get(self.state, [])
         return [] if tail is None else [*tail, self.eos]

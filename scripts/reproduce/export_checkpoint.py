@@ -10,7 +10,8 @@ to the first phase) and writes OUT/model.pt, which `load_checkpoint` reads like 
 checkpoint. SPE parameters and gates stay float32 (`musicgen.checkpoint.full_precision_names`):
 rounding them would shift the positional kernel's phase by radians at long lags. Prints the
 summary as JSON, and copies the run's `forms.json` (what `--form auto` draws from) beside the
-model. `--set sample.temperature=1.0` keeps the model's own sampling defaults with it.
+model. `--set sample.temperature=1.0` keeps the model's own sampling defaults with it;
+`--base FOLDER` takes the previous phase's summary from its exported folder.
 RUN may also be a model folder (a committed phase of a training done in parts, e.g.
 training/pop909_phase7/pop909_ape): its stored summary is kept as it is, the weights (already
 half) are written unchanged.
@@ -20,11 +21,13 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 from pathlib import Path
 
 from musicgen.cards import export_summary
 from musicgen.checkpoint import load_checkpoint, save_checkpoint
 from musicgen.config import apply_overrides, config_from_dict, to_dict
+from musicgen.errors import MusicgenError
 
 
 def main() -> None:
@@ -40,7 +43,21 @@ def main() -> None:
         help="a config value kept with the export, e.g. sample.temperature=1.0 (the model's own "
         "sampling defaults, chosen on the form benchmark)",
     )
+    ap.add_argument(
+        "--base",
+        type=Path,
+        help="the exported model folder of the phase this run started from, whose stored "
+        "summary (and chain of phases) the card takes, where the run's own init_from was a run "
+        "folder that is gone or whose chain is (that folder's export)",
+    )
     args = ap.parse_args()
+    try:
+        export(args)
+    except MusicgenError as exc:
+        sys.exit(f"export_checkpoint: {exc}")
+
+
+def export(args: argparse.Namespace) -> None:
     folder = (args.run / "config.json").is_file() and not (args.run / args.which).exists()
     loaded = load_checkpoint(args.run if folder else args.run / args.which)
     step = int(loaded.train_state.get("step", 0))
@@ -48,7 +65,7 @@ def main() -> None:
         stored = loaded.train_state.get("summary")
         info = json.loads(stored) if stored else {"step": step}
     else:
-        info = export_summary(args.run, loaded.config, step)
+        info = export_summary(args.run, loaded.config, step, base=args.base)
     config = config_from_dict(apply_overrides(to_dict(loaded.config), args.set))
     path = save_checkpoint(
         args.out / "model.pt",
