@@ -235,7 +235,7 @@ def write_song(model, case: SongCase, run: Run, seed: int, prompt_bars: int):
         extra["prompt"] = replace(prompt, ids=[i for i in prompt.ids if not phrase[i]])
     if run.chords:
         extra["grammar_wrap"] = chord_grammar_wrap(tok, progression(case), 0)
-    phrases = case.phrases if run.densities else [Phrase(p.label, p.bars) for p in case.phrases]
+    phrases = case.phrases if run.densities else [replace(p, density=None) for p in case.phrases]
     pieces = model.pieces(1, form=form_text(phrases), seed=seed, **extra, **run.sampling)
     return next(iter(pieces))
 
@@ -355,7 +355,8 @@ def evaluate_songs(
     model = musicgen.load(checkpoint, device=device)
     if not model.tokenizer.section_mask().any():
         raise MusicgenError(f"{checkpoint}: its tokenizer has no section tokens (no form control)")
-    if densities and model.tokenizer.phrase_mask().sum() == model.tokenizer.section_mask().sum():
+    tok = model.tokenizer
+    if densities and not (tok.phrase_mask() & ~tok.section_mask()).any():  # no density ids
         raise MusicgenError(f"{checkpoint}: its tokenizer has no density tokens (--densities)")
     for sampling in settings:  # a bad value fails before any song is read
         model.options(**sampling)

@@ -95,14 +95,9 @@ def phrase_density_spread(song: Song) -> float:
     """How much the phrases differ in how busy they are: the coefficient of variation (sd over
     mean) of notes per bar over the song's phrases; a song that plays every phrase alike
     scores 0. NaN with fewer than two phrases or no notes."""
-    onset = np.asarray(song.notes.onset)
-    per_bar = [
-        np.count_nonzero(
-            (onset >= s.bar * fm.BAR_BEATS) & (onset < (s.bar + s.bars) * fm.BAR_BEATS)
-        )
-        / s.bars
-        for s in song.sections
-    ]
+    bar = np.asarray(song.notes.onset) // fm.BAR_BEATS  # the bar each note starts in
+    per_bar = [np.count_nonzero((bar >= s.bar) & (bar < s.bar + s.bars)) / s.bars
+               for s in song.sections]  # fmt: skip
     if len(per_bar) < 2 or np.mean(per_bar) == 0:
         return float("nan")
     return float(np.std(per_bar) / np.mean(per_bar))
