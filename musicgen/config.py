@@ -142,6 +142,7 @@ class SampleConfig:
     repeat: float | None = None  # the bar-copy bonus (generation.repeat); None: 0, off
     melody_range: int | None = None  # the melody's widest span (generation.melody); None: off
     in_key: float | None = None  # nats for the pitches of the piece's key (generation.key)
+    guidance: float | None = None  # phrase-label guidance weight (generation.guidance); None: off
 
 
 @dataclass

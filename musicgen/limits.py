@@ -128,6 +128,7 @@ SAMPLING_RANGES: dict[str, Range] = {
     "chord_tones": Range(0.0, 100.0, note="nats; 0 = off"),
     "melody_range": Range(0, 127, integer=True, note="semitones; 0 = off"),
     "in_key": Range(0.0, 100.0, note="nats; 0 = off"),
+    "guidance": Range(0.0, 10.0, note="0 = off"),
     "min_tokens": Range(0, MAX_NEW_TOKENS, integer=True, note="0 = off"),
 }
 PROMPT_SECONDS = Range(0.0, MAX_MINUTES * 60, low_open=True)  # `seconds`: also <= the file

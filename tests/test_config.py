@@ -73,7 +73,7 @@ def test_dotted_overrides_parse_yaml_scalars():
 def test_sample_section_is_typed_and_ranged():
     """The model's own sampling defaults: None unless set, numbers in their ranges, strict keys."""
     unset = {"temperature": None, "top_k": None, "top_p": None, "repeat": None}
-    unset["melody_range"] = unset["in_key"] = None
+    unset["melody_range"] = unset["in_key"] = unset["guidance"] = None
     assert vars(Config().sample) == unset
     cfg = load_config(None, ["sample.temperature=1.0", "sample.top_p=0.95"])
     assert (cfg.sample.temperature, cfg.sample.top_p, cfg.sample.top_k) == (1.0, 0.95, None)
@@ -84,6 +84,7 @@ def test_sample_section_is_typed_and_ranged():
         ("sample.top_p=1.5", "config: sample.top_p"),
         ("sample.top_k=-2", "config: sample.top_k"),
         ("sample.repeat=-0.5", "config: sample.repeat: must be >= 0"),
+        ("sample.guidance=11", "config: sample.guidance: must be >= 0 and <= 10"),
         ("sample.temp=1", "unknown key 'sample.temp'"),
     ):
         with pytest.raises(MusicgenError, match=message):

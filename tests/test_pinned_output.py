@@ -35,7 +35,7 @@ CASES = {
     ),
     "form": (
         ["generate", "--checkpoint", "pop909_sine_spe_gated", "--form", "i1A2o1"],
-        ["89381a86b4ccf64d779f92ad4dfc6942d667b722", "d277d68afbf9226797bb5d0e9a2cd9dae799b697"],
+        ["78d0a5f5340901ff6d1af5cdec89e8b2f22a272f", "048c7b94faebf04c19bbbf97f2f7163d61404a50"],
     ),
     "groove": (
         ["generate", "--checkpoint", "groove_sine_spe_gated", "--bars", "4"]

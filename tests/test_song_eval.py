@@ -140,6 +140,17 @@ def test_melody_outside_counts_bars_of_melodyless_phrases_where_it_starts():
     assert np.isnan(melody_measures(song_from_score(score, place(parse_form("A4"))))["outside"])
 
 
+def test_melody_notes_per_bar_counts_onsets_in_melodic_bars_once():
+    """i1 A2: a harmonised melody onset counts once, the intro's pickup not at all: 3 onsets
+    over 2 melodic bars; a song without melody has none."""
+    melody = [(2, 2, 67), (4, 2, 72), (4, 2, 64), (6, 2, 74), (8, 4, 76)]
+    score = hand_score({"Piano": [(0, 12, 48)], "Melody": melody})
+    song = song_from_score(score, place(parse_form("i1A2")))
+    assert melody_measures(song)["notes_per_bar"] == pytest.approx(3 / 2)
+    quiet = song_from_score(hand_score({"Piano": [(0, 12, 48)]}), place(parse_form("i1A2")))
+    assert melody_measures(quiet)["notes_per_bar"] == 0.0
+
+
 def test_contrast_splits_into_rhythm_and_harmony():
     """A1 B1 A1, every bar the same eighth-note pattern, A on C major and B on D minor: the
     rhythm half tells nothing apart (contrast 0), the harmony half carries the form."""

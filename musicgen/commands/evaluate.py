@@ -128,6 +128,9 @@ def register(sub: argparse._SubParsersAction) -> None:
         "--in-key", type=float, nargs="+", help="one run per key-rule bonus in nats (x the others)"
     )
     form.add_argument(
+        "--guidance", type=float, nargs="+", help="one run per guidance weight (x the others)"
+    )
+    form.add_argument(
         "--new-bars", type=int, default=12, help="bars continued after the prompt (default 12)"
     )
     form.add_argument("--seed", type=int, default=0)
@@ -310,9 +313,7 @@ def _print_band(band: dict) -> None:
 
 
 def run_form(args: argparse.Namespace) -> int:
-    import itertools
-
-    from musicgen.evaluate.form import MEASURES, evaluate_form
+    from musicgen.evaluate.form import MEASURES, SWEPT, evaluate_form, sweep
 
     if args.whole_song:
         return run_whole_song(args)
@@ -322,12 +323,7 @@ def run_form(args: argparse.Namespace) -> int:
     if args.split not in ("train", "validation", "test", "all"):
         raise MusicgenError(f"--split: must be train, validation, test or all; got '{args.split}'")
     check_seed("--seed", args.seed)
-    given = {"temperature": args.temperature, "top_p": args.top_p, "repeat": args.repeat}
-    given["melody_range"], given["in_key"] = args.melody_range, args.in_key
-    settings = [
-        {k: v for k, v in zip(given, values, strict=True) if v is not None}
-        for values in itertools.product(*(v or [None] for v in given.values()))
-    ]
+    settings = sweep({n: getattr(args, n) for n in SWEPT}, args.repeat)
     res = evaluate_form(
         args.checkpoint,
         args.data,
@@ -357,8 +353,7 @@ def run_form(args: argparse.Namespace) -> int:
 
 def run_whole_song(args: argparse.Namespace) -> int:
     """`evaluate form --whole-song`: musicgen.evaluate.song, its table printed."""
-    import itertools
-
+    from musicgen.evaluate.form import SWEPT, sweep
     from musicgen.evaluate.song import MAX_SONGS, evaluate_songs
 
     if args.structure is None:
@@ -371,13 +366,7 @@ def run_whole_song(args: argparse.Namespace) -> int:
     if args.split not in ("train", "validation", "test", "all"):
         raise MusicgenError(f"--split: must be train, validation, test or all; got '{args.split}'")
     check_seed("--seed", args.seed)
-    given = {"temperature": args.temperature, "top_p": args.top_p}
-    given["melody_range"], given["in_key"] = args.melody_range, args.in_key
-    repeats = args.repeat or [None, 0.0]  # the copy rule at the model's default, and off
-    settings = [
-        {k: v for k, v in zip([*given, "repeat"], values, strict=True) if v is not None}
-        for values in itertools.product(*(v or [None] for v in given.values()), repeats)
-    ]
+    settings = sweep({n: getattr(args, n) for n in SWEPT}, args.repeat or [None, 0.0])
     res = evaluate_songs(
         args.checkpoint[0],
         args.data,

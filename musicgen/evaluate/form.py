@@ -196,7 +196,21 @@ def model_names(checkpoints: Sequence[str | Path]) -> list[str]:
 
 
 SHORT = {"temperature": "T", "top_p": "p", "top_k": "k", "repeat": "r", "melody_range": "m",
-         "in_key": "key"}  # fmt: skip
+         "in_key": "key", "guidance": "g"}  # fmt: skip
+
+
+SWEPT = ("temperature", "top_p", "melody_range", "in_key", "guidance")  # beside the copy rule
+
+
+def sweep(given: dict[str, list | None], repeats: list | None) -> list[dict]:
+    """`evaluate form`'s runs: one sampling setting per combination of the values `given` (by
+    option name), then of `repeats` (the copy rule's); an option not given (None) is the
+    model's own."""
+    given = {**given, "repeat": repeats}
+    return [
+        {k: v for k, v in zip(given, values, strict=True) if v is not None}
+        for values in itertools.product(*(v or [None] for v in given.values()))
+    ]
 
 
 def sampling_label(sampling: dict) -> str:

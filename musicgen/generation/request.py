@@ -114,6 +114,12 @@ class GenerationRequest:
         "prompt included, once it has 16 notes (a piece that keeps its key)",
         SAMPLING_RANGES["in_key"],
     )
+    guidance: float | None = _field(
+        None,
+        "weight of the phrase-label guidance: what a phrase's label changes, that much louder "
+        "(models with phrase labels; each step costs up to twice as much)",
+        SAMPLING_RANGES["guidance"],
+    )
     min_tokens: int | None = _field(
         None,
         "mask the end token until this many ids are sampled (long generations)",

@@ -13,6 +13,7 @@ import numpy as np
 import torch
 
 from musicgen.errors import Cancelled, MusicgenError, check_int
+from musicgen.generation.draw import draw
 from musicgen.generation.filters import (  # noqa: F401 (re-exported: the sampler's one import)
     NEG_INF,
     apply_temperature,
@@ -24,6 +25,7 @@ from musicgen.generation.filters import (  # noqa: F401 (re-exported: the sample
     top_k_filter,
     top_p_filter,
 )
+from musicgen.generation.guidance import LabelLag, guide
 from musicgen.generation.key import KeyKeep
 from musicgen.generation.melody import MelodyRange
 from musicgen.generation.opening import MusicFirst
@@ -42,7 +44,9 @@ class SamplingOptions:
     current bar has copied so far (`generation.repeat`; 0 = off); melody_range: the widest
     span in semitones a melody voice may reach, prompt included (`generation.melody`; 0 =
     off, and no effect on a vocabulary without a melody voice); in_key: nats added to the
-    pitches of the major scale the piece has set (`generation.key`; 0 = off)."""
+    pitches of the major scale the piece has set (`generation.key`; 0 = off); guidance: the
+    weight of the phrase-label guidance (`generation.guidance`; 0 = off, and no effect on a
+    vocabulary without phrase labels)."""
 
     temperature: float = 1.0
     top_k: int = 0
@@ -52,6 +56,7 @@ class SamplingOptions:
     repeat: float = 0.0
     melody_range: int = 0
     in_key: float = 0.0
+    guidance: float = 0.0
 
     def validate(self) -> SamplingOptions:
         """Types and ranges of options built by hand (a request's are checked when it is
@@ -152,38 +157,52 @@ def generate(
     the share of bars written, in steps); `cancel`
     (anything with `is_set()`, e.g. a `threading.Event`) is checked before every step and raises
     `Cancelled` once set; `grammar_wrap(grammar, ids)` replaces each sequence's grammar (already
-    advanced over `ids`) by the object it returns, which the masking then follows.
+    advanced over `ids`) by the object it returns, which the masking then follows. With
+    `options.guidance`, each piece runs beside its shadow (`generation.guidance`).
     """
     if not prompts or any(len(p) == 0 for p in prompts):
         raise MusicgenError("generate: every prompt needs at least one id (BOS)")
     check_int("max_tokens", max_new_tokens, 1)
     model.eval()
     device = next(model.parameters()).device
+    rows = _start_rows(tokenizer, prompts, options, bars, grammar_wrap, first_allowed)
+    total_steps = max(len(p) for p in prompts) - 1 + max_new_tokens
+    lag = LabelLag.start(tokenizer, options.guidance, len(rows))  # None without guidance
+    state = model.init_state(len(rows) * (2 if lag else 1), device, generator=generator)
+    feed = _feed([p[0] for p in prompts], lag, device)  # [B] (or [2B]: then the shadows)
+    pos = 0  # position of the id being fed
+    while any(r.active for r in rows):
+        if cancel is not None and cancel.is_set():
+            raise Cancelled(f"cancel: generation cancelled after {pos} of {total_steps} steps")
+        logits, state = model.step(feed, state)  # [B or 2B, V]: the distribution of id pos + 1
+        if lag is not None:
+            logits = guide(logits, options.guidance)  # [B, V]
+        pos += 1
+        sampling = [r.active and pos >= r.out.prompt_len for r in rows]
+        if any(sampling):
+            drawn = draw(logits, rows, sampling, options, tokenizer.vocab_size, generator)
+            for row, tok in zip(rows, drawn, strict=True):
+                if tok is not None:
+                    row.accept(tokenizer, tok, bars, max_new_tokens)
+        next_ids = [r.out.ids[pos] if r.active else tokenizer.pad_id for r in rows]
+        feed = _feed(next_ids, lag, device)
+        if progress is not None:
+            progress(_steps_done(rows, pos, total_steps, bars), total_steps)
+    return [r.out for r in rows]
+
+
+def _start_rows(tokenizer, prompts, options, bars, grammar_wrap, first_allowed) -> list[_Row]:
     rows = [
         _Row.start(tokenizer, list(p), options, bars is not None, grammar_wrap) for p in prompts
     ]
     for row, first in zip(rows, _per_row(first_allowed, len(rows)), strict=True):
         row.first = first
-    total_steps = max(len(p) for p in prompts) - 1 + max_new_tokens
-    state = model.init_state(len(rows), device, generator=generator)  # SPE noise: no global RNG
-    feed = torch.tensor([p[0] for p in prompts], dtype=torch.long, device=device)  # [B]
-    pos = 0  # position of the id being fed
-    while any(r.active for r in rows):
-        if cancel is not None and cancel.is_set():
-            raise Cancelled(f"cancel: generation cancelled after {pos} of {total_steps} steps")
-        logits, state = model.step(feed, state)  # [B, V]: the distribution of id pos + 1
-        pos += 1
-        sampling = [r.active and pos >= r.out.prompt_len for r in rows]
-        if any(sampling):
-            drawn = _draw(logits, rows, sampling, options, tokenizer.vocab_size, generator)
-            for row, tok in zip(rows, drawn, strict=True):
-                if tok is not None:
-                    row.accept(tokenizer, tok, bars, max_new_tokens)
-        next_ids = [r.out.ids[pos] if r.active else tokenizer.pad_id for r in rows]
-        feed = torch.tensor(next_ids, dtype=torch.long, device=device)
-        if progress is not None:
-            progress(_steps_done(rows, pos, total_steps, bars), total_steps)
-    return [r.out for r in rows]
+    return rows
+
+
+def _feed(ids: list[int], lag: LabelLag | None, device) -> torch.Tensor:
+    """The ids fed next, [B]; with guidance [2B]: the pieces', then their shadows'."""
+    return torch.tensor(ids + (lag.shadow(ids) if lag else []), dtype=torch.long, device=device)
 
 
 def _steps_done(rows: list[_Row], pos: int, total: int, bars: int | None) -> int:
@@ -206,80 +225,6 @@ def _per_row(first_allowed, n: int) -> list:
     if len(firsts) != n:
         raise MusicgenError(f"first_allowed: {len(firsts)} masks for {n} prompts")
     return firsts
-
-
-def _draw(
-    logits: torch.Tensor,
-    rows: list[_Row],
-    sampling: list[bool],
-    options: SamplingOptions,
-    vocab: int,
-    generator: torch.Generator | None,
-) -> list[int | None]:
-    """One id per sampling row (None for the others), masked by each row's grammar."""
-    allowed = None
-    if options.grammar:
-        ones = np.ones(vocab, dtype=bool)
-        allowed = torch.from_numpy(
-            np.stack([r.allowed() if s else ones for r, s in zip(rows, sampling, strict=True)])
-        )
-    bonus, choice = _bonus(rows, sampling, options, vocab), _choice(rows, sampling, options, vocab)
-    redirects = _redirects(rows, sampling, options)
-    logits = filter_logits(logits, options, allowed, bonus, choice, redirects)
-    drawn = sample_from_logits(logits, generator).tolist()
-    return [int(t) if s else None for t, s in zip(drawn, sampling, strict=True)]
-
-
-def _bonus(
-    rows: list[_Row], sampling: list[bool], options: SamplingOptions, vocab: int
-) -> torch.Tensor | None:
-    """[B, V] nats added after the temperature: each sampling row's grammar's own (with
-    masking on) and the bar-copy rule's (`repeat`); None where no row has any."""
-    out, used = np.zeros((len(rows), vocab), dtype=np.float32), False
-    for b, (row, s) in enumerate(zip(rows, sampling, strict=True)):
-        own = getattr(row.grammar, "bonus", None) if s and options.grammar else None
-        extra = own() if own is not None else None  # a caller's wrap may have no bonus()
-        if extra is not None:
-            out[b] += extra
-            used = True
-        copies = row.echo.next_ids() if s and row.echo is not None else []
-        if copies:
-            out[b, copies] += options.repeat
-            used = True
-    return torch.from_numpy(out) if used else None
-
-
-def _choice(
-    rows: list[_Row], sampling: list[bool], options: SamplingOptions, vocab: int
-) -> tuple[torch.Tensor, torch.Tensor] | None:
-    """([B, V] nats, [B, V] group) of each sampling row's grammar's `choice_bonus()` (with
-    masking on) and key rule (`in_key`), added: nats that choose among the group's ids (the
-    Pitch ids), the group as likely as before (`filters.choose_within`); None where no row has
-    any."""
-    nats, group = np.zeros((len(rows), vocab), np.float32), np.zeros((len(rows), vocab), bool)
-    used = False
-    for b, (row, s) in enumerate(zip(rows, sampling, strict=True)):
-        own = getattr(row.grammar, "choice_bonus", None) if s and options.grammar else None
-        key = row.key.choice() if s and row.key is not None else None
-        for got in (own() if own is not None else None, key):
-            if got is not None:  # the chord tones' and the key's choose among the pitches
-                nats[b] += got[0]
-                group[b] |= got[1]
-                used = True
-    return (torch.from_numpy(nats), torch.from_numpy(group)) if used else None
-
-
-def _redirects(rows: list[_Row], sampling: list[bool], options: SamplingOptions) -> list | None:
-    """Each sampling row's grammar's `redirects` as tensors (with masking on); None where no
-    row has any."""
-    if not options.grammar:
-        return None
-    out = []
-    for row, s in zip(rows, sampling, strict=True):
-        own = getattr(row.grammar, "redirects", None) if s else None  # a wrap may have none
-        pairs = own() if own is not None else []
-        out.append([(torch.from_numpy(a), torch.from_numpy(b)) for a, b in pairs])
-    return out if any(out) else None
 
 
 @dataclass

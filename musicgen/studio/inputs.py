@@ -35,9 +35,12 @@ SERVER_MB = 2000.0
 SESSION_IDLE_S = 3600  # a page (or API client) idle this long loses its session and files
 MAX_AUDIO_SECONDS = 180.0  # the player's WAV holds at most this much of a piece (the MIDI all)
 # the page's sampling widgets: the options a model's config sets (its defaults fill them) that
-# every model reads; the melody range and the key rule are not among them (the model's own apply)
+# every model reads; the melody range, the key rule and the phrase guidance are not among them
+# (the model's own apply)
 SAMPLING = tuple(
-    f.name for f in dataclasses.fields(SampleConfig) if f.name not in ("melody_range", "in_key")
+    f.name
+    for f in dataclasses.fields(SampleConfig)
+    if f.name not in ("melody_range", "in_key", "guidance")
 )
 TEMPO = (20.0, 300.0)  # qpm a result may be given
 MAX_TRANSPOSE = 12  # semitones up or down
