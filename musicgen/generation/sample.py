@@ -191,7 +191,15 @@ def generate(
     return [r.out for r in rows]
 
 
-def _start_rows(tokenizer, prompts, options, bars, grammar_wrap, first_allowed) -> list[_Row]:
+def _start_rows(
+    tokenizer: Tokenizer,
+    prompts: list[list[int]],
+    options: SamplingOptions,
+    bars: int | None,
+    grammar_wrap: GrammarWrap | None,
+    first_allowed,
+) -> list[_Row]:
+    """One row per prompt, its grammar advanced over it and its first id narrowed."""
     rows = [
         _Row.start(tokenizer, list(p), options, bars is not None, grammar_wrap) for p in prompts
     ]
