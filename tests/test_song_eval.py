@@ -151,6 +151,16 @@ def test_melody_notes_per_bar_counts_onsets_in_melodic_bars_once():
     assert melody_measures(quiet)["notes_per_bar"] == 0.0
 
 
+def test_melody_register_is_the_median_of_its_line():
+    """A harmonised onset counts its highest note: the line 67, 72, 74, 76 has median 73."""
+    melody = [(2, 2, 67), (4, 2, 72), (4, 2, 64), (6, 2, 74), (8, 4, 76)]
+    song = song_from_score(hand_score({"Piano": [(0, 12, 48)], "Melody": melody}),
+                           place(parse_form("i1A2")))  # fmt: skip
+    assert melody_measures(song)["register"] == 73.0
+    quiet = song_from_score(hand_score({"Piano": [(0, 12, 48)]}), place(parse_form("i1A2")))
+    assert np.isnan(melody_measures(quiet)["register"])
+
+
 def test_contrast_splits_into_rhythm_and_harmony():
     """A1 B1 A1, every bar the same eighth-note pattern, A on C major and B on D minor: the
     rhythm half tells nothing apart (contrast 0), the harmony half carries the form."""

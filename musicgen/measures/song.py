@@ -42,6 +42,7 @@ MEASURES = (  # song_measures' names, in the order tables list them
     "melody_range",
     "melody_interval",
     "melody_notes_per_bar",
+    "melody_register",
     "melody_ends_on_chord_tone",
     "repeated_bar_rate",
     "notes_per_onset",
@@ -169,6 +170,7 @@ def melody_measures(song: Song, chords: Sequence[Chord] | None = None) -> dict[s
     (semitones, highest minus lowest note); `interval`: mean absolute step between successive
     melody onsets (semitones); `notes_per_bar`: melody onsets a bar of melodic phrases (the
     line's own rhythm: a melody that never rests makes a long top voice too);
+    `register`: the median pitch of its line (MIDI; a sung melody sits around A4);
     `ends_on_chord_tone`: share of melodic phrases whose last melody
     note is a tone of the chord sounding at its onset (`chords`, else `detect_chords`)."""
     nan = float("nan")
@@ -180,7 +182,8 @@ def melody_measures(song: Song, chords: Sequence[Chord] | None = None) -> dict[s
     outside = float(np.isin(quiet, starts).mean()) if quiet else nan
     if len(song.melody) == 0:
         return {"coverage": coverage, "outside": outside, "range": nan, "interval": nan,
-                "notes_per_bar": 0.0 if bars else nan, "ends_on_chord_tone": nan}  # fmt: skip
+                "notes_per_bar": 0.0 if bars else nan, "register": nan,
+                "ends_on_chord_tone": nan}  # fmt: skip
     onset, duration, pitch = melody_line(song.melody)
     in_melodic = np.isin(np.floor(onset / BAR_BEATS).astype(int), bars)
     chords = detect_chords(song.accompaniment, song.bars) if chords is None else chords
@@ -190,6 +193,7 @@ def melody_measures(song: Song, chords: Sequence[Chord] | None = None) -> dict[s
         "range": float(pitch.max() - pitch.min()),
         "interval": float(np.abs(np.diff(pitch)).mean()) if len(pitch) > 1 else nan,
         "notes_per_bar": float(in_melodic.sum() / len(bars)) if bars else nan,
+        "register": float(np.median(pitch)),
         "ends_on_chord_tone": phrase_end_chord_tones(
             (onset, duration, pitch), song.sections, chords
         ),
