@@ -26,6 +26,7 @@ import numpy as np
 import torch
 
 from musicgen.errors import MusicgenError
+from musicgen.generation.legato import hold_melody
 from musicgen.generation.music import Music, apply_tempo
 from musicgen.generation.prompt import Prompt, continuation_only, encode_song, load_prompt, merge
 from musicgen.generation.request import (
@@ -172,7 +173,7 @@ class Model:
                 cancel=cancel, grammar_wrap=grammar_wrap,
             )  # fmt: skip
             for res, p in zip(results, prompts[part], strict=True):
-                yield self.music(res, request.seed, p, only_continuation)
+                yield self.music(res, request.seed, p, only_continuation, request.legato)
 
     @staticmethod
     def _prompts(num: int, prompt, chords) -> list[Prompt | None]:
@@ -193,14 +194,19 @@ class Model:
         seed: int | None,
         prompt: Prompt | None = None,
         only_continuation: bool = False,
+        legato: bool = True,
     ) -> Music:
         """A sampled sequence as a piece; with a prompt, its notes are kept as the prompt module
         promises (and dropped again with `only_continuation`: the ids are then those of the
-        continuation alone, `[BOS, *solo_lead, *continuation]`, which decode to it)."""
+        continuation alone, `[BOS, *solo_lead, *continuation]`, which decode to it). With
+        `legato`, the new melody notes are joined across a sixteenth's rest (`hold_melody`)."""
         score = self.tokenizer.decode(res.ids)
         ids, prompt_len = list(res.ids), res.prompt_len
         if prompt is not None:
             score = merge(prompt, score)
+        if legato:
+            hold_melody(score, 0 if prompt is None else prompt.end_tick)
+        if prompt is not None:
             if only_continuation:
                 score = continuation_only(prompt, score)
                 ids = [self.tokenizer.bos_id, *prompt.solo_lead, *res.continuation]

@@ -26,7 +26,8 @@ def apply_tempo(score: symusic.Score, tempo: float | None) -> symusic.Score:
 
 @dataclass
 class Music:
-    """One generated piece: its score, ids (which decode to it) and how sampling ended."""
+    """One generated piece: its score, ids (which decode to it, the melody's legato aside:
+    `generation.legato`) and how sampling ended."""
 
     score: symusic.Score
     ids: list[int]

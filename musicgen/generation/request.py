@@ -126,6 +126,12 @@ class GenerationRequest:
         SAMPLING_RANGES["min_tokens"],
     )
     grammar: bool = _field(True, "do not mask invalid tokens (ablation)", flag="--no-grammar")
+    legato: bool = _field(
+        True,
+        "write the melody's notes at the lengths the model drew: none held over a sixteenth's "
+        "rest to the next (models with a melody voice; docs/generation.md, 'Melody legato')",
+        flag="--no-legato",
+    )
     chords: Any = _field(
         None,
         'force a chord progression at the new bars: "C G Am F" (one chord a bar, repeated; '
@@ -214,14 +220,15 @@ SPECS: dict[str, Spec] = {f.name: f.metadata["spec"] for f in dataclasses.fields
 NAMES = tuple(SPECS)
 SAMPLER = tuple(f.name for f in dataclasses.fields(SamplingOptions))  # what the sampler reads
 _REQUIRED = ("num", "batch_size")  # None is not "not given" for these
+SWITCHES = ("grammar", "legato")  # on by default; a flag --no-NAME turns one off
 
 
 def _check(name: str, value, bars_name: str):
     """One field's value checked (and normalised: 2 -> 2.0 for a float option)."""
     where = bars_name if name == "bars" else name
-    if name == "grammar":
+    if name in SWITCHES:
         if not isinstance(value, bool):
-            raise MusicgenError(f"grammar: must be True or False, got {value!r}")
+            raise MusicgenError(f"{name}: must be True or False, got {value!r}")
         return value
     if name == "chords":
         return _check_chords(value)
@@ -294,7 +301,7 @@ def add_flags(parser: argparse.ArgumentParser, continuation: bool = False) -> No
         spec = SPECS[name]
         if name in ("bars", "max_tokens"):
             continue
-        if name == "grammar":
+        if name in SWITCHES:
             parser.add_argument(flag(name), dest=name, action="store_false", help=spec.help)
             continue
         kind = float if spec.range is not None and not spec.range.integer else int
