@@ -90,3 +90,18 @@ def test_legato_changes_only_the_melodys_lengths_end_to_end():
 
 def _all(score: symusic.Score) -> list[tuple[str, int, int, int]]:
     return sorted((t.name, n.time, n.pitch, n.duration) for t in score.tracks for n in t.notes)
+
+
+def test_evaluate_form_scores_the_melody_as_drawn_with_no_legato():
+    """`evaluate form --no-legato`: every run's options carry legato=False, named in its label."""
+    from musicgen.cli import build_parser
+    from musicgen.evaluate.form import SWEPT, sampling_label, sweep
+
+    args = build_parser().parse_args(
+        ["evaluate", "form", "--checkpoint", "x", "--data", "d", "--no-legato"]
+    )
+    runs = sweep({n: getattr(args, n) for n in SWEPT}, [4.5, 0.0])
+    assert runs == [{"legato": False, "repeat": 4.5}, {"legato": False, "repeat": 0.0}]
+    assert sampling_label(runs[0]) == "legato=0 r=4.5"
+    plain = build_parser().parse_args(["evaluate", "form", "--checkpoint", "x", "--data", "d"])
+    assert sweep({n: getattr(plain, n) for n in SWEPT}, None) == [{}]

@@ -136,6 +136,11 @@ def register(sub: argparse._SubParsersAction) -> None:
     form.add_argument("--seed", type=int, default=0)
     form.add_argument("--batch-size", type=int, default=8, help="songs continued together")
     form.add_argument(
+        "--no-legato", dest="legato", action="store_const", const=[False],
+        help="models with a melody voice: score the melody as drawn, no note held over a "
+        "sixteenth's rest to the next (docs/generation.md, 'The melody line')",
+    )  # fmt: skip
+    form.add_argument(
         "--whole-song",
         action="store_true",
         help="whole songs with their own forms (needs --structure and a model with section "

@@ -196,10 +196,11 @@ def model_names(checkpoints: Sequence[str | Path]) -> list[str]:
 
 
 SHORT = {"temperature": "T", "top_p": "p", "top_k": "k", "repeat": "r", "melody_range": "m",
-         "in_key": "key", "guidance": "g"}  # fmt: skip
+         "in_key": "key", "guidance": "g", "legato": "legato"}  # fmt: skip
 
 
-SWEPT = ("temperature", "top_p", "melody_range", "in_key", "guidance")  # beside the copy rule
+# beside the copy rule; `legato` is [False] (--no-legato) or None
+SWEPT = ("temperature", "top_p", "melody_range", "in_key", "guidance", "legato")
 
 
 def sweep(given: dict[str, list | None], repeats: list | None) -> list[dict]:
