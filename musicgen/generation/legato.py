@@ -31,16 +31,12 @@ def hold_melody(score: symusic.Score, start_tick: int = 0) -> symusic.Score:
     for track in score.tracks:
         if track.is_drum or track.name.strip().lower() != MELODY_NAME:
             continue
-        notes = sorted(track.notes, key=lambda n: (n.time, n.pitch))
-        onsets = sorted({n.time for n in notes})
+        onsets = sorted({n.time for n in track.notes})
         following = dict(zip(onsets[:-1], onsets[1:], strict=True))  # onset -> next onset
-        for n in notes:
+        for n in track.notes:  # views: a length set here is the track's
             nxt = following.get(n.time)
             if n.time < start_tick or nxt is None:
                 continue
             if 0 < nxt - (n.time + n.duration) <= rest and nxt - n.time <= span:
                 n.duration = nxt - n.time
-        track.notes.clear()
-        for n in notes:
-            track.notes.append(n)
     return score

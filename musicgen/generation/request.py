@@ -129,7 +129,7 @@ class GenerationRequest:
     legato: bool = _field(
         True,
         "write the melody's notes at the lengths the model drew: none held over a sixteenth's "
-        "rest to the next (models with a melody voice; docs/generation.md, 'Melody legato')",
+        "rest to the next (models with a melody voice; docs/generation.md, 'The melody line')",
         flag="--no-legato",
     )
     chords: Any = _field(
