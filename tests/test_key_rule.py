@@ -8,7 +8,7 @@ import torch
 from conftest import tiny_model_config
 from paths import DATA, ROOT
 
-from musicgen.generation.key import MIN_NOTES, KeyKeep, pitch_classes
+from musicgen.generation.key import MIN_NOTES, PROMPT_HOLD, KeyKeep, pitch_classes
 from musicgen.generation.request import GenerationRequest
 from musicgen.generation.sample import SamplingOptions, generate
 from musicgen.measures import form as fm
@@ -33,7 +33,7 @@ def test_the_rule_finds_the_scale_the_key_measure_finds(tok, song):
     scale = {(rule.root() + d) % 12 for d in (0, 2, 4, 5, 7, 9, 11)}
     for name in ("Pitch_60", "MelodyPitch_61", "Pitch_66", "MelodyPitch_71"):
         pc = int(name.split("_")[1]) % 12
-        assert bonus[tok.token_id(name)] == (2.0 if pc in scale else 0.0), name
+        assert bonus[tok.token_id(name)] == (2.0 * PROMPT_HOLD if pc in scale else 0.0), name
     assert bonus[tok.bar_id] == 0.0 and not bonus[pitch_classes(tok) < 0].any()
 
 
@@ -42,6 +42,22 @@ def test_no_key_before_enough_notes(tok):
     notes = [tok.token_id(f"Pitch_{p}") for p in (60, 62, 64, 65, 67, 69, 71, 72)]
     assert KeyKeep(tok, 1.0, head + notes).choice() is None
     assert KeyKeep(tok, 1.0, head + notes * (MIN_NOTES // len(notes))).root() == 0  # C major
+
+
+def test_a_key_the_prompt_set_is_held_harder(tok):
+    """The bonus is `in_key` for a key the piece sets itself, PROMPT_HOLD times it for a key
+    its prompt set; notes drawn later do not change it."""
+    head = [tok.bos_id, tok.bar_id, tok.token_id("Position_0")]
+    scale = [tok.token_id(f"Pitch_{p}") for p in (60, 62, 64, 65, 67, 69, 71, 72)]
+    short, full = head + scale, head + scale * (MIN_NOTES // len(scale))
+    own = KeyKeep(tok, 1.0, short)
+    for tok_id in scale:
+        own.push(tok_id)
+    assert own.root() == 0 and own.nats == 1.0
+    assert own.choice()[0].max() == 1.0
+    given = KeyKeep(tok, 1.0, full)
+    assert given.root() == 0 and given.nats == PROMPT_HOLD
+    assert given.choice()[0].max() == np.float32(PROMPT_HOLD)
 
 
 def in_scale_share(tok, ids) -> float:

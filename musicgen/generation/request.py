@@ -111,7 +111,8 @@ class GenerationRequest:
     in_key: float | None = _field(
         None,
         "nats for the pitches of the major scale (or relative minor) the piece has set, "
-        "prompt included, once it has 16 notes (a piece that keeps its key)",
+        "prompt included, once it has 16 notes (a piece that keeps its key); 1.5x that for a "
+        "key a prompt of 16 notes set",
         SAMPLING_RANGES["in_key"],
     )
     guidance: float | None = _field(
