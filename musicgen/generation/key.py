@@ -53,7 +53,7 @@ class KeyKeep:
         self.counts = np.zeros(12, np.int64)
         for tok in ids:
             self.push(int(tok))
-        self.nats = nats * (PROMPT_HOLD if self.counts.sum() >= MIN_NOTES else 1.0)
+        self.nats = nats * (PROMPT_HOLD if self.root() is not None else 1.0)  # the prompt's key
         in_scale = [np.isin(pcs, (MAJOR + root) % 12) & (pcs >= 0) for root in range(12)]
         self._bonus = np.where(np.stack(in_scale), np.float32(self.nats), np.float32(0))  # [12, V]
 
