@@ -20,7 +20,7 @@ from typing import Any
 import yaml
 
 from musicgen.errors import MusicgenError, check_choice, check_range, check_seed
-from musicgen.limits import check_option
+from musicgen.generation.options import NUMBERS, OPTIONS, check
 
 
 @dataclass
@@ -129,20 +129,17 @@ class LogConfig:
     every: int = 10
 
 
-@dataclass
-class SampleConfig:
-    """The model's own sampling defaults, chosen by measurement and kept with its weights
-    (docs/evaluation.md, "Sampling defaults"); None: the tokenizer's paper setting
-    (`generation.request.GenerationRequest.options`). Each field is a sampling option of
-    `limits.SAMPLING_RANGES`, checked against its range there. Training does not read them."""
-
-    temperature: float | None = None
-    top_k: int | None = None
-    top_p: float | None = None
-    repeat: float | None = None  # the bar-copy bonus (generation.repeat); None: 0, off
-    melody_range: int | None = None  # the melody's widest span (generation.melody); None: off
-    in_key: float | None = None  # nats for the pitches of the piece's key (generation.key)
-    guidance: float | None = None  # phrase-label guidance weight (generation.guidance); None: off
+SampleConfig = dataclasses.make_dataclass(
+    "SampleConfig",
+    [(name, OPTIONS[name].kind | None, field(default=None)) for name in NUMBERS],
+    namespace={
+        "__doc__": "The model's own sampling defaults, chosen by measurement and kept with its "
+        'weights (docs/evaluation.md, "Sampling defaults"); None: the tokenizer\'s paper '
+        "setting (`GenerationRequest.options`). One field per sampling option "
+        "(`generation.options`), checked against its range. Training does not read them.",
+        "__module__": __name__,
+    },
+)
 
 
 @dataclass
@@ -370,8 +367,8 @@ def validate(cfg: Config) -> Config:
     check_range("config: optim.lr", o.lr, 0, low_open=True)
     check_range("config: optim.grad_clip", o.grad_clip, 0, low_open=True)
     check_range("config: data.drop_instrument_p", d.drop_instrument_p, 0, 1)
-    for f in dataclasses.fields(SampleConfig):  # the API's ranges (limits.SAMPLING_RANGES)
-        check_option(f.name, getattr(cfg.sample, f.name), f"config: sample.{f.name}")
+    for f in dataclasses.fields(SampleConfig):  # the API's ranges (generation.options)
+        check(f.name, getattr(cfg.sample, f.name), f"config: sample.{f.name}")
     check_seed("config: train.seed", t.seed)
     check_choice("config: train.precision", t.precision, PRECISIONS)
     check_choice("config: optim.schedule", o.schedule, SCHEDULES)

@@ -24,8 +24,8 @@ from musicgen.cli import main
 from musicgen.config import load_config, validate
 from musicgen.errors import MusicgenError
 from musicgen.generation.chords import chord_events, parse_progression
+from musicgen.generation.options import RANGES as SAMPLING_RANGES
 from musicgen.generation.request import GenerationRequest
-from musicgen.limits import SAMPLING_RANGES
 
 SONG = DATA / "pop909" / "005" / "005.mid"
 TINY = ROOT / "configs" / "pop909" / "tiny.yaml"

@@ -71,10 +71,12 @@ def test_dotted_overrides_parse_yaml_scalars():
 
 
 def test_sample_section_is_typed_and_ranged():
-    """The model's own sampling defaults: None unless set, numbers in their ranges, strict keys."""
-    unset = {"temperature": None, "top_k": None, "top_p": None, "repeat": None}
-    unset["melody_range"] = unset["in_key"] = unset["guidance"] = None
-    assert vars(Config().sample) == unset
+    """The model's own sampling defaults: one per sampling number (`generation.options`), None
+    unless set, numbers in their ranges, strict keys."""
+    from musicgen.generation.options import RANGES
+
+    assert vars(Config().sample) == dict.fromkeys(RANGES)
+    assert {"temperature", "top_k", "top_p", "repeat", "in_key", "guidance"} <= set(RANGES)
     cfg = load_config(None, ["sample.temperature=1.0", "sample.top_p=0.95"])
     assert (cfg.sample.temperature, cfg.sample.top_p, cfg.sample.top_k) == (1.0, 0.95, None)
     assert config_from_dict(to_dict(cfg)) == cfg

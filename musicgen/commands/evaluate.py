@@ -7,6 +7,7 @@ import math
 from pathlib import Path
 
 from musicgen.errors import MusicgenError, check_range, check_seed
+from musicgen.generation.options import OPTIONS, SWEEP
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -113,23 +114,12 @@ def register(sub: argparse._SubParsersAction) -> None:
     form.add_argument("--data", required=True, help="folder of songs (POP909: NNN/NNN.mid)")
     form.add_argument("--split", default="validation", help="train | validation | test | all")
     form.add_argument("--max-songs", type=int, help="use only the first N songs of the split")
-    form.add_argument("--temperature", type=float, nargs="+", help="one run per value")
-    form.add_argument("--top-p", type=float, nargs="+", help="one run per value (x temperatures)")
-    form.add_argument(
-        "--repeat", type=float, nargs="+", help="one run per bar-copy bonus in nats (x the others)"
-    )
-    form.add_argument(
-        "--melody-range",
-        type=int,
-        nargs="+",
-        help="one run per melody range in semitones (x the others; models with a melody voice)",
-    )
-    form.add_argument(
-        "--in-key", type=float, nargs="+", help="one run per key-rule bonus in nats (x the others)"
-    )
-    form.add_argument(
-        "--guidance", type=float, nargs="+", help="one run per guidance weight (x the others)"
-    )
+    for name in SWEEP:  # one flag per sampling option a sweep may vary (generation.options)
+        option = OPTIONS[name]
+        form.add_argument(
+            "--" + name.replace("_", "-"), type=option.kind, nargs="+",
+            help=f"one run per value (x the others): {option.help}",
+        )  # fmt: skip
     form.add_argument(
         "--new-bars", type=int, default=12, help="bars continued after the prompt (default 12)"
     )
@@ -328,7 +318,7 @@ def run_form(args: argparse.Namespace) -> int:
     if args.split not in ("train", "validation", "test", "all"):
         raise MusicgenError(f"--split: must be train, validation, test or all; got '{args.split}'")
     check_seed("--seed", args.seed)
-    settings = sweep({n: getattr(args, n) for n in SWEPT}, args.repeat)
+    settings = sweep({n: getattr(args, n) for n in SWEPT})
     res = evaluate_form(
         args.checkpoint,
         args.data,
@@ -360,6 +350,7 @@ def run_whole_song(args: argparse.Namespace) -> int:
     """`evaluate form --whole-song`: musicgen.evaluate.song, its table printed."""
     from musicgen.evaluate.form import SWEPT, sweep
     from musicgen.evaluate.song import MAX_SONGS, evaluate_songs
+    from musicgen.generation.rules import BarEcho
 
     if args.structure is None:
         raise MusicgenError("--whole-song: give --structure (POP909's pop909_structure folder)")
@@ -371,7 +362,9 @@ def run_whole_song(args: argparse.Namespace) -> int:
     if args.split not in ("train", "validation", "test", "all"):
         raise MusicgenError(f"--split: must be train, validation, test or all; got '{args.split}'")
     check_seed("--seed", args.seed)
-    settings = sweep({n: getattr(args, n) for n in SWEPT}, args.repeat or [None, 0.0])
+    given = {n: getattr(args, n) for n in SWEPT}
+    copy = BarEcho.option.name  # the copy rule on (the model's own) and off unless given
+    settings = sweep({**given, copy: given[copy] or [None, 0.0]})
     res = evaluate_songs(
         args.checkpoint[0],
         args.data,

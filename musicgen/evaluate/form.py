@@ -22,6 +22,7 @@ from tqdm import tqdm
 
 from musicgen.errors import MusicgenError
 from musicgen.evaluate.common import write_json
+from musicgen.generation.options import OPTIONS, SWEEP
 from musicgen.generation.prompt import Prompt, encode_song, select_bars
 from musicgen.measures import form as fm
 from musicgen.measures.metrics import (
@@ -195,19 +196,15 @@ def model_names(checkpoints: Sequence[str | Path]) -> list[str]:
     return names
 
 
-SHORT = {"temperature": "T", "top_p": "p", "top_k": "k", "repeat": "r", "melody_range": "m",
-         "in_key": "key", "guidance": "g", "legato": "legato"}  # fmt: skip
+# the sampling options a sweep varies and their labels (generation.options: those with a
+# short label); `legato` is [False] (--no-legato) or None
+SHORT = {name: OPTIONS[name].short for name in SWEEP} | {"legato": "legato"}
+SWEPT = tuple(SHORT)
 
 
-# beside the copy rule; `legato` is [False] (--no-legato) or None
-SWEPT = ("temperature", "top_p", "melody_range", "in_key", "guidance", "legato")
-
-
-def sweep(given: dict[str, list | None], repeats: list | None) -> list[dict]:
+def sweep(given: dict[str, list | None]) -> list[dict]:
     """`evaluate form`'s runs: one sampling setting per combination of the values `given` (by
-    option name), then of `repeats` (the copy rule's); an option not given (None) is the
-    model's own."""
-    given = {**given, "repeat": repeats}
+    option name); an option not given (None) is the model's own."""
     return [
         {k: v for k, v in zip(given, values, strict=True) if v is not None}
         for values in itertools.product(*(v or [None] for v in given.values()))

@@ -222,7 +222,6 @@ def progression(case: SongCase):
 def write_song(model, case: SongCase, run: Run, seed: int, prompt_bars: int):
     """THE ONE PLACE the whole-song mode generates: the case's form, from scratch or after its
     first `prompt_bars` bars, through `Model.pieces` (one song a call: a form per request)."""
-    from musicgen.generation.chords import chord_grammar_wrap
     from musicgen.generation.prompt import select_bars
 
     tok = model.tokenizer
@@ -234,7 +233,7 @@ def write_song(model, case: SongCase, run: Run, seed: int, prompt_bars: int):
         phrase = tok.phrase_mask()
         extra["prompt"] = replace(prompt, ids=[i for i in prompt.ids if not phrase[i]])
     if run.chords:
-        extra["grammar_wrap"] = chord_grammar_wrap(tok, progression(case), 0)
+        extra["chords"] = progression(case)  # laid on the form's bars, as the CLI lays it
     phrases = case.phrases if run.densities else [replace(p, density=None) for p in case.phrases]
     pieces = model.pieces(1, form=form_text(phrases), seed=seed, **extra, **run.sampling)
     return next(iter(pieces))

@@ -19,6 +19,7 @@ them to their flags.
 from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
+from dataclasses import replace
 from pathlib import Path
 from types import EllipsisType
 
@@ -26,6 +27,14 @@ import numpy as np
 import torch
 
 from musicgen.errors import MusicgenError
+from musicgen.generation.chords import chord_plan
+from musicgen.generation.form import (
+    SectionChords,
+    form_sections,
+    resolve,
+    total_bars,
+    with_form,
+)
 from musicgen.generation.legato import hold_melody
 from musicgen.generation.music import Music, apply_tempo
 from musicgen.generation.prompt import Prompt, continuation_only, encode_song, load_prompt, merge
@@ -36,6 +45,7 @@ from musicgen.generation.request import (
     SCRATCH_BARS,
     GenerationRequest,
 )
+from musicgen.generation.rules import Controls
 from musicgen.generation.sample import Generated, GrammarWrap, Progress, SamplingOptions, generate
 from musicgen.generation.write import checkpoint_stem, write_midi
 
@@ -108,58 +118,50 @@ class Model:
         _check_hooks(progress, cancel, grammar_wrap)
         request = request.seeded()
         options = request.options(self.tokenizer.name, vars(self.config.sample))
-        if request.form is not None:  # the form control (generation.form): phrase tokens
-            request, prompts, grammar_wrap = self._form(request, prompts, grammar_wrap)
-        if request.chords is not None:  # the chord control (generation.chords): a grammar_wrap
-            from musicgen.generation.chords import request_wrap
-
-            grammar_wrap = request_wrap(
-                self.tokenizer, request.chords, prompts[0], request.tones(), options.grammar,
-                grammar_wrap,
-            )  # fmt: skip
+        request, prompts, controls = self._controls(request, prompts)
         feeds = [[self.tokenizer.bos_id] if p is None else list(p.ids) for p in prompts]
         longest = max(len(f) for f in feeds)
         default = GENERATE_MAX_TOKENS if prompt is None else CONTINUE_MAX_TOKENS
         max_new = self._fit(longest, request.max_new(default))
         gen = generator if generator is not None else self.generator(request.seed)
-        return self._batches(request, prompts, feeds, options, max_new, gen,
-                             (progress, cancel, grammar_wrap), only_continuation)  # fmt: skip
-
-    def _form(self, request, prompts, grammar_wrap):
-        """The request, prompts and grammar_wrap of a form: its phrases drawn or read, its
-        tokens in each prompt's bars, forced in the new ones, and as many new bars as it has
-        left (where the request gives no `bars`)."""
-        from dataclasses import replace
-
-        from musicgen.generation.form import (
-            SectionChords,
-            form_wrap,
-            resolve,
-            total_bars,
-            with_form,
+        hooks = (progress, cancel, grammar_wrap, controls)
+        return self._batches(
+            request, prompts, feeds, options, max_new, gen, hooks, only_continuation
         )
 
-        phrases = resolve(request.form, self.source, request.seed)
-        wrap = form_wrap(self.tokenizer, phrases)
-        held = max((p.bars for p in prompts if p is not None), default=0)
-        if request.bars is None:
-            left = total_bars(phrases) - held
-            if left < 1:
-                raise MusicgenError(f"form: its {total_bars(phrases)} bars end inside the prompt")
-            request = request.settled(bars=left)
-        prompts = [
-            None if p is None else replace(p, ids=with_form(self.tokenizer, p.ids, phrases))
-            for p in prompts
-        ]
-        if isinstance(request.chords, SectionChords):  # the song's chords, bar by bar
-            request = request.settled(chords=request.chords.over(phrases))
-        if grammar_wrap is None:
-            return request, prompts, wrap
-        return request, prompts, lambda grammar, ids: grammar_wrap(wrap(grammar, ids), ids)
+    def _controls(self, request, prompts) -> tuple[GenerationRequest, list, Controls]:
+        """What the request forces, for the rules (`generation.rules`): a form's phrases
+        (drawn or read, its tokens put in each prompt's bars, as many new bars as it has left
+        where the request gives no `bars`) and the chords (over the form's phrases where given
+        per phrase). The one place the CLI, the studio and `evaluate` get their controls."""
+        sections: tuple = ()
+        if request.form is not None:
+            phrases = resolve(request.form, self.source, request.seed)
+            sections = tuple(form_sections(self.tokenizer, phrases))
+            held = max((p.bars for p in prompts if p is not None), default=0)
+            if request.bars is None:
+                left = total_bars(phrases) - held
+                if left < 1:
+                    raise MusicgenError(
+                        f"form: its {total_bars(phrases)} bars end inside the prompt"
+                    )
+                request = request.settled(bars=left)
+            prompts = [
+                None if p is None else replace(p, ids=with_form(self.tokenizer, p.ids, phrases))
+                for p in prompts
+            ]
+            if isinstance(request.chords, SectionChords):  # the song's chords, bar by bar
+                request = request.settled(chords=request.chords.over(phrases))
+        plan = None
+        if request.chords is not None:
+            plan = chord_plan(
+                self.tokenizer, request.chords, prompts[0], request.grammar, bool(sections)
+            )
+        return request, prompts, Controls(sections, plan)
 
     def _batches(self, request, prompts, feeds, options, max_new, gen, hooks, only_continuation):
         """The pieces, one batch of `request.batch_size` at a time (`pieces`)."""
-        progress, cancel, grammar_wrap = hooks
+        progress, cancel, grammar_wrap, controls = hooks
         size = request.batch_size
         steps = max(len(f) for f in feeds) - 1 + max_new  # decoding steps of one batch (at most)
         starts = range(0, request.num, size)
@@ -170,7 +172,7 @@ class Model:
                 self.model, self.tokenizer, feeds[part], options, max_new_tokens=max_new,
                 bars=request.bars, generator=gen, progress=done,
                 first_allowed=[None if p is None else p.first_allowed for p in prompts[part]],
-                cancel=cancel, grammar_wrap=grammar_wrap,
+                cancel=cancel, grammar_wrap=grammar_wrap, controls=controls,
             )  # fmt: skip
             for res, p in zip(results, prompts[part], strict=True):
                 yield self.music(res, request.seed, p, only_continuation, request.legato)

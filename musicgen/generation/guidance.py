@@ -1,4 +1,4 @@
-"""Phrase guidance (`SamplingOptions.guidance`): what a phrase's label changes, played louder.
+"""Phrase guidance (`guidance`): what a phrase's label changes, played louder.
 
 A song model knows its phrases' labels (`Section_B` opens a chorus) but plays them weakly: its
 phrases with different labels share one accompaniment rhythm, and the rhythm half of the
@@ -20,8 +20,19 @@ from __future__ import annotations
 import torch
 
 from musicgen.errors import MusicgenError
+from musicgen.generation.rules.base import Option
+from musicgen.limits import Range
 from musicgen.tokenizers.base import Tokenizer
 from musicgen.tokenizers.form import SECTION_LABELS
+
+GUIDANCE = Option(
+    "guidance",
+    0.0,
+    Range(0.0, 10.0, note="0 = off"),
+    "weight of the phrase-label guidance: what a phrase's label changes, that much louder "
+    "(models with phrase labels; each step costs up to twice as much)",
+    short="g",
+)
 
 
 def label_ids(tokenizer: Tokenizer) -> dict[int, bool]:

@@ -13,10 +13,11 @@ from __future__ import annotations
 
 import numpy as np
 
+from musicgen.generation.rules.base import Rule, Start
 from musicgen.tokenizers.base import TimeTables, Tokenizer
 
 
-class MusicFirst:
+class MusicFirst(Rule):
     """One sequence's state: whether a note has come yet, and where the first bar stands."""
 
     def __init__(self, tokenizer: Tokenizer, ids: list[int], tt: TimeTables | None = None) -> None:
@@ -38,13 +39,15 @@ class MusicFirst:
         return tt.note is not None and bool(np.asarray(tt.bar).any())
 
     @classmethod
-    def start(cls, tokenizer: Tokenizer, ids: list[int]) -> MusicFirst | None:
-        """The rule for a sequence, or None where it has nothing to do: a vocabulary without
-        bar tokens, or ids that already hold a note. The time tables are built once."""
-        tt = tokenizer.time_tables()
-        if not cls.applies(tokenizer, tt):
+    def start(cls, at: Start) -> MusicFirst | None:
+        """The rule for a sequence, or None where it has nothing to do: masking off, a
+        vocabulary without bar tokens, or ids that already hold a note."""
+        if not at.options.grammar:
             return None
-        rule = cls(tokenizer, ids, tt)
+        tt = at.tokenizer.time_tables()
+        if not cls.applies(at.tokenizer, tt):
+            return None
+        rule = cls(at.tokenizer, at.ids, tt)
         return None if rule.sounded else rule
 
     def push(self, tok: int) -> None:

@@ -1,4 +1,4 @@
-"""The repetition rule of the sampler (`SamplingOptions.repeat`): a logit bonus for the id that
+"""The bar-copy rule (`repeat`): a logit bonus for the id that
 would continue an earlier bar the current bar has copied so far.
 
 Real pop songs bring bars back: in the POP909 validation songs 3 % of bars repeat an earlier
@@ -24,15 +24,36 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+import numpy as np
+
+from musicgen.generation.rules.base import Option, Rule, Start
+from musicgen.limits import Range
 from musicgen.tokenizers.base import Tokenizer
 
 LAGS = (8, 4)  # bars back: the phrase and the half phrase
 
 
-class BarEcho:
+class BarEcho(Rule):
     """One sequence's copy candidates, updated in constant time per id (`push`)."""
 
-    def __init__(self, tokenizer: Tokenizer, ids: list[int]) -> None:
+    option = Option(
+        "repeat",
+        0.0,
+        Range(0.0, 100.0, note="nats; 0 = off"),
+        "nats for the id that continues an earlier bar being copied (bar repeats)",
+        studio=True,
+        slider=(0.0, 8.0, 0.5),
+        words="bar repeats: how strongly a bar copies an earlier one (0: off)",
+        short="r",
+    )
+
+    @classmethod
+    def start(cls, at: Start) -> BarEcho | None:
+        nats = at.value(cls.option)
+        return cls(at.tokenizer, at.ids, nats) if nats > 0 else None
+
+    def __init__(self, tokenizer: Tokenizer, ids: list[int], nats: float = 0.0) -> None:
+        self.nats = float(nats)
         self._tok = tokenizer
         self._bars = tokenizer.bar_counter()
         self._phrase_ids = tokenizer.section_mask()
@@ -85,3 +106,12 @@ class BarEcho:
         n = len(self._ids) - starts[-1]  # index of the next id in its bar
         # a source copied to its end continues with a bar's first id: the copy ends there too
         return sorted({self._ids[s + n] for s in self._sources if s + n <= starts[-1]})
+
+    def bonus(self) -> np.ndarray | None:
+        """`repeat` nats on the ids that continue a copy; None where none does."""
+        copies = self.next_ids()
+        if not copies:
+            return None
+        out = np.zeros(len(self._phrase_ids), np.float32)
+        out[copies] = self.nats
+        return out
