@@ -107,8 +107,8 @@ def register(sub: argparse._SubParsersAction) -> None:
         description="Continue each held-out song's first 4 bars that hold music by 12 bars and "
         "score the continuation and the song's real bars 5-16 on repeats, self-similarity by "
         "lag, the top voice, key, groove and texture: spread over songs, model - real per song "
-        "with bootstrap 95 % CIs, and each pair of runs (checkpoints x --temperature x --top-p x "
-        "--repeat).",
+        "with bootstrap 95 % CIs, and each pair of runs (checkpoints x each sampling option "
+        "swept below).",
     )
     form.add_argument("--checkpoint", nargs="+", required=True, help="model(s) to continue with")
     form.add_argument("--data", required=True, help="folder of songs (POP909: NNN/NNN.mid)")
@@ -135,7 +135,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         action="store_true",
         help="whole songs with their own forms (needs --structure and a model with section "
         "tokens): each song written from scratch and continuing its first --prompt-bars bars, "
-        "the copy rule at the model's default and off unless --repeat is given; scored beside "
+        "the copy rule at the model's default and off unless its values are given; scored beside "
         "the real song (phrase similarity by label, the melody, repeats, texture, key, chords); "
         "writes song.json, song.md and samples/ (default --max-songs 4)",
     )

@@ -28,6 +28,7 @@ from tqdm import tqdm
 from musicgen.errors import MusicgenError
 from musicgen.evaluate.common import write_json
 from musicgen.evaluate.form import sampling_label
+from musicgen.generation.rules import BarEcho
 from musicgen.evaluate.song_table import markdown_table
 from musicgen.measures import form as fm
 from musicgen.measures.song import MEASURES, QUALITIES, Chord, Song, song_from_score, song_measures
@@ -337,7 +338,7 @@ def evaluate_songs(
     out: str | Path,
     split: str = "validation",
     max_songs: int | None = MAX_SONGS,
-    settings: Sequence[dict] = ({}, {"repeat": 0.0}),
+    settings: Sequence[dict] = ({}, {BarEcho.option.name: 0.0}),
     seed: int = 0,
     device: str = "cpu",
     prompt_bars: int = PROMPT_BARS,
