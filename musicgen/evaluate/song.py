@@ -28,8 +28,8 @@ from tqdm import tqdm
 from musicgen.errors import MusicgenError
 from musicgen.evaluate.common import write_json
 from musicgen.evaluate.form import sampling_label
-from musicgen.generation.rules import BarEcho
 from musicgen.evaluate.song_table import markdown_table
+from musicgen.generation.rules import BarEcho
 from musicgen.measures import form as fm
 from musicgen.measures.song import MEASURES, QUALITIES, Chord, Song, song_from_score, song_measures
 from musicgen.tokenizers.form import Phrase, Section, form_text, place
