@@ -2,9 +2,9 @@
 
 `GenerationRequest` is what `Model.pieces` runs. Everything that asks for a generation derives
 from its fields: the API's keyword arguments (`GenerationRequest.build`), the flags of `musicgen
-generate` and `continue` (`add_flags`, `from_args`), the studio's widgets (`widget`) and the
-sampling names a model's config may set (`limits.SAMPLING_RANGES`, whose ranges the sampling
-fields use). A value is checked once, when the request is built; the sampler trusts it.
+generate` and `continue` (`add_flags`, `from_args`) and the studio's widgets (`widget`). Its
+sampling fields are derived from the options' declarations (`generation.options`). A value is
+checked once, when the request is built; the sampler trusts it.
 """
 
 from __future__ import annotations

@@ -1,18 +1,14 @@
-"""The bar-copy rule (`repeat`): a logit bonus for the id that
-would continue an earlier bar the current bar has copied so far.
+"""The bar-copy rule (`repeat`): a logit bonus for the id that would continue an earlier bar
+the current bar has copied so far (why, and why only these lags: docs/generation.md, "Bar
+repeats").
 
-Real pop songs bring bars back: in the POP909 validation songs 3 % of bars repeat an earlier
-one exactly and a bar is more like the bar 8 back than any other (docs/evaluation.md, "Form").
-A model that has learned this only weakly never repeats a bar once it samples at T near 1: one
-different id anywhere in 30-80 is enough. The rule leaves the choice of *whether* to repeat to
-the model and helps it *finish* a repeat it started: while the ids of the current bar equal the
-first ids of the bar `lag` bars back (for each lag in `LAGS`: the phrase and the half phrase
-only; helping copies of the bar before or the pair turned a strong bonus into bar-after-bar
-loops while the bar 8 back stayed unlike, docs/evaluation.md), the id that comes next in that
-bar gets `bonus` nats (added after the temperature, before the grammar mask and top-k/top-p).
-At a bar's first id the bars 4 and 8 back are the candidates; one id the model picks that no
-candidate has ends the bonus for the rest of the bar. With the source bar's ids all copied, its
-successor is the next bar's first id, so a finished copy ends where its source ended.
+The rule leaves the choice of *whether* to repeat to the model and helps it *finish* a repeat
+it started: while the ids of the current bar equal the first ids of the bar `lag` bars back
+(each lag in `LAGS`), the id that comes next in that bar gets `repeat` nats (after the
+temperature). At a bar's first id the bars 4 and 8 back are the candidates; one id the model
+picks that no candidate has ends the bonus for the rest of the bar. With the source bar's ids
+all copied, its successor is the next bar's first id, so a finished copy ends where its source
+ended.
 
 In a song with phrase tokens (a form) the candidate is not a fixed lag: it is the same bar of
 the last earlier phrase with the current phrase's label (bar 3 of the second A copies bar 3 of

@@ -1,14 +1,11 @@
-"""The key rule (`in_key`): a piece keeps the key it has set.
+"""The key rule (`in_key`): a piece keeps the key it has set (why: docs/generation.md, "The
+key rule").
 
-A pop song stays in one key: in POP909's validation songs 86 % of phrases hold most of their
-notes in the whole song's major scale (or its relative minor; `measures.song.phrase_key_match`).
-A model sampled phrase after phrase drifts, most often to a neighbouring key one sharp or flat
-away (70 % of phrases written from scratch keep the song's key; docs/evaluation.md, "Whole
-songs"). Once a piece, prompt included, has `MIN_NOTES` pitched notes, the rule finds the major
-scale holding most of them, as the measure does, and gives the pitches inside it `in_key` nats
-among the pitches, as the chord control gives its chord tones (`filters.choose_within`): which
-pitch a note takes, not how many notes come. Notes outside the scale stay possible (passing
-notes, borrowed chords), only less likely. Constant work per id.
+Once a piece, prompt included, has `MIN_NOTES` pitched notes, the rule finds the major scale
+holding most of them, as the measure does (`measures.form.scale_root`), and gives the pitches
+inside it `in_key` nats among the pitches, as the chord control gives its chord tones
+(`filters.choose_within`): which pitch a note takes, not how many notes come. Notes outside the
+scale stay possible (passing notes, borrowed chords), only less likely. Constant work per id.
 
 A key a prompt has set (a prompt of `MIN_NOTES` pitched notes or more) is the user's, and is
 held `PROMPT_HOLD` times harder (measured: docs/generation.md, "The key rule").

@@ -1,12 +1,9 @@
-"""The melody range rule (`melody_range`): a melody voice keeps to a singer's span.
+"""The melody range rule (`melody_range`): a melody voice keeps to a singer's span (why:
+docs/generation.md, "The melody line").
 
-A sung melody spans about an octave and a half: POP909's 850 melodies run a median 18 semitones
-from their lowest to their highest note (95 % within 24; docs/evaluation.md, "Whole songs"). A
-model sampled at T near 1 draws now and then a melody note one or two octaves off the line, and
-one such note makes the whole song's melody span three octaves. The rule keeps the melody's
-notes so far, prompt included, and lets a new melody note widen their span only up to
-`melody_range` semitones: it is a mask on what is drawn, never on what a prompt holds (a prompt
-wider than the range keeps its own span, and the melody stays inside it).
+The rule keeps the melody's notes so far, prompt included, and lets a new melody note widen
+their span only up to `melody_range` semitones: it is a mask on what is drawn, never on what a
+prompt holds (a prompt wider than the range keeps its own span, and the melody stays inside it).
 """
 
 from __future__ import annotations

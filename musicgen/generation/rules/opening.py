@@ -1,12 +1,10 @@
-"""The opening rule of the sampler: a piece written from scratch sounds in its first bar.
+"""The opening rule: a piece written from scratch sounds in its first bar (why:
+docs/generation.md, "How sampling works").
 
-POP909's songs, read on their annotated bars, open with a silent bar where the tune starts with
-a pickup (the whole-song data, `prepare --structure`), so a model trained on them opens with an
-empty bar now and then: a 1-bar piece from scratch can hold no note at all, and the studio's
-"Continue this piece" has nothing to take on. Until the piece's first note, the ids that open
-the next bar and the end token are not drawn; at the bar's last position only a note may come,
-so the bar can always close. It applies to vocabularies that open bars with a token (REMI) and
-reads only ids, in constant time per id (`push`); a prompt with a note leaves it off.
+Until the piece's first note, the ids that open the next bar and the end token are not drawn;
+at the bar's last position only a note may come, so the bar can always close. It applies to
+vocabularies that open bars with a token (REMI), with masking on, and reads only ids, in
+constant time per id (`push`); a prompt with a note leaves it off.
 """
 
 from __future__ import annotations
