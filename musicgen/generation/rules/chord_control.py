@@ -19,6 +19,9 @@ from musicgen.limits import Range
 from musicgen.tokenizers.base import Grammar, Tokenizer
 
 
+TONE_NATS = 2.0  # the chord tones' default, measured (docs/generation.md, "Chord control")
+
+
 def chord_id(tokenizer: Tokenizer, slot: Slot, strict: bool) -> int | None:
     """The Chord token of a slot: the tokenizer's quality whose pitch set is the largest subset
     of the chord's (as for annotations: C:maj6 -> C:maj, C:9 -> C:7dom); None for `N`, and for
@@ -40,9 +43,9 @@ class ChordControl(Rule):
 
     option = Option(
         "chord_tones",
-        2.0,
+        TONE_NATS,
         Range(0.0, 100.0, note="nats; 0 = off"),
-        "with chords: nats for the pitches of the chord sounding",
+        f"with chords: nats for the pitches of the chord sounding (default {TONE_NATS:g})",
         needs="chords",
     )
     control = True
