@@ -99,7 +99,7 @@ from musicgen.cli import build_parser
 from musicgen.config import load_config
 from musicgen.errors import MusicgenError
 from musicgen.evaluate.form import SWEPT, sampling_label, sweep
-from musicgen.generation.options import SamplingOptions
+from musicgen.generation.options import SamplingOptions, check_sample
 from musicgen.generation.request import GenerationRequest
 from musicgen.generation.rules import Controls
 from musicgen.generation.steer import Steered
@@ -117,7 +117,9 @@ try:
     raise SystemExit("no range check")
 except MusicgenError as exc:
     assert str(exc).startswith("toy_nats: must be >= 0 and <= 5"), exc
-assert load_config(None, ["sample.toy_nats=2.5"]).sample.toy_nats == 2.5  # a config's sample:
+sample = load_config(None, ["sample.toy_nats=2.5"]).sample  # a config's sample:
+assert check_sample(sample) == {"toy_nats": 2.5}
+assert GenerationRequest().options("remi", sample).toy_nats == 2.5
 assert "toy_nats" in inputs.SAMPLING and "toy_nats" in app.GENERATE  # the studio
 assert app.WORDS["toy_nats"] == "toy: a toy rule"
 sweep_args = build_parser().parse_args(

@@ -37,6 +37,7 @@ from musicgen.generation.form import (
 )
 from musicgen.generation.legato import hold_melody
 from musicgen.generation.music import Music, apply_tempo
+from musicgen.generation.options import check_sample
 from musicgen.generation.prompt import Prompt, continuation_only, encode_song, load_prompt, merge
 from musicgen.generation.request import (
     BAR_TOKEN_CAP,
@@ -69,12 +70,15 @@ class Model:
         self.model, self.tokenizer, self.config = loaded.model, loaded.tokenizer, loaded.config
         self.device = device
         self.source = Path(source)
+        check_sample(
+            self.config.sample, f"{source}: config: sample" if source else "config: sample"
+        )
 
     def options(self, **sampling) -> SamplingOptions:
         """The sampling options this model uses with those given (None: not given): the one
         rule of `GenerationRequest.options` (the paper's per tokenizer, then the model's own)."""
         request = GenerationRequest.build(**sampling)
-        return request.options(self.tokenizer.name, vars(self.config.sample))
+        return request.options(self.tokenizer.name, self.config.sample)
 
     def _fit(self, prompt_len: int, max_new: int) -> int:
         cfg = self.config.model
@@ -117,7 +121,7 @@ class Model:
         prompts = self._prompts(request.num, prompt, request.chords)
         _check_hooks(progress, cancel, grammar_wrap)
         request = request.seeded()
-        options = request.options(self.tokenizer.name, vars(self.config.sample))
+        options = request.options(self.tokenizer.name, self.config.sample)
         request, prompts, controls = self._controls(request, prompts)
         feeds = [[self.tokenizer.bos_id] if p is None else list(p.ids) for p in prompts]
         longest = max(len(f) for f in feeds)

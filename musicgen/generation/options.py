@@ -32,6 +32,17 @@ def check(name: str, value, where: str | None = None):
     return check_in_range(where or name, value, RANGES[name])
 
 
+def check_sample(sample: dict, where: str = "config: sample") -> dict:
+    """A model config's `sample:` section (`config.SampleConfig`) checked against the options:
+    a known sampling number each, inside its range; one-line errors name `where.name`."""
+    for name, value in sample.items():
+        if name not in RANGES:
+            known = ", ".join(RANGES)
+            raise MusicgenError(f"{where}: unknown option '{name}' (valid: {known})")
+        check(name, value, f"{where}.{name}")
+    return sample
+
+
 class _Validated:
     """What `SamplingOptions` adds to its derived fields."""
 

@@ -180,8 +180,8 @@ class _Request:
     def options(self, tokenizer_name: str, model: dict | None = None) -> SamplingOptions:
         """THE sampling defaults, resolved: the paper's settings for this tokenizer (plain
         sampling at T = 1 for an unknown one), then the model's own (`model`: its config's
-        `sample` section, checked when the config was read; None keeps the paper's), then this
-        request's. Nothing is checked again."""
+        `sample` section, checked when the model was loaded, `options.check_sample`; None keeps
+        the paper's), then this request's. Nothing is checked again."""
         values = dict(PAPER_DEFAULTS.get(tokenizer_name, {}))
         values.update({k: v for k, v in (model or {}).items() if v is not None and k in SAMPLER})
         values.update(self.sampling())

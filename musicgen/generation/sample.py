@@ -105,12 +105,12 @@ def generate(
     sequences keep stepping with padding but their output no longer changes. `first_allowed`
     (bool[vocab], or a list of one per prompt) narrows the grammar for each sequence's first
     sampled id (a prompt cut inside a bar: `Prompt.first_allowed`); like the grammar, it
-    applies only with masking on.
-    `progress(done, total)` is called after every decoding step (with `bars`, the share of bars
-    written, in steps); `cancel` (anything with `is_set()`, e.g. a `threading.Event`) is checked
-    before every step and raises `Cancelled` once set; `grammar_wrap(grammar, ids)` replaces each sequence's grammar (already
-    advanced over `ids`) by the `Grammar` it returns; `controls`: what the request forces, for
-    the rules (`generation.rules`). With `options.guidance`, each piece runs beside its shadow.
+    applies only with masking on. `progress(done, total)` is called after every decoding step
+    (with `bars`, the share of bars written, in steps); `cancel` (anything with `is_set()`) is
+    checked before every step and raises `Cancelled` once set; `grammar_wrap(grammar, ids)`
+    replaces each sequence's grammar (advanced over `ids`) by the `Grammar` it returns;
+    `controls`: what the request forces, for the rules (`generation.rules`). With
+    `options.guidance`, each piece runs beside its shadow.
     """
     if not prompts or any(len(p) == 0 for p in prompts):
         raise MusicgenError("generate: every prompt needs at least one id (BOS)")

@@ -18,7 +18,6 @@ from musicgen.generation.rules.base import Option, Rule, Start
 from musicgen.limits import Range
 from musicgen.tokenizers.base import Grammar, Tokenizer
 
-
 TONE_NATS = 2.0  # the chord tones' default, measured (docs/generation.md, "Chord control")
 
 
