@@ -1,4 +1,4 @@
-"""The opening rule: a piece from scratch sounds in its first bar (`generation.opening`)."""
+"""The opening rule: a piece from scratch sounds in its first bar (`generation.rules.opening`)."""
 
 from __future__ import annotations
 

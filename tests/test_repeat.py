@@ -1,4 +1,4 @@
-"""The sampler's repetition rule (`SamplingOptions.repeat`, `generation.repeat`): which ids a
+"""The sampler's repetition rule (`repeat`, `generation.rules.bar_copy`): which ids a
 bar being copied may continue with, and what a generation with the rule does."""
 
 from __future__ import annotations
