@@ -1,5 +1,5 @@
-"""The key rule of the sampler (`generation.rules.in_key`): the scale a piece has set, found as the key
-measure finds it, and its bonus, on real POP909 notes and through the sampler."""
+"""The key rule of the sampler (`generation.rules.in_key`): the scale a piece has set, found as
+the key measure finds it, and its bonus, on real POP909 notes and through the sampler."""
 
 import numpy as np
 import pytest

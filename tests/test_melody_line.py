@@ -1,6 +1,6 @@
 """The melody as one singable line when sampling: one melody note per position (the REMI
-grammar's sampling mask) and the melody's range (`generation.rules.melody_range`), on real POP909 tokens and
-through the sampler."""
+grammar's sampling mask) and the melody's range (`generation.rules.melody_range`), on real
+POP909 tokens and through the sampler."""
 
 import numpy as np
 import pytest
