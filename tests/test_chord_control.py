@@ -393,7 +393,7 @@ def test_chord_tones_leave_the_chance_of_another_note_at_the_onset_unchanged(tok
     (a Position, a Bar): through the sampler's filters, the chord tones' nats change which
     pitch comes, never the probability of another note (nats added plainly raise it: they
     stacked chords)."""
-    from musicgen.generation.sample import SamplingOptions, filter_logits
+    from musicgen.generation.decoding.sample import SamplingOptions, filter_logits
 
     g = steered(tok, "C", chord_tones=2.0)(tok.grammar(), [tok.bos_id])
     pitch = tok.tables.pitch
@@ -426,7 +426,7 @@ def test_a_strong_chord_tone_bonus_keeps_every_note_in_the_chord(tiny):
     """Through the sampler: an untrained model with 30 nats for chord tones writes only C-major
     tones in C bars and G-major tones in G bars (until an onset has struck them all: the grammar
     allows a pitch once per onset); `tones` < 0 is an error."""
-    from musicgen.generation.sample import SamplingOptions, generate
+    from musicgen.generation.decoding.sample import SamplingOptions, generate
 
     tok = tiny.tokenizer
     res = generate(tiny.model, tok, [[tok.bos_id]] * 2, SamplingOptions(1.0, chord_tones=30.0),

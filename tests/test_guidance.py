@@ -1,4 +1,4 @@
-"""Phrase guidance (musicgen.generation.guidance): the shadow's labels lag by a phrase, the
+"""Phrase guidance (musicgen.generation.decoding.guidance): the shadow's labels lag by a phrase, the
 guided logits push away from the shadow's, and a song is written with it end to end."""
 
 import pytest
@@ -6,7 +6,7 @@ import torch
 from paths import ROOT
 
 from musicgen.errors import MusicgenError
-from musicgen.generation.guidance import LabelLag, guide, label_ids
+from musicgen.generation.decoding.guidance import LabelLag, guide, label_ids
 from musicgen.tokenizers import build_tokenizer
 
 SONG = str(ROOT / "configs" / "tokenizer" / "remi_song.yaml")

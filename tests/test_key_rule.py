@@ -8,9 +8,9 @@ import torch
 from conftest import tiny_model_config
 from paths import DATA, ROOT
 
+from musicgen.generation.decoding.sample import SamplingOptions, generate
 from musicgen.generation.request import GenerationRequest
 from musicgen.generation.rules.in_key import MIN_NOTES, PROMPT_HOLD, KeyKeep, pitch_classes
-from musicgen.generation.sample import SamplingOptions, generate
 from musicgen.measures import form as fm
 from musicgen.measures.metrics import notes_from_score
 from musicgen.model import build_model

@@ -8,8 +8,8 @@ import torch
 from conftest import tiny_model_config
 from paths import ROOT
 
+from musicgen.generation.decoding.sample import SamplingOptions, generate
 from musicgen.generation.rules.opening import MusicFirst
-from musicgen.generation.sample import SamplingOptions, generate
 from musicgen.model import build_model
 from musicgen.tokenizers import build_tokenizer
 

@@ -10,8 +10,8 @@ from conftest import tiny_model_config
 from paths import DATA
 
 from musicgen.errors import MusicgenError
+from musicgen.generation.decoding.sample import SamplingOptions, filter_logits, generate
 from musicgen.generation.rules.bar_copy import LAGS, BarEcho
-from musicgen.generation.sample import SamplingOptions, filter_logits, generate
 from musicgen.model import build_model
 from musicgen.tokenizers import build_tokenizer
 

@@ -16,7 +16,7 @@ from conftest import make_checkpoint
 from paths import DATA, ROOT
 
 import musicgen
-from musicgen.generation.guidance import GUIDANCE
+from musicgen.generation.decoding.guidance import GUIDANCE
 from musicgen.generation.rules import RULES
 
 SONG = DATA / "pop909" / "001" / "001.mid"
@@ -76,7 +76,7 @@ def _declaring_module(name: str) -> Path:
     return Path(module.__file__)
 
 
-GUIDANCE_MODULE = "musicgen.generation.guidance"
+GUIDANCE_MODULE = "musicgen.generation.decoding.guidance"
 
 TOY = """
 from musicgen.generation.rules import RULES, Option, Rule
@@ -102,7 +102,7 @@ from musicgen.evaluate.form import SWEPT, sampling_label, sweep
 from musicgen.generation.options import SamplingOptions, check_sample
 from musicgen.generation.request import GenerationRequest
 from musicgen.generation.rules import Controls
-from musicgen.generation.steer import Steered
+from musicgen.generation.decoding.steer import Steered
 from musicgen.studio import app, inputs
 from musicgen.tokenizers import build_tokenizer
 

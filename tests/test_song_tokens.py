@@ -164,7 +164,7 @@ def test_a_bar_wanted_after_the_forms_last_bar_is_the_end(tok):
     import torch
     from conftest import tiny_model_config
 
-    from musicgen.generation.sample import SamplingOptions, generate
+    from musicgen.generation.decoding.sample import SamplingOptions, generate
     from musicgen.model import build_model
 
     torch.manual_seed(0)

@@ -17,12 +17,12 @@ The API (what a caller uses)
 - `tokenfile`: ids written to and read from JSON (`--save-tokens`, `musicgen export`)
 - `render`: piano-roll PNG and audio (FluidSynth or the pip-only synthesizer)
 
-Decoding (how ids are drawn)
-- `sample`: the batched, grammar-masked decoding loop (`generate`)
-- `draw`: one id per row of the batch, with each row's effects
-- `filters`: the pure logit filters, in their one order, and plain decoding's options
-- `steer`: `Steered`, a row's grammar and rules, their effects composed (the one place)
-- `guidance`: the phrase-label guidance (two logits mixed per step)
+Decoding (how ids are drawn; `decoding/`)
+- `decoding.sample`: the batched, grammar-masked decoding loop (`generate`)
+- `decoding.draw`: one id per row of the batch, with each row's effects
+- `decoding.filters`: the pure logit filters, in their one order, and plain decoding's options
+- `decoding.steer`: `Steered`, a row's grammar and rules, their effects composed (one place)
+- `decoding.guidance`: the phrase-label guidance (two logits mixed per step)
 
 The rules (what the music must do; `rules/`, one module each, the registry `rules.RULES`)
 - `rules.base`: the `Rule` protocol, `Option`, `Start`, `Controls`

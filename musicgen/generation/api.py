@@ -28,6 +28,13 @@ import torch
 
 from musicgen.errors import MusicgenError
 from musicgen.generation.chords import chord_plan
+from musicgen.generation.decoding.sample import (
+    Generated,
+    GrammarWrap,
+    Progress,
+    SamplingOptions,
+    generate,
+)
 from musicgen.generation.form import (
     SectionChords,
     form_sections,
@@ -47,7 +54,6 @@ from musicgen.generation.request import (
     GenerationRequest,
 )
 from musicgen.generation.rules import Controls
-from musicgen.generation.sample import Generated, GrammarWrap, Progress, SamplingOptions, generate
 from musicgen.generation.write import checkpoint_stem, write_midi
 
 __all__ = [

@@ -13,8 +13,8 @@ import dataclasses
 from typing import Any
 
 from musicgen.errors import MusicgenError
-from musicgen.generation.filters import DECODING
-from musicgen.generation.guidance import GUIDANCE
+from musicgen.generation.decoding.filters import DECODING
+from musicgen.generation.decoding.guidance import GUIDANCE
 from musicgen.generation.rules import RULES, Option
 from musicgen.limits import Range, check_in_range
 

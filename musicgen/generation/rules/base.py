@@ -2,7 +2,7 @@
 
 A rule follows one sequence while it is written: it starts from the tokenizer, the request's
 options and controls and the prompt (`Start`), takes each new id (`push`, constant work: no
-rescans), and offers effects the sampler composes (`generation.steer.Steered`): `force` (a hard
+rescans), and offers effects the sampler composes (`decoding.steer.Steered`): `force` (a hard
 narrowing that counts as the grammar), `mask` (a soft narrowing, kept only where it leaves an
 id), `bonus` (nats added), `choice` (nats that choose inside a group, `filters.choose_within`),
 `redirects` (mass moved from forbidden ids to the ids they mean) and `due` (ids owed before the

@@ -1,6 +1,6 @@
 """One id per sequence of the batch (`draw`): the model's logits with each sampling row's rules.
 
-A row's effects come from its grammar and its rules, composed by `generation.steer.Steered`;
+A row's effects come from its grammar and its rules, composed by `steer.Steered`;
 `filters.filter_logits` applies them in their one order.
 """
 
@@ -11,11 +11,11 @@ from typing import TYPE_CHECKING
 import numpy as np
 import torch
 
-from musicgen.generation.filters import filter_logits, sample_from_logits
+from musicgen.generation.decoding.filters import filter_logits, sample_from_logits
 
 if TYPE_CHECKING:
-    from musicgen.generation.sample import SamplingOptions
-    from musicgen.generation.sample import _Row as Row
+    from musicgen.generation.decoding.sample import SamplingOptions
+    from musicgen.generation.decoding.sample import _Row as Row
 
 
 def draw(

@@ -18,7 +18,7 @@ from musicgen.generation.rules.base import Option
 from musicgen.limits import Range
 
 if TYPE_CHECKING:
-    from musicgen.generation.sample import SamplingOptions
+    from musicgen.generation.decoding.sample import SamplingOptions
 
 Redirect = tuple[torch.Tensor, torch.Tensor]  # (source ids, target ids) of one row
 

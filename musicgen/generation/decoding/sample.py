@@ -1,5 +1,5 @@
 """Sampling: the batched, grammar-masked decoding loop over the pure filters of
-`generation.filters` (re-exported here), each row steered by its rules (`generation.steer`).
+`decoding.filters` (re-exported here), each row steered by its rules (`decoding.steer`).
 Decoding goes through the model's step API (`init_state` / `step`): one token costs the same at
 position 10 and 4000, and several samples run as one batch.
 """
@@ -13,8 +13,8 @@ import numpy as np
 import torch
 
 from musicgen.errors import Cancelled, MusicgenError, check_int
-from musicgen.generation.draw import draw
-from musicgen.generation.filters import (  # noqa: F401 (re-exported: the sampler's one import)
+from musicgen.generation.decoding.draw import draw
+from musicgen.generation.decoding.filters import (  # noqa: F401 (re-exported: the sampler's one import)
     NEG_INF,
     apply_temperature,
     choose_within,
@@ -25,10 +25,10 @@ from musicgen.generation.filters import (  # noqa: F401 (re-exported: the sample
     top_k_filter,
     top_p_filter,
 )
-from musicgen.generation.guidance import LabelLag, guide
+from musicgen.generation.decoding.guidance import LabelLag, guide
+from musicgen.generation.decoding.steer import Steered
 from musicgen.generation.options import SamplingOptions
 from musicgen.generation.rules import Controls
-from musicgen.generation.steer import Steered
 from musicgen.tokenizers.base import Grammar, Tokenizer
 
 __all__ = ["Generated", "SamplingOptions", "generate", "invalid_rate"]
