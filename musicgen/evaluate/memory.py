@@ -11,10 +11,11 @@ the song):
 The ratio NLL(Q on its return) / NLL(Q alone), per song and gap, is about 1 for a model that
 remembers nothing and far below 1 for one that copies; the same tokens are scored in both, so
 the ratio of the sums is that of the means. `vs_first`, the return over Q's first time (at the
-start of the probe), is the ratio issue 62's first probe reported: below 1 even without memory,
-since the opening bars of any sequence are the least predictable. Songs are read as `prepare`
-read the training songs (the chord annotation beside them; with `--structure`, phrases as
-tokens for a model that has them) and scored through `Model.nll`, the path of `Model.score`.
+start of the probe), is the ratio a first version of this probe reported: below 1 even without
+memory, since the opening bars of any sequence are the least predictable. Songs are read as
+`prepare` read the training songs (the chord annotation beside them; with `--structure`,
+phrases as tokens for a model that has them) and scored through `Model.nll`, the path of
+`Model.score`.
 """
 
 from __future__ import annotations
