@@ -96,6 +96,8 @@ def test_summary_counts_the_songs_too_short_for_a_gap():
 def test_evaluate_memory_writes_json_through_the_public_scoring_path(tmp_path, capsys):
     data = tmp_path / "pop909"
     shutil.copytree(DATA / "pop909" / "001", data / "001")
+    (data / "002").mkdir()
+    (data / "002" / "002.mid").write_bytes(b"not midi")  # listed in `skipped`, not fatal
     out = tmp_path / "eval"
     argv = ["evaluate", "memory", "--checkpoint", "pop909_piano_sine_spe_gated", "--data",
             str(data), "--split", "train", "--passage-bars", "2", "--gaps", "0", "70",
@@ -105,6 +107,7 @@ def test_evaluate_memory_writes_json_through_the_public_scoring_path(tmp_path, c
     assert res["gap_summary"]["0"]["songs"] == 1
     assert res["gap_summary"]["70"] == {**res["gap_summary"]["70"], "songs": 0, "too_short": 1}
     assert 0 < res["per_song"]["001"]["0"]["ratio"] < 2
+    assert [s["song"] for s in res["skipped"]] == ["002"]
     assert "return / alone" in capsys.readouterr().out
 
 

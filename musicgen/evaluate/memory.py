@@ -76,7 +76,7 @@ def make_probes(ids: np.ndarray, starts: np.ndarray, first: int, bars: int, gaps
 
 def span_nll(nll: np.ndarray, where: tuple[int, int]) -> float:
     """Summed NLL of tokens where[0]..where[1]-1 (`nll[p]` is the NLL of token p + 1)."""
-    return float(nll[where[0] - 1 : where[1] - 1].sum())
+    return float(nll[max(where[0] - 1, 0) : where[1] - 1].sum())
 
 
 def probe_song(score: Scorer, p: Probes) -> dict[int, dict[str, float]]:
@@ -109,10 +109,13 @@ def read_song(tokenizer, path: Path, structure: str | Path | None) -> np.ndarray
     from musicgen.data.pop909_structure import song_folder
     from musicgen.data.prepare import CHORD_MAX_BYTES, _encode
     from musicgen.data.sources import chord_file
-    from musicgen.io import read_regular
+    from musicgen.io import Unreadable, read_regular
 
     chords = chord_file(path, "pop909")
-    text = read_regular(Path(chords), CHORD_MAX_BYTES) if chords else b""
+    try:
+        text = read_regular(Path(chords), CHORD_MAX_BYTES) if chords else b""
+    except Unreadable as exc:
+        raise MusicgenError(f"{chords}: {exc}") from None
     ids = _encode(tokenizer, tokenizer.load_score(path), chords, text, song_folder(structure, path))
     arr = np.asarray(ids, dtype=np.int64)
     return arr[:-1] if len(arr) and arr[-1] == tokenizer.eos_id else arr
