@@ -50,3 +50,24 @@ def test_evaluations_find_the_49_test_songs_in_the_shared_pop909():
     songs = benchmark_songs(SHARED / "pop909", "test")
     assert [p.stem for p in songs] == TEST_SONGS
     assert len(benchmark_songs(SHARED / "pop909", "validation")) == 39
+
+
+def test_training_refuses_a_dataset_prepared_before_the_test_split(tmp_path):
+    """A manifest that lists a test song in train (written by a musicgen without the test
+    split) is refused with one line naming the folder and the song; a current one passes."""
+    from musicgen.data.layout import check_no_test_songs
+    from musicgen.errors import MusicgenError
+
+    old = tmp_path / "old"
+    old.mkdir()
+    rows = [
+        '{"path": "001/001.mid", "split": "train"}',
+        '{"path": "031/031.mid", "split": "train"}',
+    ]
+    (old / "manifest.jsonl").write_text("\n".join(rows) + "\n")
+    with pytest.raises(
+        MusicgenError, match=r"old: prepared before POP909 had a test split: 1 test"
+    ):
+        check_no_test_songs(old)
+    (old / "manifest.jsonl").write_text(rows[0] + "\n" + rows[1].replace("train", "test") + "\n")
+    check_no_test_songs(old)  # the same songs, split as prepare splits them now
