@@ -1,4 +1,4 @@
-"""`musicgen evaluate nll|style|music|form`: numbers (JSON) and a figure (PNG) in --out."""
+"""`musicgen evaluate nll|style|music|form|memory`: numbers (JSON) and a figure (PNG) in --out."""
 
 from __future__ import annotations
 
@@ -6,6 +6,7 @@ import argparse
 import math
 from pathlib import Path
 
+from musicgen.commands.evaluate_memory import add_memory
 from musicgen.errors import MusicgenError, check_range, check_seed
 from musicgen.generation.options import OPTIONS, SWEEP
 
@@ -160,6 +161,8 @@ def register(sub: argparse._SubParsersAction) -> None:
         "forced (models with density tokens)",
     )
     form.set_defaults(func=run_form)
+
+    add_memory(tasks)  # its own options, in commands/evaluate_memory.py
 
     for task in (nll, style, music, form):
         task.add_argument("--out", default="out/eval", help="output folder (default: out/eval)")

@@ -120,8 +120,9 @@ def form_measures(
 
 def benchmark_songs(data: str | Path, split: str) -> list[Path]:
     """The MIDI files of `data` in `split`, assigned as `prepare` assigns them (a top folder
-    named train/validation/test, else the stable hash of the relative path: POP909's 39
-    validation songs); `all`: every file. POP909's versions/ folders are left out."""
+    named train/validation/test, else POP909's stable hash of the relative path: its 39
+    validation songs, 49 test songs); `all`: every file. POP909's versions/ folders are left
+    out."""
     from musicgen.data.prepare import SPLITS, assign_split, find_midi
 
     root = Path(data)
@@ -132,11 +133,22 @@ def benchmark_songs(data: str | Path, split: str) -> list[Path]:
     files = find_midi(root, "pop909")
     if split != "all":
         files = [
-            p for p in files if assign_split(p.relative_to(root).as_posix(), "folder", {}) == split
+            p
+            for p in files
+            if assign_split(p.relative_to(root).as_posix(), _kind(p, root), {}) == split
         ]
     if not files:
         raise MusicgenError(f"{data}: no MIDI file in split '{split}'")
     return files
+
+
+def _kind(path: Path, root: Path) -> str:
+    """How `prepare` would split a file of `root`: by its top folder when that names a split
+    ("folder"), else by POP909's hash, with its test split ("pop909")."""
+    from musicgen.data.sources import SPLIT_FOLDERS
+
+    top = path.relative_to(root).parts[0].lower()
+    return "folder" if len(path.relative_to(root).parts) > 1 and top in SPLIT_FOLDERS else "pop909"
 
 
 def make_case(tokenizer, path: Path, new_bars: int = NEW_BARS) -> Case | str:

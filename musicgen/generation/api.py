@@ -288,18 +288,30 @@ class Model:
     def score(self, path: str | Path) -> dict:
         """How likely the model finds a song: mean NLL per token (nats) and per note, the song
         read as training reads it (a POP909 chord annotation beside it becomes its chords)."""
-        from musicgen.measures.likelihood import notes_scored, per_position_nll
+        from musicgen.measures.likelihood import notes_scored
 
         ids = encode_song(self.tokenizer, Path(path))
-        sums, counts = per_position_nll(self.model, [ids], len(ids) - 1, self.device)
+        nll = self.nll(ids)
         notes = notes_scored(self.tokenizer, [np.asarray(ids)], len(ids) - 1)
-        total = float(sums.sum())
+        total = float(nll.sum())
         return {
-            "tokens": int(counts.sum()),
+            "tokens": len(nll),
             "notes": int(notes),
-            "nll_per_token": total / max(int(counts.sum()), 1),
+            "nll_per_token": total / max(len(nll), 1),
             "nll_per_note": total / max(int(notes), 1),
         }
+
+    def nll(self, ids: Sequence[int] | np.ndarray) -> np.ndarray:
+        """The NLL (nats) of each id after the first, given the ids before it, in one pass:
+        what `score` sums and `evaluate memory` reads span by span. An SPE model draws its
+        noise from torch's RNG: seed it (`torch.manual_seed`) to score alike twice."""
+        from musicgen.measures.likelihood import per_position_nll
+
+        ids = np.asarray(ids, dtype=np.int64)
+        if ids.ndim != 1 or len(ids) < 2:
+            raise MusicgenError(f"ids: need a 1-D sequence of 2 or more ids, got shape {ids.shape}")
+        sums, _counts = per_position_nll(self.model, [ids], len(ids) - 1, self.device)
+        return sums
 
 
 def _check_hooks(progress, cancel, grammar_wrap) -> None:
