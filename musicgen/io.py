@@ -176,6 +176,8 @@ def write_score(score, path: str | Path) -> Path:
     so the MIDI bytes are made in memory and written by Python, which does raise; the temporary
     must then hold exactly those bytes before it may replace anything.
     """
+    if score.start() < 0:  # a negative time is written as a huge tick: a file read as corrupt
+        raise ValueError(f"{path}: an event at tick {score.start()}, before the start")
     data = bytes(score.dumps_midi())
 
     def readback(tmp: Path) -> None:

@@ -18,6 +18,7 @@ them to their flags.
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 from types import EllipsisType
@@ -25,7 +26,7 @@ from types import EllipsisType
 import numpy as np
 import torch
 
-from musicgen.errors import MusicgenError
+from musicgen.errors import EmptyPiece, MusicgenError
 from musicgen.generation.legato import hold_melody
 from musicgen.generation.music import Music, apply_tempo
 from musicgen.generation.prompt import Prompt, continuation_only, encode_song, load_prompt, merge
@@ -204,15 +205,20 @@ class Model:
         ids, prompt_len = list(res.ids), res.prompt_len
         if prompt is not None:
             score = merge(prompt, score)
+        cut = 0 if prompt is None else prompt.end_tick
+        new_notes = sum(n.time >= cut for t in score.tracks for n in t.notes)
+        if new_notes == 0:  # returned and written all the same: the caller hears it
+            warnings.warn(f"seed {seed}: the new part has no note", EmptyPiece, stacklevel=2)
         if legato:
-            hold_melody(score, 0 if prompt is None else prompt.end_tick)
+            hold_melody(score, cut)
         if prompt is not None:
             if only_continuation:
                 score = continuation_only(prompt, score)
                 ids = [self.tokenizer.bos_id, *prompt.solo_lead, *res.continuation]
                 prompt_len = 1 + len(prompt.solo_lead)
             apply_tempo(score, prompt.tempo)
-        return Music(score, ids, prompt_len, res.stop, res.sampled, res.errors, seed)
+        return Music(score, ids, prompt_len, res.stop, res.sampled, res.errors, seed,
+                     new_notes=new_notes)  # fmt: skip
 
     def generate(self, bars: int | None | EllipsisType = ..., **fields) -> Music:
         """One piece from scratch: `bars` bars (None: until the end token or `max_tokens`; left

@@ -232,19 +232,21 @@ def request_wrap(
 ) -> GrammarWrap:
     """The `chords=` of a generation request as a grammar_wrap (the caller's own `other` wrap,
     if any, applied over it); `tones`: the request's chord-tone bonus, `grammar`: whether it
-    masks. A progression given as text starts with the first new bar; one from a file keeps the
-    song's bars: from scratch it starts at its first bar with a chord, continuing a prompt at
-    the song's bar after the prompt. A prompt cut inside a bar (`seconds`) leaves that bar's
-    chord to the model."""
+    masks. A progression given as text starts with the first new bar, one laid over a form
+    (`form.SectionChords`) at the form's bar after the prompt; one from a file keeps the song's
+    bars: from scratch it starts at its first bar with a chord (none: its first bar),
+    continuing a prompt at the song's bar after the prompt. A prompt cut inside a bar
+    (`seconds`) leaves that bar's chord to the model."""
     if not grammar:
         raise MusicgenError("chords: needs the grammar (grammar=False turns off the masking)")
     prog = load_progression(chords, tokenizer)
     if prog.repeat:
         start = 0
     elif prompt is None:
-        start = next(k for k, bar in enumerate(prog.bars) if any(s.chord for s in bar))
+        chorded = (k for k, bar in enumerate(prog.bars) if any(s.chord for s in bar))
+        start = next(chorded, 0) if prog.song else 0
     else:
-        start = prompt.first_bar + prompt.bars
+        start = prompt.bars + (prompt.first_bar if prog.song else 0)
     open_bar = prompt is None or prompt.first_allowed is None
     wrap = chord_grammar_wrap(tokenizer, prog, start, force_open_bar=open_bar, tones=tones)
     if other is None:

@@ -222,7 +222,12 @@ class SectionChords:
 
     def over(self, phrases: list[Phrase]) -> Progression:
         """The song's chords: each phrase takes its label's progression from its first bar;
-        every label of the form needs one."""
+        every label of the form needs one, and every label given is the form's."""
+        extra = sorted(set(self.by_label) - {p.label for p in phrases})
+        if extra:
+            raise MusicgenError(
+                f"chords: phrase '{extra[0]}' is not in the form {form_text(phrases)}"
+            )
         bars = []
         for p in phrases:
             prog = self.by_label.get(p.label)

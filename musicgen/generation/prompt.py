@@ -466,4 +466,27 @@ def continuation_only(prompt: Prompt, merged: symusic.Score) -> symusic.Score:
     bar 0 (a prompt of N bars: bar N+1 starts at 0), as the ids `[BOS, *solo_lead,
     *continuation]` decode."""
     cut = prompt.end_tick
-    return only_notes(merged, lambda n: n.time >= cut).shift_time(-prompt.bar_line_tick)
+    return from_zero(only_notes(merged, lambda n: n.time >= cut).shift_time(-prompt.bar_line_tick))
+
+
+def from_zero(score: symusic.Score) -> symusic.Score:
+    """`score` with nothing before time 0 (in place): of the time signatures, keys and tempos
+    set before it, the one in effect moves to 0; earlier markers, texts and controls go. A
+    negative time would be written as a huge unsigned tick (a file that reads as corrupt)."""
+    for events in (score.time_signatures, score.key_signatures, score.tempos):
+        before = [e for e in events if e.time <= 0]
+        kept = [e for e in events if e.time > 0]
+        if before:
+            before[-1].time = 0
+            kept.insert(0, before[-1])
+        events.clear()
+        events.extend(kept)
+    lists = [score.markers]
+    for track in score.tracks:
+        lists += [track.controls, track.pitch_bends, track.pedals, track.lyrics]
+    for events in lists:
+        kept = [e for e in events if e.time >= 0]
+        if len(kept) < len(events):
+            events.clear()
+            events.extend(kept)
+    return score

@@ -34,7 +34,7 @@ from musicgen.generation.request import SPECS
 from musicgen.studio import controls, inputs, jobs
 from musicgen.studio.guard import Guard
 from musicgen.studio.player import PLAYER_CSS, PLAYHEAD_JS, svg
-from musicgen.studio.running import JobFlag, PageJobs
+from musicgen.studio.running import JobFlag, PageJobs, page_line
 
 TITLE = "musicgen studio"
 INTRO = (
@@ -82,10 +82,10 @@ def _page_error(exc: Exception) -> gr.Error:
     if isinstance(exc, gr.Error):
         return exc
     if isinstance(exc, MusicgenError):
-        return gr.Error(str(exc), print_exception=False)
+        return gr.Error(page_line(str(exc)), print_exception=False)
     traceback.print_exception(exc, file=sys.stderr)
     return gr.Error(
-        f"internal error ({type(exc).__name__}: {exc}); this is a bug in musicgen",
+        page_line(f"internal error ({type(exc).__name__}: {exc}); this is a bug in musicgen"),
         print_exception=False,
     )
 
