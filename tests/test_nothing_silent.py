@@ -170,3 +170,32 @@ def test_saving_to_no_path_is_one_line(remi):
     for path in (None, "", 3):
         with pytest.raises(MusicgenError, match="^path: give the MIDI file's path"):
             music.save(path)
+
+
+# --- tracks and markers ---------------------------------------------------------------------------
+
+
+def test_a_continuation_writes_its_new_notes_into_the_prompt_tracks(song_model):
+    """The prompt's "Piano" and miditok's "Acoustic Grand Piano" are one part: one track,
+    named as the prompt names it; the prompt's Melody track stays (it wrote two piano tracks)."""
+    from musicgen.generation.prompt import merge
+
+    prompt = song_model.prompt(SONG, bars=2)
+    assert [t.name for t in prompt.notes.tracks] == ["Melody", "Piano"]
+    generated = symusic.Score(prompt.notes.ticks_per_quarter)
+    track = symusic.Track("Acoustic Grand Piano", 0, False)
+    track.notes.append(symusic.Note(prompt.end_tick, 120, 64, 80))
+    generated.tracks.append(track)
+    merged = merge(prompt, generated)
+    names = sorted(t.name for t in merged.tracks)
+    assert names == ["Melody", "Piano"]
+    piano = next(t for t in merged.tracks if t.name == "Piano")
+    assert len(piano.notes) == len(prompt.notes.tracks[1].notes) + 1
+
+
+def test_continuing_a_form_made_file_keeps_its_phrase_markers(song_model, tmp_path):
+    made = song_model.generate(form="A2B2", seed=1).save(tmp_path / "form.mid")
+    assert [m.text for m in symusic.Score(str(made)).markers] == ["A2", "B2"]
+    out = song_model.continue_midi(made, bars=2, new_bars=1, seed=1).save(tmp_path / "c.mid")
+    markers = reads_back(song_model, out).markers
+    assert [(m.time, m.text) for m in markers][:1] == [(0, "A2")]
