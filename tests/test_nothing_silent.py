@@ -199,3 +199,70 @@ def test_continuing_a_form_made_file_keeps_its_phrase_markers(song_model, tmp_pa
     out = song_model.continue_midi(made, bars=2, new_bars=1, seed=1).save(tmp_path / "c.mid")
     markers = reads_back(song_model, out).markers
     assert [(m.time, m.text) for m in markers][:1] == [(0, "A2")]
+
+
+# --- memory before allocation, and what a failed train leaves -----------------------------------
+
+
+def test_a_model_that_cannot_fit_is_refused_with_its_estimate(tiny_checkpoints, monkeypatch):
+    import musicgen
+    from musicgen import memory
+
+    monkeypatch.setattr(memory, "machine_bytes", lambda: 100_000)
+    with pytest.raises(MusicgenError, match=r"this model needs about \d MB of memory, more"):
+        musicgen.load(tiny_checkpoints["remi"])
+
+
+def test_training_that_cannot_fit_is_refused_before_a_folder(prepared, tmp_path, monkeypatch,
+                                                             capsys):  # fmt: skip
+    """1.6 B parameters with Adam need about 26 GB: on a 23 GB machine that was an internal
+    error; now one line with the estimate, and no run folder (here: a 1 MB machine)."""
+    from musicgen import memory
+    from musicgen.cli import main
+
+    assert memory.gb(26e9) == "26.0 GB"
+    monkeypatch.setattr(memory, "machine_bytes", lambda: 1e6)
+    out = tmp_path / "run"
+    args = ["train", "--config", "pop909/small", "--data", str(prepared), "--out", str(out),
+            "train.device=cpu"]  # fmt: skip
+    assert main(args) == 1
+    err = capsys.readouterr().err
+    assert "training this model needs about" in err and "machine's 1 MB" in err
+    assert not out.exists()
+
+
+def test_a_failed_train_leaves_no_run_folder(prepared, tmp_path, capsys):
+    from musicgen.cli import main
+
+    out = tmp_path / "run"
+    args = ["train", "--config", "pop909/small", "--data", str(prepared), "--out", str(out),
+            "train.device=cpu", f"train.init_from={tmp_path / 'missing.pt'}"]  # fmt: skip
+    assert main(args) == 1
+    assert "missing.pt" in capsys.readouterr().err
+    assert not out.exists()
+
+
+# --- forms: sizes, files, models ----------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("form", "message"),
+    [
+        ("A" + "9" * 5000, "^form: not a form like"),  # was ValueError: Exceeds the limit (4300)
+        ("A1" * 10_000_000, "^form: 20,000,000 characters, more than the 65,536$"),  # was 23 s
+        ("/dev/zero", "^/dev/zero: cannot read the form .*not a regular file"),  # read as text
+    ],
+)
+def test_a_form_too_long_or_not_a_file_is_one_line_at_once(song_model, form, message):
+    import time
+
+    start = time.monotonic()
+    with pytest.raises(MusicgenError, match=message) as caught:
+        song_model.generate(form=form, seed=1)
+    assert "\n" not in str(caught.value) and time.monotonic() - start < 2
+
+
+def test_form_auto_on_a_model_without_sections_says_so(remi):
+    """It blamed a missing forms.json."""
+    with pytest.raises(MusicgenError, match="^form: this model has no section tokens"):
+        remi.generate(form="auto", seed=1)

@@ -140,6 +140,8 @@ class Model:
             with_form,
         )
 
+        if not self.tokenizer.section_mask().any():  # before `auto` looks for forms.json
+            raise MusicgenError("form: this model has no section tokens (no form control)")
         phrases = resolve(request.form, self.source, request.seed)
         wrap = form_wrap(self.tokenizer, phrases)
         held = max((p.bars for p in prompts if p is not None), default=0)

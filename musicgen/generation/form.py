@@ -38,7 +38,9 @@ MAX_FORM_BYTES = 1 << 16
 def read_form_arg(form: str | Path) -> list[Phrase] | str:
     """A request's `form`: phrases from text or a label file, or "auto" (drawn later, from the
     model's forms). Checked here, before a model is loaded."""
-    if isinstance(form, Path) or (isinstance(form, str) and form.lower().endswith(".txt")):
+    if isinstance(form, str) and len(form) > MAX_FORM_BYTES:  # before parsing: at once
+        raise MusicgenError(f"form: {len(form):,} characters, more than the {MAX_FORM_BYTES:,}")
+    if isinstance(form, Path) or (isinstance(form, str) and _names_file(form)):
         path = Path(form)
         try:
             text = read_regular(path, MAX_FORM_BYTES, "a form file").decode("utf-8")
@@ -50,6 +52,12 @@ def read_form_arg(form: str | Path) -> list[Phrase] | str:
     if form.strip().lower() == "auto":
         return "auto"
     return _bounded(parse_form(form, "form"))
+
+
+def _names_file(form: str) -> bool:
+    """A form text that names a file (a label file, or any path: `/dev/zero` is refused as one,
+    not parsed as a form)."""
+    return form.lower().endswith(".txt") or "/" in form or "\\" in form
 
 
 def _bounded(phrases: list[Phrase]) -> list[Phrase]:
