@@ -266,3 +266,29 @@ def test_form_auto_on_a_model_without_sections_says_so(remi):
     """It blamed a missing forms.json."""
     with pytest.raises(MusicgenError, match="^form: this model has no section tokens"):
         remi.generate(form="auto", seed=1)
+
+
+# --- a form against the other options -----------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("fields", "message"),
+    [
+        ({"form": "A40", "bars": 34}, "^form: phrase A40 is longer than the 32 bars"),  # was A32
+        ({"form": "i2A2", "bars": 8}, "^bars: 8 asked, but the form i2A2 leaves 4 new bars"),
+        ({"form": "i2A2", "grammar": False}, "^form: needs the grammar"),  # the form was dropped
+    ],
+)
+def test_a_form_against_another_option_is_one_line(song_model, fields, message):
+    with pytest.raises(MusicgenError, match=message):
+        song_model.generate(seed=1, **fields)
+
+
+def test_a_form_continued_with_too_many_new_bars_names_new_bars(song_model):
+    with pytest.raises(MusicgenError, match="^new_bars: 9 asked, but the form A2B2 leaves 2"):
+        song_model.continue_midi(SONG, bars=2, new_bars=9, form="A2B2", seed=1)
+
+
+def test_fewer_bars_than_the_form_write_its_first_bars(song_model):
+    music = song_model.generate(form="A2B2", bars=2, seed=1)
+    assert [(s.bar, s.label) for s in song_model.tokenizer.sections(music.ids)] == [(0, "A")]

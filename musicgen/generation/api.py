@@ -110,6 +110,8 @@ class Model:
         request = request.seeded()
         options = request.options(self.tokenizer.name, vars(self.config.sample))
         if request.form is not None:  # the form control (generation.form): phrase tokens
+            if not options.grammar:
+                raise MusicgenError("form: needs the grammar (grammar=False turns off the masking)")
             request, prompts, grammar_wrap = self._form(request, prompts, grammar_wrap)
         if request.chords is not None:  # the chord control (generation.chords): a grammar_wrap
             from musicgen.generation.chords import request_wrap
@@ -134,6 +136,7 @@ class Model:
 
         from musicgen.generation.form import (
             SectionChords,
+            form_text,
             form_wrap,
             resolve,
             total_bars,
@@ -142,14 +145,19 @@ class Model:
 
         if not self.tokenizer.section_mask().any():  # before `auto` looks for forms.json
             raise MusicgenError("form: this model has no section tokens (no form control)")
-        phrases = resolve(request.form, self.source, request.seed)
+        phrases = checked_phrases(resolve(request.form, self.source, request.seed))
         wrap = form_wrap(self.tokenizer, phrases)
         held = max((p.bars for p in prompts if p is not None), default=0)
-        if request.bars is None:
-            left = total_bars(phrases) - held
-            if left < 1:
-                raise MusicgenError(f"form: its {total_bars(phrases)} bars end inside the prompt")
-            request = request.settled(bars=left)
+        left = total_bars(phrases) - held
+        if left < 1:
+            raise MusicgenError(f"form: its {total_bars(phrases)} bars end inside the prompt")
+        if request.bars is not None and request.bars > left:  # the form ends the song
+            name = "new_bars" if any(p is not None for p in prompts) else "bars"
+            raise MusicgenError(
+                f"{name}: {request.bars} asked, but the form {form_text(phrases)} leaves {left} "
+                "new bars (leave it out with a form, or give fewer)"
+            )
+        request = request.settled(bars=left) if request.bars is None else request
         prompts = [
             None if p is None else replace(p, ids=with_form(self.tokenizer, p.ids, phrases))
             for p in prompts
@@ -296,6 +304,21 @@ class Model:
             "nll_per_token": total / max(int(counts.sum()), 1),
             "nll_per_note": total / max(int(notes), 1),
         }
+
+
+def checked_phrases(phrases: list) -> list:
+    """A form's phrases, each within the longest phrase the section tokens write (a longer
+    one was written as that length: `A40` wrote the marker `A32`)."""
+    from musicgen.tokenizers.form import MAX_SECTION_BARS, form_text
+
+    for p in phrases:
+        if p.bars > MAX_SECTION_BARS:
+            raise MusicgenError(
+                f"form: phrase {form_text([p])} is longer than the {MAX_SECTION_BARS} bars a "
+                f"phrase may have; split it (e.g. {p.label}{MAX_SECTION_BARS}"
+                f"{p.label}{p.bars - MAX_SECTION_BARS})"
+            )
+    return phrases
 
 
 def _check_hooks(progress, cancel, grammar_wrap) -> None:

@@ -231,11 +231,6 @@ class SectionChords:
     def over(self, phrases: list[Phrase]) -> Progression:
         """The song's chords: each phrase takes its label's progression from its first bar;
         every label of the form needs one, and every label given is the form's."""
-        extra = sorted(set(self.by_label) - {p.label for p in phrases})
-        if extra:
-            raise MusicgenError(
-                f"chords: phrase '{extra[0]}' is not in the form {form_text(phrases)}"
-            )
         bars = []
         for p in phrases:
             prog = self.by_label.get(p.label)
@@ -245,6 +240,11 @@ class SectionChords:
                     f"chords: no progression for the form's phrase '{p.label}' (given: {given})"
                 )
             bars += [prog.from_bar(k).bars[0] for k in range(p.bars)]
+        extra = sorted(set(self.by_label) - {p.label for p in phrases})
+        if extra:
+            raise MusicgenError(
+                f"chords: phrase '{extra[0]}' is not in the form {form_text(phrases)}"
+            )
         return Progression(tuple(bars), repeat=False, strict=True)
 
 
