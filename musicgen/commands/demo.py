@@ -50,7 +50,8 @@ def register(sub: argparse._SubParsersAction) -> None:
         "--bars",
         type=int,
         default=SCRATCH_BARS,
-        help=f"bars per piece from scratch ({SCRATCH_BARS})",
+        help=f"bars per piece from scratch ({SCRATCH_BARS}; a song model writes the first bars "
+        f"of the form {DEMO_FORM}, or, asked for more, no form)",
     )
     p.add_argument("--max-tokens", type=int, default=768, help="ids per continuation")
     p.add_argument("--device", default="auto")
