@@ -14,7 +14,7 @@ import pytest
 import symusic
 
 from musicgen.errors import MusicgenError
-from tests.paths import ROOT
+from tests.paths import DATA, ROOT
 
 SONG = ROOT / "data" / "demo" / "pop909_005.mid"
 SONG_TOKENS = ROOT / "configs" / "tokenizer" / "remi_song.yaml"
@@ -292,3 +292,41 @@ def test_a_form_continued_with_too_many_new_bars_names_new_bars(song_model):
 def test_fewer_bars_than_the_form_write_its_first_bars(song_model):
     music = song_model.generate(form="A2B2", bars=2, seed=1)
     assert [(s.bar, s.label) for s in song_model.tokenizer.sections(music.ids)] == [(0, "A")]
+
+
+# --- prepare --structure that would do nothing --------------------------------------------------
+
+
+def prepare_args(out: Path, structure: Path, tokenizer: str = str(SONG_TOKENS)) -> list[str]:
+    return ["prepare", "--dataset", "pop909", "--input", str(DATA / "pop909" / "001"),
+            "--output", str(out), "--tokenizer", tokenizer, "--structure", str(structure)]  # fmt: skip
+
+
+def test_prepare_refuses_a_structure_that_would_do_nothing(tmp_path, capsys):
+    """An empty structure folder, or the default tokenizer (no section tokens), printed
+    "prepared N songs" with no phrase tokens."""
+    from musicgen.cli import main
+
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    assert main(prepare_args(tmp_path / "a", empty)) == 1
+    assert "no song's folder in it" in capsys.readouterr().err
+    assert main(prepare_args(tmp_path / "b", DATA / "pop909_structure", "remi")) == 1
+    assert "the tokenizer has no section tokens" in capsys.readouterr().err
+    assert not (tmp_path / "a" / "prepared.json").exists()
+
+
+def test_prepare_reports_songs_left_without_phrases(tmp_path, capsys):
+    """A partial structure folder: the songs without one are counted on stderr."""
+    import shutil
+
+    from musicgen.cli import main
+
+    inp, structure = tmp_path / "in", tmp_path / "structure"
+    for song in ("001", "002"):
+        shutil.copytree(DATA / "pop909" / song, inp / song)
+    shutil.copytree(DATA / "pop909_structure" / "001", structure / "001")
+    args = prepare_args(tmp_path / "out", structure)
+    args[args.index("--input") + 1] = str(inp)
+    assert main(args) == 0
+    assert "warning: 1 of 2 songs have no phrase tokens" in capsys.readouterr().err

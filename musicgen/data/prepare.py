@@ -278,8 +278,8 @@ def prepare(
     if not files:
         raise MusicgenError(f"{root}: no MIDI files (*.mid, *.midi) found")
     tok = _tokenizer(tokenizer, dataset)
-    if structure is not None and not Path(structure).is_dir():
-        raise MusicgenError(f"{structure}: structure folder not found")
+    if structure is not None:
+        check_structure(tok, Path(structure), files)
     out = Path(output_dir)
     jobs = _jobs(files, root, out, tok, int(max_size_mb * 2**20), limits, dataset, structure)
     with FolderLock(out, "prepare"), terminate_raises():
@@ -299,8 +299,27 @@ def prepare(
         "reused": sum(r.reused for r in good),
         "duplicates": sum(r.reason.startswith("duplicate of ") for r in bad),
         "tokens": sum(r.tokens for r in good),
+        "with_phrases": sum(bool(r.form) for r in good),
         **sizes,
     }
+
+
+def check_structure(tok: Tokenizer, structure: Path, files: list[Path]) -> None:
+    """A structure folder that would do nothing is refused before any work: missing, read by a
+    tokenizer without section tokens, or holding no song's folder."""
+    if not structure.is_dir():
+        raise MusicgenError(f"{structure}: structure folder not found")
+    if not tok.section_mask().any():
+        raise MusicgenError(
+            f"{structure}: the tokenizer has no section tokens, so the structure would be "
+            "ignored; give one that has them (--tokenizer configs/tokenizer/remi_song.yaml) or "
+            "leave --structure out"
+        )
+    if not any(song_folder(structure, p) for p in files):
+        raise MusicgenError(
+            f"{structure}: no song's folder in it (one per song, named as the folder of its "
+            f"MIDI file, e.g. {structure / files[0].parent.name})"
+        )
 
 
 def _jobs(files, root: Path, out: Path, tok, max_bytes: int, limits, dataset, structure):
