@@ -298,8 +298,8 @@ def test_fewer_bars_than_the_form_write_its_first_bars(song_model):
 
 
 def prepare_args(out: Path, structure: Path, tokenizer: str = str(SONG_TOKENS)) -> list[str]:
-    return ["prepare", "--dataset", "pop909", "--input", str(DATA / "pop909" / "001"),
-            "--output", str(out), "--tokenizer", tokenizer, "--structure", str(structure)]  # fmt: skip
+    args = ["prepare", "--dataset", "pop909", "--input", str(DATA / "pop909" / "001")]
+    return args + ["--output", str(out), "--tokenizer", tokenizer, "--structure", str(structure)]
 
 
 def test_prepare_refuses_a_structure_that_would_do_nothing(tmp_path, capsys):
