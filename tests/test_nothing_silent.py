@@ -330,3 +330,19 @@ def test_prepare_reports_songs_left_without_phrases(tmp_path, capsys):
     args[args.index("--input") + 1] = str(inp)
     assert main(args) == 0
     assert "warning: 1 of 2 songs have no phrase tokens" in capsys.readouterr().err
+
+
+def test_evaluate_music_names_its_unreadable_files_on_the_console(tmp_path, capsys):
+    """4 of 5 files unreadable: the statistics of 1 were printed, the skips only in music.json."""
+    import shutil
+
+    from musicgen.cli import main
+
+    folder = tmp_path / "midi"
+    folder.mkdir()
+    shutil.copy(SONG, folder / "good.mid")
+    for k in range(4):
+        (folder / f"bad{k}.mid").write_bytes(b"not a MIDI file")
+    assert main(["evaluate", "music", str(folder), "--out", str(tmp_path / "ev")]) == 0
+    err = capsys.readouterr().err
+    assert f"warning: {folder}: 4 of 5 files unreadable" in err and "bad0.mid" in err
