@@ -346,3 +346,37 @@ def test_evaluate_music_names_its_unreadable_files_on_the_console(tmp_path, caps
     assert main(["evaluate", "music", str(folder), "--out", str(tmp_path / "ev")]) == 0
     err = capsys.readouterr().err
     assert f"warning: {folder}: 4 of 5 files unreadable" in err and "bad0.mid" in err
+
+
+# --- found by the request-space property test (tests/test_request_space.py) ----------------------
+
+
+@pytest.mark.parametrize(
+    ("which", "seed", "temperature"),
+    [
+        ("song", 1, 0.5),  # melody pitches without a whole note: IndexError in decode
+        ("song", 0, 1.0),  # phrase tokens before the first Bar: a marker at tick -16
+        ("remi", 0, 1.0),  # tempos out of time order: written at tick 536,870,912
+    ],
+)
+def test_ids_the_grammar_did_not_mask_still_write_a_readable_file(
+    remi, song_model, tmp_path, which, seed, temperature
+):
+    model = {"remi": remi, "song": song_model}[which]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        music = model.generate(seed=seed, temperature=temperature, grammar=False, legato=False,
+                               max_tokens=80)  # fmt: skip
+    path = music.save(tmp_path / "x.mid")
+    pretty_midi.PrettyMIDI(str(path))
+    assert symusic.Score(str(path)).start() >= 0
+
+
+def test_events_out_of_time_order_are_written_in_order(tmp_path):
+    from musicgen.io import write_score
+
+    score = symusic.Score(480)
+    for time, qpm in ((960, 100.0), (480, 120.0)):
+        score.tempos.append(symusic.Tempo(time, qpm))
+    path = write_score(score, tmp_path / "t.mid")
+    assert [t.time for t in symusic.Score(str(path)).tempos] == [480, 960]

@@ -93,6 +93,8 @@ def add_markers(score, sections: list[Section]) -> None:
 
     bar = 4 * score.ticks_per_quarter
     for s in sections:
+        if s.bar < 0:  # phrase tokens before the first Bar (ids the grammar did not mask)
+            continue
         score.markers.append(symusic.TextMeta(s.bar * bar, f"{s.label}{s.bars}"))
 
 
