@@ -301,21 +301,14 @@ def run_music(args: argparse.Namespace) -> int:
         print(f"{name:>20}: {_fmt(s['mean'])} ± {_fmt(s['std'])}{extra}")
     if args.band:
         _print_band(res["band"])
-    _print_skipped(res["skipped"], len(res["files"]), args.midi_dir)
-    _print_skipped(res.get("reference_skipped", []), len(res.get("reference_files", [])),
-                   args.reference)  # fmt: skip
+    for folder, key in ((args.midi_dir, ""), (args.reference, "reference_")):  # not only in json
+        read, skipped = res.get(f"{key}files", []), res.get(f"{key}skipped", [])
+        if skipped:
+            print(f"warning: {folder}: {len(skipped)} of {len(read) + len(skipped)} files "
+                  f"unreadable, left out of the statistics (the first: {skipped[0]['path']}: "
+                  f"{skipped[0]['reason']})", file=sys.stderr)  # fmt: skip
     print(f"wrote {args.out}/music.json, {args.out}/music.png")
     return 0
-
-
-def _print_skipped(skipped: list[dict], read: int, folder) -> None:
-    """The files a folder's statistics left out, on stderr (not only in music.json)."""
-    if not skipped:
-        return
-    total = read + len(skipped)
-    print(f"warning: {folder}: {len(skipped)} of {total} files unreadable, left out of the "
-          f"statistics (the first: {skipped[0]['path']}: {skipped[0]['reason']})",
-          file=sys.stderr)  # fmt: skip
 
 
 def _print_band(band: dict) -> None:

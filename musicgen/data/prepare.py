@@ -27,7 +27,7 @@ from tqdm import tqdm
 from musicgen.config import MAX_WORKERS
 from musicgen.data import layout
 from musicgen.data.pool import run_pool, terminate_raises
-from musicgen.data.pop909_structure import song_folder, structure_bytes
+from musicgen.data.pop909_structure import check_structure, song_folder, structure_bytes
 from musicgen.data.sources import (  # noqa: F401  (re-exported: the names other modules use)
     DATASETS,
     MIDI_SUFFIXES,
@@ -302,24 +302,6 @@ def prepare(
         "with_phrases": sum(bool(r.form) for r in good),
         **sizes,
     }
-
-
-def check_structure(tok: Tokenizer, structure: Path, files: list[Path]) -> None:
-    """A structure folder that would do nothing is refused before any work: missing, read by a
-    tokenizer without section tokens, or holding no song's folder."""
-    if not structure.is_dir():
-        raise MusicgenError(f"{structure}: structure folder not found")
-    if not tok.section_mask().any():
-        raise MusicgenError(
-            f"{structure}: the tokenizer has no section tokens, so the structure would be "
-            "ignored; give one that has them (--tokenizer configs/tokenizer/remi_song.yaml) or "
-            "leave --structure out"
-        )
-    if not any(song_folder(structure, p) for p in files):
-        raise MusicgenError(
-            f"{structure}: no song's folder in it (one per song, named as the folder of its "
-            f"MIDI file, e.g. {structure / files[0].parent.name})"
-        )
 
 
 def _jobs(files, root: Path, out: Path, tok, max_bytes: int, limits, dataset, structure):
