@@ -380,3 +380,14 @@ def test_events_out_of_time_order_are_written_in_order(tmp_path):
         score.tempos.append(symusic.Tempo(time, qpm))
     path = write_score(score, tmp_path / "t.mid")
     assert [t.time for t in symusic.Score(str(path)).tempos] == [480, 960]
+
+
+def test_the_studio_says_a_piece_has_no_new_note(remi, tmp_path):
+    from musicgen.studio import jobs
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        [piece] = jobs.run_generate(remi, jobs.Session(tmp_path), "tiny", bars=1, seed=1,
+                                    max_tokens=1)  # fmt: skip
+        [full] = jobs.run_generate(remi, jobs.Session(tmp_path), "tiny", bars=1, seed=1)
+    assert piece.label.endswith(", no new note") and "no new note" not in full.label
