@@ -135,7 +135,9 @@ def check_piece(model, r: dict, music, folder: Path) -> None:
         reread = model.prompt(path, prompt_bars=(0, bars_of(score)))  # every bar, as written
         assert reread.bars == bars_of(score)
     if r["bars"] is not None:
-        held = 0 if r["prompt"] is None or r["only"] else prompt_end(model, r)
+        held = 0 if r["prompt"] is None else prompt_end(model, r)
+        if r["only"] and r["prompt"] is not None:  # the bar holding a cut in seconds is bar 0
+            held = int("seconds" in r["prompt"])
         assert bars_of(score) <= held + r["bars"]
     if r["form"] is not None and r["form"] != "auto" and r["prompt"] is None:
         asked = {(s.bar, f"{s.label}{s.bars}") for s in place(parse_form(r["form"]))}
