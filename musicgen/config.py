@@ -20,7 +20,6 @@ from typing import Any
 import yaml
 
 from musicgen.errors import MusicgenError, check_choice, check_range, check_seed
-from musicgen.limits import check_option
 
 
 @dataclass
@@ -129,20 +128,31 @@ class LogConfig:
     every: int = 10
 
 
-@dataclass
-class SampleConfig:
+class SampleConfig(dict):
     """The model's own sampling defaults, chosen by measurement and kept with its weights
-    (docs/evaluation.md, "Sampling defaults"); None: the tokenizer's paper setting
-    (`generation.request.GenerationRequest.options`). Each field is a sampling option of
-    `limits.SAMPLING_RANGES`, checked against its range there. Training does not read them."""
+    (docs/evaluation.md, "Sampling defaults"): option name -> value, None or absent: the
+    tokenizer's paper setting. The names and ranges are the sampling options' (declared in the
+    generation layer, above this one: `generation.options.check_sample` checks them where a
+    model is loaded to generate); here each value is a finite number. Training does not read
+    them. `sample.temperature` reads one (None where unset)."""
 
-    temperature: float | None = None
-    top_k: int | None = None
-    top_p: float | None = None
-    repeat: float | None = None  # the bar-copy bonus (generation.repeat); None: 0, off
-    melody_range: int | None = None  # the melody's widest span (generation.melody); None: off
-    in_key: float | None = None  # nats for the pitches of the piece's key (generation.key)
-    guidance: float | None = None  # phrase-label guidance weight (generation.guidance); None: off
+    def __getattr__(self, name: str):
+        if name.startswith("__"):
+            raise AttributeError(name)
+        return self.get(name)
+
+
+def _sample(value: Any, where: str, label: str) -> SampleConfig:
+    """A `sample:` section: a mapping of names to finite numbers (or null)."""
+    if not isinstance(value, dict):
+        raise MusicgenError(f"{label}: '{where}' must be a mapping, got {value!r}")
+    out = SampleConfig()
+    for name, v in value.items():
+        at = f"{where}.{name}"
+        out[str(name)] = (
+            None if v is None else _coerce(v, int if isinstance(v, int) else float, at, label)
+        )
+    return out
 
 
 @dataclass
@@ -168,6 +178,8 @@ def _type_name(tp: Any) -> str:
 def _coerce(value: Any, tp: Any, where: str, label: str = "config") -> Any:
     """Check (and gently convert) `value` to the annotated type `tp`; errors start `label: `."""
     origin = typing.get_origin(tp)
+    if tp is SampleConfig:
+        return _sample(value, where, label)
     if dataclasses.is_dataclass(tp):
         if not isinstance(value, dict):
             raise MusicgenError(f"{label}: '{where}' must be a mapping, got {value!r}")
@@ -221,7 +233,12 @@ def from_dict(cls: type, data: dict, where: str = "", label: str = "config") -> 
 
 
 def to_dict(cfg: Any) -> dict:
-    return dataclasses.asdict(cfg)
+    """Plain dicts and lists all through (a checkpoint's pickle allows no other class)."""
+    return dataclasses.asdict(cfg, dict_factory=lambda items: {k: _plain(v) for k, v in items})
+
+
+def _plain(value: Any) -> Any:
+    return dict(value) if isinstance(value, SampleConfig) else value
 
 
 def _parse_scalar(text: str) -> Any:
@@ -370,8 +387,6 @@ def validate(cfg: Config) -> Config:
     check_range("config: optim.lr", o.lr, 0, low_open=True)
     check_range("config: optim.grad_clip", o.grad_clip, 0, low_open=True)
     check_range("config: data.drop_instrument_p", d.drop_instrument_p, 0, 1)
-    for f in dataclasses.fields(SampleConfig):  # the API's ranges (limits.SAMPLING_RANGES)
-        check_option(f.name, getattr(cfg.sample, f.name), f"config: sample.{f.name}")
     check_seed("config: train.seed", t.seed)
     check_choice("config: train.precision", t.precision, PRECISIONS)
     check_choice("config: optim.schedule", o.schedule, SCHEDULES)

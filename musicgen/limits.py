@@ -103,8 +103,8 @@ MAX_CHORD_SECONDS = MAX_MINUTES * 60
 MAX_CHORD_TEXT = MAX_CHORD_FILE_BYTES  # characters of a progression given as text
 
 
-# Every sampling number a user gives, ONE range each: the CLI, the API (`SamplingOptions`), a
-# model's config (`sample:`) and the studio all check through `check_option`. The bounds keep
+# Every sampling number a user gives has ONE range, declared with its option
+# (`generation.options`) and checked through `check_in_range`. The bounds keep
 # the arithmetic finite: logits / 1e-300 and a bonus of 1e39 nats are inf in float32, and a
 # top-p of 1e-300 is 0 there (nothing kept); such a value is refused, not sampled into NaN.
 @dataclass(frozen=True)
@@ -120,26 +120,13 @@ class Range:
     note: str = ""
 
 
-SAMPLING_RANGES: dict[str, Range] = {
-    "temperature": Range(0.01, 100.0, zero=True, note="0 = greedy"),
-    "top_k": Range(0, None, integer=True, note="0 = off"),
-    "top_p": Range(0.001, 1.0, note="1 = off"),
-    "repeat": Range(0.0, 100.0, note="nats; 0 = off"),
-    "chord_tones": Range(0.0, 100.0, note="nats; 0 = off"),
-    "melody_range": Range(0, 127, integer=True, note="semitones; 0 = off"),
-    "in_key": Range(0.0, 100.0, note="nats; 0 = off"),
-    "guidance": Range(0.0, 10.0, note="0 = off"),
-    "min_tokens": Range(0, MAX_NEW_TOKENS, integer=True, note="0 = off"),
-}
 PROMPT_SECONDS = Range(0.0, MAX_MINUTES * 60, low_open=True)  # `seconds`: also <= the file
 
 
-def check_option(name: str, value, where: str | None = None, rng: Range | None = None):
-    """`value` checked against its range (`SAMPLING_RANGES[name]` unless `rng`): a finite number
-    (a whole one for an integer option; not a bool or string) inside it, else a one-line
-    `MusicgenError` naming `where` (default `name`) and the range; None passes (not given)."""
-    rng = SAMPLING_RANGES[name] if rng is None else rng
-    where = name if where is None else where
+def check_in_range(where: str, value, rng: Range):
+    """`value` checked against `rng`: a finite number (a whole one for an integer range; not a
+    bool or string) inside it, else a one-line `MusicgenError` naming `where` and the range;
+    None passes (not given)."""
     if rng.integer:
         value = check_int(where, value)
     else:

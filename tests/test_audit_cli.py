@@ -24,8 +24,9 @@ from musicgen.cli import main
 from musicgen.config import load_config, validate
 from musicgen.errors import MusicgenError
 from musicgen.generation.chords import chord_events, parse_progression
+from musicgen.generation.options import RANGES as SAMPLING_RANGES
+from musicgen.generation.options import check_sample
 from musicgen.generation.request import GenerationRequest
-from musicgen.limits import SAMPLING_RANGES
 
 SONG = DATA / "pop909" / "005" / "005.mid"
 TINY = ROOT / "configs" / "pop909" / "tiny.yaml"
@@ -226,12 +227,13 @@ def test_api_repeat_1e39_is_refused(option, value, model):
 
 
 def test_one_range_table_decides_cli_api_and_config():
-    """The API and a model's config refuse the same values with the same words."""
+    """The API and a model's config refuse the same values with the same words (a config's
+    `sample:` is checked against the options where a model loads it, `check_sample`)."""
     for name, value in (("temperature", "1.0e-300"), ("top_p", "1.0e-300"), ("repeat", "1.0e+39")):
         with pytest.raises(MusicgenError) as api:
             GenerationRequest(**{name: float(value)})
         with pytest.raises(MusicgenError) as config:
-            validate(load_config(TINY, [f"sample.{name}={value}"]))
+            check_sample(validate(load_config(TINY, [f"sample.{name}={value}"])).sample)
         assert str(config.value).endswith(f"config: sample.{api.value}")
     assert set(SAMPLING_RANGES) >= {"temperature", "top_p", "repeat", "chord_tones"}
     assert GenerationRequest(temperature=0).temperature == 0  # greedy stays

@@ -40,6 +40,18 @@ def test_dense_flops_are_two_per_linear_weight_and_token(pe):
     assert (per_layer["spe"] > f["spe"]) == (pe != "ape")
 
 
+def test_windowed_softmax_layers_count_the_keys_each_query_sees():
+    """A windowed layer costs q k^T and the weighted values over min(i + 1, window) keys per
+    query i (4 x keys x head size x heads per token), and no feature map or SPE contraction."""
+    base = dict(vocab_size=50, n_layers=2, d_model=32, n_heads=4, d_ff=64, pe="sine_spe")
+    linear = benchlib.forward_flops(ModelConfig(**base), 1, 10)
+    mixed = benchlib.forward_flops(ModelConfig(**base, local_layers=[1], local_window=4), 1, 10)
+    keys = sum(min(i + 1, 4) for i in range(10))  # 34 keys over the 10 queries
+    assert mixed["dense"] == linear["dense"]
+    assert mixed["attn"] == pytest.approx(linear["attn"] / 2 + 4 * keys * 8 * 4)
+    assert mixed["spe"] < linear["spe"]  # one layer contracts q and k with the codes, not two
+
+
 def test_interleaved_alternates_which_tree_goes_first():
     calls = []
     trees = [("new", Path("a")), ("base", Path("b"))]

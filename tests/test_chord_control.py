@@ -8,6 +8,7 @@ import json
 import numpy as np
 import pytest
 import torch
+from grammars import controls, steered
 from paths import DATA
 
 import musicgen
@@ -16,8 +17,8 @@ from musicgen.data.trio_patterns import parse_chord
 from musicgen.errors import MusicgenError
 from musicgen.generation.chords import (
     NO_CHORD_TOKENS,
+    check_progression,
     chord_events,
-    chord_grammar_wrap,
     chord_id,
     load_progression,
     parse_progression,
@@ -158,9 +159,9 @@ def test_bad_progressions_are_one_line_errors(text, words):
 
 def test_a_chord_without_a_token_and_a_model_without_chords_are_errors(tok):
     with pytest.raises(MusicgenError, match="^chords: 'C5' has no chord token in this model"):
-        chord_grammar_wrap(tok, "C C5")
+        check_progression(tok, "C C5")
     with pytest.raises(MusicgenError) as exc:
-        chord_grammar_wrap(build_tokenizer("groove"), "C G")
+        check_progression(build_tokenizer("groove"), "C G")
     assert str(exc.value) == NO_CHORD_TOKENS
 
 
@@ -173,7 +174,7 @@ def test_chord_file_progression_is_what_the_tokenizer_writes(tok):
     for song in SONGS:
         ids = tok.encode(song, chords=read_chord_file(song.parent / "chord_midi.txt"))
         prog = progression_from_chord_file(song.parent / "chord_midi.txt")
-        grammar = chord_grammar_wrap(tok, prog)(tok.grammar(), [])
+        grammar = steered(tok, prog)(tok.grammar(), [])
         assert all(grammar.advance(t) for t in ids), song
         assert grammar.errors == 0 and grammar.finished()
 
@@ -237,7 +238,7 @@ def random_walk(tok, wrap, prompt, steps: int, seed: int) -> list[int]:
 
 @pytest.mark.parametrize("text", ["C G Am F", "C G | Am F | N | Dm G7 C Am x2", "C"])
 def test_the_wrapper_never_forbids_everything(tok, text):
-    wrap = chord_grammar_wrap(tok, text)
+    wrap = steered(tok, text)
     for seed in range(3):
         ids = random_walk(tok, wrap, [tok.bos_id], 600, seed)
         plain = tok.grammar()
@@ -293,7 +294,7 @@ def test_a_continuation_is_forced_from_its_first_new_bar(tiny, tok):
     ids = encode_song(tok, SONG)
     prompt = prompt_from_ids(tok, ids, 2, 4)  # ends with the Bar that opens the first new bar
     kept = chord_events(tok, prompt.ids)
-    wrap = chord_grammar_wrap(tok, "Em A")
+    wrap = steered(tok, "Em A")
     walked = random_walk(tok, wrap, prompt.ids, 300, 0)
     got = chord_events(tok, walked)
     assert got[: len(kept)] == kept  # the prompt's own chords, untouched
@@ -369,15 +370,15 @@ def test_chord_tones_get_the_bonus_where_their_chord_sounds(tok):
     """The soft rule (`tones`): at every step of a random walk in "C | G", exactly the Pitch ids
     of the bar's chord carry the bonus, as a choice among all the Pitch ids; without it the
     grammar adds nothing, and it adds no plain bonus either way."""
-    plain = chord_grammar_wrap(tok, "C G", tones=0)(tok.grammar(), [tok.bos_id])
-    assert plain.choice_bonus() is None and plain.bonus() is None
-    g = chord_grammar_wrap(tok, "C G", tones=2.0)(tok.grammar(), [tok.bos_id])
+    plain = steered(tok, "C G", chord_tones=0)(tok.grammar(), [tok.bos_id])
+    assert plain.choice(tok.vocab_size) is None and plain.bonus() is None
+    g = steered(tok, "C G", chord_tones=2.0)(tok.grammar(), [tok.bos_id])
     rng, bars, pitch = np.random.default_rng(0), -1, tok.tables.pitch
     chords = [{0, 4, 7}, {7, 11, 2}]
     for _ in range(300):
         assert g.bonus() is None
         if bars >= 0:
-            bonus, group = g.choice_bonus()
+            bonus, group = g.choice(tok.vocab_size)
             boosted = {int(p) % 12 for p in pitch[bonus == 2.0]}
             assert boosted == chords[bars % 2] and set(np.unique(bonus)) == {0.0, 2.0}
             assert (bonus[pitch < 0] == 0).all() and (group == (pitch >= 0)).all()
@@ -392,9 +393,9 @@ def test_chord_tones_leave_the_chance_of_another_note_at_the_onset_unchanged(tok
     (a Position, a Bar): through the sampler's filters, the chord tones' nats change which
     pitch comes, never the probability of another note (nats added plainly raise it: they
     stacked chords)."""
-    from musicgen.generation.sample import SamplingOptions, filter_logits
+    from musicgen.generation.decoding.sample import SamplingOptions, filter_logits
 
-    g = chord_grammar_wrap(tok, "C", tones=2.0)(tok.grammar(), [tok.bos_id])
+    g = steered(tok, "C", chord_tones=2.0)(tok.grammar(), [tok.bos_id])
     pitch = tok.tables.pitch
     assert g.advance(tok.bos_id)
     while True:  # Bar, Position_0, the C chord, a note's Pitch
@@ -409,7 +410,7 @@ def test_chord_tones_leave_the_chance_of_another_note_at_the_onset_unchanged(tok
     assert g.allowed()[tok.bar_id] and g.allowed()[pitch >= 0].any()
     logits = torch.randn(1, tok.vocab_size, generator=torch.Generator().manual_seed(0))
     allowed = torch.from_numpy(g.allowed())[None]
-    nats, group = (torch.from_numpy(a)[None] for a in g.choice_bonus())
+    nats, group = (torch.from_numpy(a)[None] for a in g.choice(tok.vocab_size))
     options = SamplingOptions(temperature=1.0)
     plain = torch.softmax(filter_logits(logits, options, allowed), -1)[0]
     added = torch.softmax(filter_logits(logits, options, allowed, nats), -1)[0]
@@ -425,12 +426,12 @@ def test_a_strong_chord_tone_bonus_keeps_every_note_in_the_chord(tiny):
     """Through the sampler: an untrained model with 30 nats for chord tones writes only C-major
     tones in C bars and G-major tones in G bars (until an onset has struck them all: the grammar
     allows a pitch once per onset); `tones` < 0 is an error."""
-    from musicgen.generation.sample import SamplingOptions, generate
+    from musicgen.generation.decoding.sample import SamplingOptions, generate
 
     tok = tiny.tokenizer
-    wrap = chord_grammar_wrap(tok, "C G", tones=30.0)
-    res = generate(tiny.model, tok, [[tok.bos_id]] * 2, SamplingOptions(1.0), 800, bars=4,
-                   grammar_wrap=wrap, generator=torch.Generator().manual_seed(0))  # fmt: skip
+    res = generate(tiny.model, tok, [[tok.bos_id]] * 2, SamplingOptions(1.0, chord_tones=30.0),
+                   800, bars=4, controls=controls(tok, "C G"),
+                   generator=torch.Generator().manual_seed(0))  # fmt: skip
     chords, seen, pitch = [{0, 4, 7}, {7, 11, 2}], 0, tok.tables.pitch
     for r in res:
         bar, struck = -1, set()  # the pitches at the current onset
@@ -444,24 +445,25 @@ def test_a_strong_chord_tone_bonus_keeps_every_note_in_the_chord(tiny):
                 struck.add(int(pitch[t]))
                 seen += 1
     assert seen > 10
-    with pytest.raises(MusicgenError, match="^tones: must be >= 0"):
-        chord_grammar_wrap(tok, "C G", tones=-1)
+    with pytest.raises(MusicgenError, match="^chord_tones: must be >= 0"):
+        steered(tok, "C G", chord_tones=-1)
 
 
 def test_chord_tones_is_a_sampling_option_from_the_api_to_the_grammar(tok):
     """`chord_tones` (CLI `--chord-tones`) reaches the chord grammar the API builds: 0 turns the
     soft rule off, N puts N nats on the bar's chord tones; the default is the measured one."""
-    from musicgen.generation.chords import CHORD_TONE_NATS, request_wrap
     from musicgen.generation.request import GenerationRequest
+    from musicgen.generation.rules import ChordControl
 
-    assert GenerationRequest(chords="C G").tones() == CHORD_TONE_NATS
+    measured = ChordControl.option.default
+    assert GenerationRequest(chords="C G").options("remi").chord_tones == measured == 2.0
 
     def after_first_bar(nats: float):
         request = GenerationRequest(chords="C G", chord_tones=nats)
-        wrap = request_wrap(tok, request.chords, None, request.tones())
+        wrap = steered(tok, request.chords, chord_tones=request.options("remi").chord_tones)
         g = wrap(tok.grammar(), [tok.bos_id])
         assert g.advance(tok.bos_id) and g.advance(tok.bar_id)
-        return g.choice_bonus()
+        return g.choice(tok.vocab_size)
 
     assert after_first_bar(0) is None
     bonus, _ = after_first_bar(5)

@@ -71,13 +71,20 @@ def test_dotted_overrides_parse_yaml_scalars():
 
 
 def test_sample_section_is_typed_and_ranged():
-    """The model's own sampling defaults: None unless set, numbers in their ranges, strict keys."""
-    unset = {"temperature": None, "top_k": None, "top_p": None, "repeat": None}
-    unset["melody_range"] = unset["in_key"] = unset["guidance"] = None
-    assert vars(Config().sample) == unset
+    """The model's own sampling defaults: a mapping of finite numbers, None where unset; their
+    names and ranges are the sampling options' (`generation.options.check_sample`)."""
+    from musicgen.generation.options import check_sample
+
+    assert Config().sample == {} and Config().sample.temperature is None
     cfg = load_config(None, ["sample.temperature=1.0", "sample.top_p=0.95"])
     assert (cfg.sample.temperature, cfg.sample.top_p, cfg.sample.top_k) == (1.0, 0.95, None)
     assert config_from_dict(to_dict(cfg)) == cfg
+    for override, message in (
+        ("sample.temperature=abc", "config: 'sample.temperature' must be float"),
+        ("sample.top_k=true", "config: 'sample.top_k' must be int"),
+    ):
+        with pytest.raises(MusicgenError, match=message):
+            load_config(None, [override])
     for override, message in (
         ("sample.temperature=-1", "config: sample.temperature: must be 0 or >= 0.01"),
         ("sample.top_p=0", "config: sample.top_p"),
@@ -85,10 +92,10 @@ def test_sample_section_is_typed_and_ranged():
         ("sample.top_k=-2", "config: sample.top_k"),
         ("sample.repeat=-0.5", "config: sample.repeat: must be >= 0"),
         ("sample.guidance=11", "config: sample.guidance: must be >= 0 and <= 10"),
-        ("sample.temp=1", "unknown key 'sample.temp'"),
+        ("sample.temp=1", "config: sample: unknown option 'temp'"),
     ):
         with pytest.raises(MusicgenError, match=message):
-            load_config(None, [override])
+            check_sample(load_config(None, [override]).sample)
 
 
 def test_override_needs_equals_sign():

@@ -13,7 +13,7 @@ from paths import DATA
 
 import musicgen
 from musicgen.errors import MusicgenError
-from musicgen.generation.filters import redirect_mass
+from musicgen.generation.decoding.filters import redirect_mass
 from musicgen.tokenizers import build_tokenizer
 from musicgen.tokenizers.groove import GrooveTokenizer
 from musicgen.tokenizers.groove_grammar import HOLD_TICKS, GrooveGrammar, GrooveTables

@@ -1,4 +1,4 @@
-"""Phrase guidance (musicgen.generation.guidance): the shadow's labels lag by a phrase, the
+"""Phrase guidance (musicgen.generation.decoding.guidance): the shadow's labels lag by a phrase, the
 guided logits push away from the shadow's, and a song is written with it end to end."""
 
 import pytest
@@ -6,7 +6,7 @@ import torch
 from paths import ROOT
 
 from musicgen.errors import MusicgenError
-from musicgen.generation.guidance import LabelLag, guide, label_ids
+from musicgen.generation.decoding.guidance import LabelLag, guide, label_ids
 from musicgen.tokenizers import build_tokenizer
 
 SONG = str(ROOT / "configs" / "tokenizer" / "remi_song.yaml")
@@ -67,13 +67,13 @@ def test_the_evaluation_sweeps_guidance_beside_the_other_options():
     options only those given (the rest the model's own), guidance named `g` in its label."""
     from musicgen.evaluate.form import SWEPT, sampling_label, sweep
 
-    given = dict.fromkeys(SWEPT) | {"guidance": [0.0, 4.0]}
-    runs = sweep(given, [4.5, 0.0])
+    given = dict.fromkeys(SWEPT) | {"guidance": [0.0, 4.0], "repeat": [4.5, 0.0]}
+    runs = sweep(given)
     assert runs == [
-        {"guidance": 0.0, "repeat": 4.5},
-        {"guidance": 0.0, "repeat": 0.0},
-        {"guidance": 4.0, "repeat": 4.5},
-        {"guidance": 4.0, "repeat": 0.0},
+        {"repeat": 4.5, "guidance": 0.0},
+        {"repeat": 4.5, "guidance": 4.0},
+        {"repeat": 0.0, "guidance": 0.0},
+        {"repeat": 0.0, "guidance": 4.0},
     ]
-    assert sampling_label(runs[2]) == "g=4 r=4.5"
-    assert sweep(dict.fromkeys(SWEPT), None) == [{}]  # nothing given: the model's defaults
+    assert sampling_label(runs[1]) == "r=4.5 g=4"
+    assert sweep(dict.fromkeys(SWEPT)) == [{}]  # nothing given: the model's defaults

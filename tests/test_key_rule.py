@@ -1,5 +1,5 @@
-"""The key rule of the sampler (`generation.key`): the scale a piece has set, found as the key
-measure finds it, and its bonus, on real POP909 notes and through the sampler."""
+"""The key rule of the sampler (`generation.rules.in_key`): the scale a piece has set, found as
+the key measure finds it, and its bonus, on real POP909 notes and through the sampler."""
 
 import numpy as np
 import pytest
@@ -8,9 +8,9 @@ import torch
 from conftest import tiny_model_config
 from paths import DATA, ROOT
 
-from musicgen.generation.key import MIN_NOTES, PROMPT_HOLD, KeyKeep, pitch_classes
+from musicgen.generation.decoding.sample import SamplingOptions, generate
 from musicgen.generation.request import GenerationRequest
-from musicgen.generation.sample import SamplingOptions, generate
+from musicgen.generation.rules.in_key import MIN_NOTES, PROMPT_HOLD, KeyKeep, pitch_classes
 from musicgen.measures import form as fm
 from musicgen.measures.metrics import notes_from_score
 from musicgen.model import build_model

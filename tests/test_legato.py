@@ -100,8 +100,8 @@ def test_evaluate_form_scores_the_melody_as_drawn_with_no_legato():
     args = build_parser().parse_args(
         ["evaluate", "form", "--checkpoint", "x", "--data", "d", "--no-legato"]
     )
-    runs = sweep({n: getattr(args, n) for n in SWEPT}, [4.5, 0.0])
-    assert runs == [{"legato": False, "repeat": 4.5}, {"legato": False, "repeat": 0.0}]
-    assert sampling_label(runs[0]) == "legato=0 r=4.5"
+    runs = sweep({n: getattr(args, n) for n in SWEPT} | {"repeat": [4.5, 0.0]})
+    assert runs == [{"repeat": 4.5, "legato": False}, {"repeat": 0.0, "legato": False}]
+    assert sampling_label(runs[0]) == "r=4.5 legato=0"
     plain = build_parser().parse_args(["evaluate", "form", "--checkpoint", "x", "--data", "d"])
-    assert sweep({n: getattr(plain, n) for n in SWEPT}, None) == [{}]
+    assert sweep({n: getattr(plain, n) for n in SWEPT}) == [{}]

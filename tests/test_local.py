@@ -8,7 +8,7 @@ import torch
 
 from musicgen.config import ModelConfig
 from musicgen.errors import MusicgenError
-from musicgen.model import build_model
+from musicgen.model import build_model, local
 from musicgen.model.local import LocalAttention, local_causal_attention, rotary
 
 
@@ -20,8 +20,11 @@ def naive(q, k, v, window):
     return torch.softmax(scores, -1) @ v
 
 
+@pytest.mark.parametrize("block", [3, 7, 256])
 @pytest.mark.parametrize("n,window", [(5, 8), (8, 8), (23, 8), (64, 16), (50, 1)])
-def test_blocked_form_equals_the_banded_softmax(n, window):
+def test_blocked_form_equals_the_banded_softmax(monkeypatch, n, window, block):
+    """Query blocks shorter than, as long as and longer than the window."""
+    monkeypatch.setattr(local, "QUERY_BLOCK", block)
     g = torch.Generator().manual_seed(n)
     q, k, v = (torch.randn(2, 3, n, 4, generator=g) for _ in range(3))
     got = local_causal_attention(q, k, v, window)

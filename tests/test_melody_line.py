@@ -1,20 +1,19 @@
 """The melody as one singable line when sampling: one melody note per position (the REMI
-grammar's sampling mask) and the melody's range (`generation.melody`), on real POP909 tokens and
-through the sampler."""
+grammar's sampling mask) and the melody's range (`generation.rules.melody_range`), on real
+POP909 tokens and through the sampler."""
 
 import numpy as np
 import pytest
 import symusic
 import torch
 from conftest import tiny_model_config
+from grammars import controls, steered
 from paths import DATA, ROOT
 
-from musicgen.generation.chords import chord_grammar_wrap
-from musicgen.generation.form import form_wrap
-from musicgen.generation.melody import MelodyDue, MelodyRange
+from musicgen.generation.decoding.sample import SamplingOptions, generate
 from musicgen.generation.progression import parse_progression
 from musicgen.generation.request import GenerationRequest
-from musicgen.generation.sample import SamplingOptions, generate
+from musicgen.generation.rules import MelodyDue, MelodyRange
 from musicgen.model import build_model
 from musicgen.tokenizers import build_tokenizer
 from musicgen.tokenizers.form import parse_form
@@ -83,11 +82,13 @@ def test_one_melody_note_per_position_when_sampling(tok):
 
 
 @pytest.mark.parametrize("wrap", ["form", "chords"])
-def test_control_grammars_pass_the_melody_rule_on(tok, wrap):
+def test_the_melody_rule_holds_under_the_controls(tok, wrap):
+    """The grammar's own sampling mask (one melody note per position) still narrows the draw
+    under a form or chords: the rules compose with it, nothing forwards it."""
     make = (
-        form_wrap(tok, parse_form("A4"))
+        steered(tok, form=parse_form("A4"))
         if wrap == "form"
-        else chord_grammar_wrap(tok, parse_progression("C G"))
+        else steered(tok, parse_progression("C G"))
     )
     base = tok.grammar()
     assert base.advance(tok.bos_id)
@@ -98,7 +99,7 @@ def test_control_grammars_pass_the_melody_rule_on(tok, wrap):
         if wrap == "chords" and name == "MelodyPitch_67":
             assert g.advance(int(np.flatnonzero(g.allowed() & tok.chord_mask())[0]))
         assert g.advance(tok.token_id(name))
-    assert not g.sampling_mask()[tok.token_id("MelodyPitch_60")]
+    assert not g.narrowed(np.ones(tok.vocab_size, bool))[tok.token_id("MelodyPitch_60")]
 
 
 def sample(tok, melody_range: int) -> list[list[int]]:
@@ -183,8 +184,8 @@ def test_sampled_melodic_bars_all_have_a_melody(tok):
     options = SamplingOptions(melody_range=20).validate()
     gen = torch.Generator().manual_seed(5)
     prompt = tok.insert_sections([tok.bos_id, tok.bar_id], [])
-    wrap = form_wrap(tok, parse_form("A2b1A1"))
-    out = generate(model, tok, [prompt] * 3, options, 4000, generator=gen, grammar_wrap=wrap)
+    form = controls(tok, form="A2b1A1")
+    out = generate(model, tok, [prompt] * 3, options, 4000, generator=gen, controls=form)
     for row in out:
         score = tok.decode(row.ids).to("quarter")
         (melody,) = [t for t in score.tracks if t.name == "Melody"]

@@ -1,4 +1,4 @@
-"""The opening rule: a piece from scratch sounds in its first bar (`generation.opening`)."""
+"""The opening rule: a piece from scratch sounds in its first bar (`generation.rules.opening`)."""
 
 from __future__ import annotations
 
@@ -8,8 +8,8 @@ import torch
 from conftest import tiny_model_config
 from paths import ROOT
 
-from musicgen.generation.opening import MusicFirst
-from musicgen.generation.sample import SamplingOptions, generate
+from musicgen.generation.decoding.sample import SamplingOptions, generate
+from musicgen.generation.rules.opening import MusicFirst
 from musicgen.model import build_model
 from musicgen.tokenizers import build_tokenizer
 

@@ -359,7 +359,7 @@ def test_tiny_training_lowers_the_loss_and_the_checkpoint_generates_midi(prepare
     import symusic
 
     from musicgen.checkpoint import load_checkpoint
-    from musicgen.generation.sample import SamplingOptions, generate
+    from musicgen.generation.decoding.sample import SamplingOptions, generate
     from musicgen.train.run import train
 
     cfg = load_config(

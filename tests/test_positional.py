@@ -160,11 +160,12 @@ def test_learned_table_refuses_positions_past_max_len():
         pe(torch.tensor([16]))
 
 
+@pytest.mark.parametrize("pairs", [0, 100])
 @pytest.mark.parametrize("tables", [True, False])
 @pytest.mark.parametrize("block", [16, 10_000])
 @pytest.mark.parametrize("per_row", [False, True])
 def test_sine_tables_and_blocked_contraction_equal_the_direct_one_with_gradients(
-    monkeypatch, tables, block, per_row
+    monkeypatch, tables, block, per_row, pairs
 ):
     """Both contraction paths (shared (N, H, D, R) tables; per layer, in position blocks with a
     hand-written backward), for positions shared by the batch or given per row, give the
@@ -175,6 +176,7 @@ def test_sine_tables_and_blocked_contraction_equal_the_direct_one_with_gradients
     monkeypatch.setattr(positional, "TABLE_MIN_BATCH", 1 if tables else 100)
     monkeypatch.setattr(sine_ops, "SINE_BLOCK", block)
     monkeypatch.setattr(sine_ops, "COLLECT_BLOCK", block)
+    monkeypatch.setattr(sine_ops, "PAIR_PATH_MAX", pairs)  # both ways to Omega's gradient
     torch.manual_seed(0)
     spe = SineSPE(2, 4, 8, 3)
     pos = torch.stack([torch.arange(50), torch.arange(50) + 7]) if per_row else torch.arange(50)
@@ -224,15 +226,19 @@ def _two_layers(x, scale, omega, lz, extra):
     return torch.cat([first, 0.5 * side.contract(x.sin(), scale, extra)], 1)
 
 
+@pytest.mark.parametrize("pairs", [0, 100])
 @pytest.mark.parametrize("gate", ["none", "scale", "scale+noise"])
 @pytest.mark.parametrize("batch, per_row", [(1, False), (2, False), (2, True)])
-def test_blocked_sine_contraction_backward_passes_gradcheck(monkeypatch, batch, per_row, gate):
+def test_blocked_sine_contraction_backward_passes_gradcheck(
+    monkeypatch, batch, per_row, gate, pairs
+):
     """The per-layer sine contraction's hand-written backward (blocks of 7 positions) and its
     Omega / lambda Z node (their gradients from the layers' pending pairs) against finite
     differences, for Omega shared by the batch and given per row, with and without the gate's
     (H, D) scale and its (H, D, R) noise term folded in."""
     monkeypatch.setattr(sine_ops, "SINE_BLOCK", 7)
     monkeypatch.setattr(sine_ops, "COLLECT_BLOCK", 6)  # blocks across the batch rows too
+    monkeypatch.setattr(sine_ops, "PAIR_PATH_MAX", pairs)  # P first, or pair by pair
     g = torch.Generator().manual_seed(0)
     x = torch.randn(batch, 20, 2, 3, dtype=torch.double, generator=g, requires_grad=True)
     scale = torch.rand(2, 3, dtype=torch.double, generator=g, requires_grad=True)

@@ -1,4 +1,4 @@
-"""The sampler's repetition rule (`SamplingOptions.repeat`, `generation.repeat`): which ids a
+"""The sampler's repetition rule (`repeat`, `generation.rules.bar_copy`): which ids a
 bar being copied may continue with, and what a generation with the rule does."""
 
 from __future__ import annotations
@@ -10,8 +10,8 @@ from conftest import tiny_model_config
 from paths import DATA
 
 from musicgen.errors import MusicgenError
-from musicgen.generation.repeat import LAGS, BarEcho
-from musicgen.generation.sample import SamplingOptions, filter_logits, generate
+from musicgen.generation.decoding.sample import SamplingOptions, filter_logits, generate
+from musicgen.generation.rules.bar_copy import LAGS, BarEcho
 from musicgen.model import build_model
 from musicgen.tokenizers import build_tokenizer
 

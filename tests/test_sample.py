@@ -14,8 +14,7 @@ from paths import DATA
 
 from musicgen.config import ModelConfig, PerceiverConfig
 from musicgen.errors import Cancelled, MusicgenError
-from musicgen.generation.request import default_options
-from musicgen.generation.sample import (
+from musicgen.generation.decoding.sample import (
     SamplingOptions,
     apply_temperature,
     choose_within,
@@ -27,9 +26,11 @@ from musicgen.generation.sample import (
     top_k_filter,
     top_p_filter,
 )
+from musicgen.generation.request import default_options
 from musicgen.measures.metrics import duplicate_note_rate, load_notes
 from musicgen.model import build_model
 from musicgen.tokenizers import build_tokenizer
+from musicgen.tokenizers.base import Grammar
 
 INF = float("inf")
 
@@ -430,7 +431,7 @@ def test_bar_counter_equals_bar_starts_at_every_prefix(name):
     assert len(counter.starts) > 0
 
 
-class _LowPitches:
+class _LowPitches(Grammar):
     """A grammar_wrap: the wrapped grammar forbids every pitch above 72 (and records itself)."""
 
     made: list = []

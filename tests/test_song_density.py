@@ -5,11 +5,13 @@ leaves it to the model; a prompt's phrases measured from its own bars."""
 import numpy as np
 import pytest
 import symusic
+from grammars import steered
 from paths import DATA, ROOT
 
 from musicgen.data.pop909_structure import align_song
 from musicgen.errors import MusicgenError
-from musicgen.generation.form import form_wrap, with_form
+from musicgen.generation.form import form_sections, with_form
+from musicgen.generation.rules import FormControl
 from musicgen.tokenizers import build_tokenizer, from_description
 from musicgen.tokenizers.form import (
     DENSITY_LEVELS,
@@ -107,7 +109,7 @@ def test_the_grammar_wants_a_density_after_a_phrase_length(dense):
 @pytest.mark.parametrize("form", ["i2A4B4", "A1b3A1o2"])
 def test_a_form_forces_labels_and_lengths_and_leaves_the_density_to_the_model(dense, form):
     phrases = parse_form(form)
-    grammar = form_wrap(dense, phrases)(dense.grammar(), [])
+    grammar = steered(dense, form=phrases)(dense.grammar(), [])
     rng = np.random.default_rng(0)
     ids = []
     while not grammar.finished() and len(ids) < 3000:
@@ -124,10 +126,10 @@ def test_a_form_forces_labels_and_lengths_and_leaves_the_density_to_the_model(de
 
 
 def test_a_form_cut_short_right_after_a_bar_closes_validly(dense):
-    grammar = form_wrap(dense, parse_form("A2"))(dense.grammar(), [])
+    grammar = steered(dense, form=parse_form("A2"))(dense.grammar(), [])
     for i in (dense.bos_id, dense.bar_id):
         grammar.advance(i)
-    assert grammar.pending == dense.section_ids("A", 2)
+    assert pending(grammar) == dense.section_ids("A", 2)
     tail = grammar.completion()
     check = dense.grammar()
     assert all(check.advance(i) for i in [dense.bos_id, dense.bar_id, *tail]) and check.finished()
@@ -160,14 +162,14 @@ def test_a_form_may_give_each_phrase_its_density():
 
 def test_a_given_density_is_forced_and_a_model_without_densities_refuses_it(dense, song_tok):
     phrases = parse_form("A1@7B1")
-    grammar = form_wrap(dense, phrases)(dense.grammar(), [])
+    grammar = steered(dense, form=phrases)(dense.grammar(), [])
     for i in (dense.bos_id, dense.bar_id):
         grammar.advance(i)
-    assert grammar.pending == dense.section_ids("A", 1, density=7)
-    assert dense.token_name(grammar.pending[-1]) == "SectionDensity_7"
+    assert pending(grammar) == dense.section_ids("A", 1, density=7)
+    assert dense.token_name(pending(grammar)[-1]) == "SectionDensity_7"
     with pytest.raises(MusicgenError, match="no density tokens"):
-        form_wrap(song_tok, phrases)
-    form_wrap(song_tok, parse_form("A1B1"))  # without densities: as before
+        form_sections(song_tok, phrases)
+    form_sections(song_tok, parse_form("A1B1"))  # without densities: as before
 
 
 def test_a_model_with_densities_writes_a_song_with_them(tmp_path):
@@ -214,3 +216,8 @@ def test_the_whole_song_evaluation_forces_the_songs_own_densities(tmp_path):
     plan = plan_runs([{}, {"repeat": 0.0}], chords=False, densities=True)
     assert [r.label for r in plan][-2:] == ["scratch densities default", "scratch densities r=0"]
     assert ("scratch densities default", "scratch densities r=0") in run_pairs(plan)
+
+
+def pending(grammar) -> list[int]:
+    """The phrase tokens the form control of a steered grammar still has to write."""
+    return next(r for r in grammar.rules if isinstance(r, FormControl)).pending

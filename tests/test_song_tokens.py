@@ -4,11 +4,13 @@ as its own voice, phrases as section tokens, and the form control's grammar."""
 import numpy as np
 import pytest
 import symusic
+from grammars import controls, steered
 from paths import DATA, ROOT
 
 from musicgen.data.pop909_structure import MIN_MATCH, align, align_song, read_form, read_melody
 from musicgen.errors import MusicgenError
-from musicgen.generation.form import FormGrammar, form_wrap, read_form_arg, with_form
+from musicgen.generation.form import form_sections, read_form_arg, with_form
+from musicgen.generation.rules import FormControl
 from musicgen.tokenizers import build_tokenizer
 from musicgen.tokenizers.form import Phrase, Section, parse_form, place
 from musicgen.tokenizers.remi_grammar import RemiTables
@@ -162,7 +164,7 @@ def test_a_bar_wanted_after_the_forms_last_bar_is_the_end(tok):
     import torch
     from conftest import tiny_model_config
 
-    from musicgen.generation.sample import SamplingOptions, generate
+    from musicgen.generation.decoding.sample import SamplingOptions, generate
     from musicgen.model import build_model
 
     torch.manual_seed(0)
@@ -171,9 +173,8 @@ def test_a_bar_wanted_after_the_forms_last_bar_is_the_end(tok):
     eager[tok.bar_id] = 6.0
     model.head.register_forward_hook(lambda _m, _i, logits: logits + eager)
     gen = torch.Generator().manual_seed(1)
-    wrap = form_wrap(tok, parse_form("i1b1"))
     (row,) = generate(model, tok, [[tok.bos_id]], SamplingOptions(), 500, generator=gen,
-                      grammar_wrap=wrap)  # fmt: skip
+                      controls=controls(tok, form="i1b1"))  # fmt: skip
     last = len(row.ids) - 1 - row.ids[::-1].index(tok.bar_id)
     assert row.stop == "end" and len(row.ids) - last <= 6  # Bar, its phrase tokens, a note?, EOS
 
@@ -235,8 +236,7 @@ def walk(tok, grammar, rng, limit=3000):
 @pytest.mark.parametrize("form", ["i2A4B4", "A1b3A1o2"])
 def test_form_grammar_forces_the_phrases_and_ends_the_song(tok, form):
     phrases = parse_form(form)
-    wrap = form_wrap(tok, phrases)
-    grammar = wrap(tok.grammar(), [])
+    grammar = steered(tok, form=phrases)(tok.grammar(), [])
     ids = walk(tok, grammar, np.random.default_rng(0))
     assert ids[0] == tok.bos_id and ids[-1] == tok.eos_id
     assert tok.sections(ids) == place(phrases)
@@ -251,17 +251,18 @@ def test_prompt_gets_the_phrases_of_its_bars_not_of_its_lead_in(tok):
     two_bars = ids[: int(tok.bar_starts(np.array(ids))[2])] + [tok.bar_id]  # bars 0-1 + lead-in
     fed = with_form(tok, two_bars, phrases)
     assert tok.sections(fed) == [Section(0, "i", 1), Section(1, "A", 2)]
-    grammar = form_wrap(tok, phrases)(tok.grammar(), fed)
-    assert isinstance(grammar, FormGrammar)
-    assert grammar.pending == []  # bar 2 continues phrase A: nothing to force
+    grammar = steered(tok, form=phrases)(tok.grammar(), fed)
+    (form,) = [r for r in grammar.rules if isinstance(r, FormControl)]
+    assert form.pending == []  # bar 2 continues phrase A: nothing to force
     fed3 = with_form(tok, ids[: int(tok.bar_starts(np.array(ids))[3])] + [tok.bar_id], phrases)
-    grammar3 = form_wrap(tok, phrases)(tok.grammar(), fed3)
-    assert grammar3.pending == tok.section_ids("B", 2)  # bar 3 opens phrase B
+    grammar3 = steered(tok, form=phrases)(tok.grammar(), fed3)
+    (form3,) = [r for r in grammar3.rules if isinstance(r, FormControl)]
+    assert form3.pending == tok.section_ids("B", 2)  # bar 3 opens phrase B
 
 
 def test_a_model_without_section_tokens_refuses_a_form(plain):
     with pytest.raises(MusicgenError, match="no section tokens"):
-        form_wrap(plain, parse_form("A4"))
+        form_sections(plain, parse_form("A4"))
 
 
 def test_prepare_writes_forms_for_aligned_songs(tmp_path, tok):
@@ -321,7 +322,7 @@ def test_crops_start_where_phrases_start(tok):
 
 
 def test_copy_rule_copies_the_same_bar_of_the_last_phrase_with_the_label(tok):
-    from musicgen.generation.repeat import BarEcho
+    from musicgen.generation.rules import BarEcho
 
     score, folder = song("001")
     aligned = align_song(score, folder)

@@ -217,7 +217,7 @@ def sampling_text(loaded, source: bool = True) -> str:
     from musicgen.generation.api import Model
 
     o = Model(loaded, torch.device("cpu"), "").options()  # the rule generation applies
-    own = any(v is not None for v in vars(loaded.config.sample).values())
+    own = any(v is not None for v in loaded.config.sample.values())
     parts = [f"T = {o.temperature:g}"]
     parts += [f"top-k {o.top_k}"] if o.top_k else []
     parts += [f"top-p {o.top_p:g}"] if o.top_p < 1 else []

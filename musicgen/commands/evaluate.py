@@ -1,4 +1,4 @@
-"""`musicgen evaluate nll|style|music|form`: numbers (JSON) and a figure (PNG) in --out."""
+"""`musicgen evaluate nll|style|music|form|memory`: numbers (JSON) and a figure (PNG) in --out."""
 
 from __future__ import annotations
 
@@ -7,7 +7,9 @@ import math
 import sys
 from pathlib import Path
 
+from musicgen.commands.evaluate_memory import add_memory
 from musicgen.errors import MusicgenError, check_range, check_seed
+from musicgen.generation.options import OPTIONS, SWEEP
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -107,30 +109,19 @@ def register(sub: argparse._SubParsersAction) -> None:
         description="Continue each held-out song's first 4 bars that hold music by 12 bars and "
         "score the continuation and the song's real bars 5-16 on repeats, self-similarity by "
         "lag, the top voice, key, groove and texture: spread over songs, model - real per song "
-        "with bootstrap 95 % CIs, and each pair of runs (checkpoints x --temperature x --top-p x "
-        "--repeat).",
+        "with bootstrap 95 % CIs, and each pair of runs (checkpoints x each sampling option "
+        "swept below).",
     )
     form.add_argument("--checkpoint", nargs="+", required=True, help="model(s) to continue with")
     form.add_argument("--data", required=True, help="folder of songs (POP909: NNN/NNN.mid)")
     form.add_argument("--split", default="validation", help="train | validation | test | all")
     form.add_argument("--max-songs", type=int, help="use only the first N songs of the split")
-    form.add_argument("--temperature", type=float, nargs="+", help="one run per value")
-    form.add_argument("--top-p", type=float, nargs="+", help="one run per value (x temperatures)")
-    form.add_argument(
-        "--repeat", type=float, nargs="+", help="one run per bar-copy bonus in nats (x the others)"
-    )
-    form.add_argument(
-        "--melody-range",
-        type=int,
-        nargs="+",
-        help="one run per melody range in semitones (x the others; models with a melody voice)",
-    )
-    form.add_argument(
-        "--in-key", type=float, nargs="+", help="one run per key-rule bonus in nats (x the others)"
-    )
-    form.add_argument(
-        "--guidance", type=float, nargs="+", help="one run per guidance weight (x the others)"
-    )
+    for name in SWEEP:  # one flag per sampling option a sweep may vary (generation.options)
+        option = OPTIONS[name]
+        form.add_argument(
+            "--" + name.replace("_", "-"), type=option.kind, nargs="+",
+            help=f"one run per value (x the others): {option.help}",
+        )  # fmt: skip
     form.add_argument(
         "--new-bars", type=int, default=12, help="bars continued after the prompt (default 12)"
     )
@@ -146,7 +137,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         action="store_true",
         help="whole songs with their own forms (needs --structure and a model with section "
         "tokens): each song written from scratch and continuing its first --prompt-bars bars, "
-        "the copy rule at the model's default and off unless --repeat is given; scored beside "
+        "the copy rule at the model's default and off unless its values are given; scored beside "
         "the real song (phrase similarity by label, the melody, repeats, texture, key, chords); "
         "writes song.json, song.md and samples/ (default --max-songs 4)",
     )
@@ -171,6 +162,8 @@ def register(sub: argparse._SubParsersAction) -> None:
         "forced (models with density tokens)",
     )
     form.set_defaults(func=run_form)
+
+    add_memory(tasks)  # its own options, in commands/evaluate_memory.py
 
     for task in (nll, style, music, form):
         task.add_argument("--out", default="out/eval", help="output folder (default: out/eval)")
@@ -335,7 +328,7 @@ def run_form(args: argparse.Namespace) -> int:
     if args.split not in ("train", "validation", "test", "all"):
         raise MusicgenError(f"--split: must be train, validation, test or all; got '{args.split}'")
     check_seed("--seed", args.seed)
-    settings = sweep({n: getattr(args, n) for n in SWEPT}, args.repeat)
+    settings = sweep({n: getattr(args, n) for n in SWEPT})
     res = evaluate_form(
         args.checkpoint,
         args.data,
@@ -367,6 +360,7 @@ def run_whole_song(args: argparse.Namespace) -> int:
     """`evaluate form --whole-song`: musicgen.evaluate.song, its table printed."""
     from musicgen.evaluate.form import SWEPT, sweep
     from musicgen.evaluate.song import MAX_SONGS, evaluate_songs
+    from musicgen.generation.rules import BarEcho
 
     if args.structure is None:
         raise MusicgenError("--whole-song: give --structure (POP909's pop909_structure folder)")
@@ -378,7 +372,9 @@ def run_whole_song(args: argparse.Namespace) -> int:
     if args.split not in ("train", "validation", "test", "all"):
         raise MusicgenError(f"--split: must be train, validation, test or all; got '{args.split}'")
     check_seed("--seed", args.seed)
-    settings = sweep({n: getattr(args, n) for n in SWEPT}, args.repeat or [None, 0.0])
+    given = {n: getattr(args, n) for n in SWEPT}
+    copy = BarEcho.option.name  # the copy rule on (the model's own) and off unless given
+    settings = sweep({**given, copy: given[copy] or [None, 0.0]})
     res = evaluate_songs(
         args.checkpoint[0],
         args.data,

@@ -19,9 +19,9 @@ from tqdm import tqdm
 
 from musicgen.errors import EMPTY_EXIT, EmptyPiece, MusicgenError
 from musicgen.generation.api import Model, checkpoint_stem, load
+from musicgen.generation.decoding.sample import invalid_rate
 from musicgen.generation.prompt import Prompt
 from musicgen.generation.request import GenerationRequest, add_flags, from_args
-from musicgen.generation.sample import invalid_rate
 from musicgen.generation.write import write_pieces
 
 PROMPT_RULE = (

@@ -17,6 +17,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import re
 import shutil
 from pathlib import Path
 
@@ -153,17 +154,38 @@ def load_arrays(folder: Path, split: str) -> tuple[np.ndarray, np.ndarray]:
     return tokens, offsets
 
 
+POP909_SONG = re.compile(r"^\d{3}/\d{3}\.midi?$")  # POP909's layout, NNN/NNN.mid
+
+
+def check_no_test_songs(path: str | Path) -> None:
+    """Refuse a dataset whose train split holds POP909 test songs: one prepared before POP909
+    had a test split (docs/evaluation.md, "Splits") would train on the songs the test figures
+    are reported on."""
+    from musicgen.data.sources import hash_split
+
+    leaked = [
+        entry["path"]
+        for entry in _manifest(Path(path))
+        if entry.get("split") == "train"
+        and POP909_SONG.match(entry.get("path", ""))
+        and hash_split(entry["path"], test=True) == "test"
+    ]
+    if leaked:
+        raise MusicgenError(
+            f"{path}: prepared before POP909 had a test split: {len(leaked)} test songs "
+            f"(e.g. {leaked[0]}) are in train; {RERUN}"
+        )
+
+
+def _manifest(path: Path) -> list[dict]:
+    """The entries of `path/manifest.jsonl` (none without the file)."""
+    manifest = path / "manifest.jsonl"
+    if not manifest.is_file():
+        return []
+    return [json.loads(line) for line in manifest.read_text().splitlines() if line.strip()]
+
+
 def manifest_forms(path: str | Path, split: str = "train") -> list[str]:
     """The forms (`i4A8B8o4`) of a prepared dataset's songs in `split`, as `prepare` wrote
     them in manifest.jsonl (songs with section tokens only)."""
-    import json
-
-    manifest = Path(path) / "manifest.jsonl"
-    if not manifest.is_file():
-        return []
-    forms = []
-    for line in manifest.read_text().splitlines():
-        entry = json.loads(line) if line.strip() else {}
-        if entry.get("split") == split and entry.get("form"):
-            forms.append(entry["form"])
-    return forms
+    return [e["form"] for e in _manifest(Path(path)) if e.get("split") == split and e.get("form")]

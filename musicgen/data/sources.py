@@ -19,6 +19,9 @@ DATASETS = ("pop909", "maestro", "groove", "folder")
 SPLITS = ("train", "validation", "test")
 SPLIT_FOLDERS = {"train": "train", "val": "validation", "validation": "validation", "test": "test"}
 VALIDATION_PER_MILLE = 50  # ~5 % of songs held out when the data has no official split
+# POP909's test split: of the songs not in validation, those whose sha256 falls under this per
+# mille (49 of the 850 songs). Never used to choose anything (docs/evaluation.md, "Splits").
+TEST_PER_MILLE = 50
 MIDI_SUFFIXES = (".mid", ".midi")
 
 
@@ -35,10 +38,18 @@ def find_midi(root: Path, dataset: str) -> list[Path]:
     return sorted(found, key=lambda p: p.relative_to(root).as_posix())
 
 
-def hash_split(rel: str) -> str:
-    """Stable split from the relative path alone, so adding files never moves other songs."""
+def hash_split(rel: str, test: bool = False) -> str:
+    """Stable split from the relative path alone, so adding files never moves other songs.
+
+    Validation is SHA-1 under VALIDATION_PER_MILLE, as the shipped models were trained, so their
+    validation songs stay theirs; with `test` (POP909) a song outside validation whose SHA-256
+    falls under TEST_PER_MILLE is a test song (the shipped models trained on those)."""
     h = int(hashlib.sha1(rel.encode()).hexdigest()[:8], 16)
-    return "validation" if h % 1000 < VALIDATION_PER_MILLE else "train"
+    if h % 1000 < VALIDATION_PER_MILLE:
+        return "validation"
+    if test and int(hashlib.sha256(rel.encode()).hexdigest()[:8], 16) % 1000 < TEST_PER_MILLE:
+        return "test"
+    return "train"
 
 
 def official_splits(root: Path, dataset: str) -> dict[str, str]:
@@ -70,13 +81,15 @@ def _read_split_list(index: Path, prefix: str) -> dict[str, str]:
 
 
 def assign_split(rel: str, dataset: str, official: dict[str, str]) -> str:
+    """A song's split: the official list, a top folder named for a split (not POP909), else
+    the stable hash (POP909 with its test split)."""
     if rel in official:
         return official[rel]
     if dataset in ("groove", "folder", "maestro"):
         top = rel.split("/", 1)[0].lower()
         if "/" in rel and top in SPLIT_FOLDERS:
             return SPLIT_FOLDERS[top]
-    return hash_split(rel)
+    return hash_split(rel, test=dataset == "pop909")
 
 
 def chord_file(path: Path, dataset: str) -> str:

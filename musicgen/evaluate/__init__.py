@@ -6,6 +6,8 @@
 - `music`: descriptive statistics of generated MIDI (`evaluate music`)
 - `form`: the continuation benchmark that hears form (`evaluate form`; measures in
   `musicgen.measures.form`)
+- `memory`: does a model remember a passage it heard G bars before (`evaluate memory`;
+  `memory.json` only)
 - `introspect`: positional kernels and attention maps, the figures of `musicgen plot`
 - `common`: strict JSON output and a folder's MIDI files
 
@@ -21,6 +23,7 @@ from musicgen.evaluate.introspect import (
     kernel_figure,
     positional_kernels,
 )
+from musicgen.evaluate.memory import evaluate_memory
 from musicgen.evaluate.music import evaluate_music, folder_statistics
 from musicgen.evaluate.nll import (
     SEGMENT,
@@ -53,6 +56,7 @@ __all__ = [
     "attention_maps",
     "noise_seed",
     "evaluate_form",
+    "evaluate_memory",
     "evaluate_music",
     "evaluate_nll",
     "evaluate_style",

@@ -22,6 +22,7 @@ from tqdm import tqdm
 
 from musicgen.errors import MusicgenError
 from musicgen.evaluate.common import write_json
+from musicgen.generation.options import OPTIONS, SWEEP
 from musicgen.generation.prompt import Prompt, encode_song, select_bars
 from musicgen.measures import form as fm
 from musicgen.measures.metrics import (
@@ -119,8 +120,9 @@ def form_measures(
 
 def benchmark_songs(data: str | Path, split: str) -> list[Path]:
     """The MIDI files of `data` in `split`, assigned as `prepare` assigns them (a top folder
-    named train/validation/test, else the stable hash of the relative path: POP909's 39
-    validation songs); `all`: every file. POP909's versions/ folders are left out."""
+    named train/validation/test, else POP909's stable hash of the relative path: its 39
+    validation songs, 49 test songs); `all`: every file. POP909's versions/ folders are left
+    out."""
     from musicgen.data.prepare import SPLITS, assign_split, find_midi
 
     root = Path(data)
@@ -131,11 +133,22 @@ def benchmark_songs(data: str | Path, split: str) -> list[Path]:
     files = find_midi(root, "pop909")
     if split != "all":
         files = [
-            p for p in files if assign_split(p.relative_to(root).as_posix(), "folder", {}) == split
+            p
+            for p in files
+            if assign_split(p.relative_to(root).as_posix(), _kind(p, root), {}) == split
         ]
     if not files:
         raise MusicgenError(f"{data}: no MIDI file in split '{split}'")
     return files
+
+
+def _kind(path: Path, root: Path) -> str:
+    """How `prepare` would split a file of `root`: by its top folder when that names a split
+    ("folder"), else by POP909's hash, with its test split ("pop909")."""
+    from musicgen.data.sources import SPLIT_FOLDERS
+
+    top = path.relative_to(root).parts[0].lower()
+    return "folder" if len(path.relative_to(root).parts) > 1 and top in SPLIT_FOLDERS else "pop909"
 
 
 def make_case(tokenizer, path: Path, new_bars: int = NEW_BARS) -> Case | str:
@@ -195,19 +208,15 @@ def model_names(checkpoints: Sequence[str | Path]) -> list[str]:
     return names
 
 
-SHORT = {"temperature": "T", "top_p": "p", "top_k": "k", "repeat": "r", "melody_range": "m",
-         "in_key": "key", "guidance": "g", "legato": "legato"}  # fmt: skip
+# the sampling options a sweep varies and their labels (generation.options: those with a
+# short label); `legato` is [False] (--no-legato) or None
+SHORT = {name: OPTIONS[name].short for name in SWEEP} | {"legato": "legato"}
+SWEPT = tuple(SHORT)
 
 
-# beside the copy rule; `legato` is [False] (--no-legato) or None
-SWEPT = ("temperature", "top_p", "melody_range", "in_key", "guidance", "legato")
-
-
-def sweep(given: dict[str, list | None], repeats: list | None) -> list[dict]:
+def sweep(given: dict[str, list | None]) -> list[dict]:
     """`evaluate form`'s runs: one sampling setting per combination of the values `given` (by
-    option name), then of `repeats` (the copy rule's); an option not given (None) is the
-    model's own."""
-    given = {**given, "repeat": repeats}
+    option name); an option not given (None) is the model's own."""
     return [
         {k: v for k, v in zip(given, values, strict=True) if v is not None}
         for values in itertools.product(*(v or [None] for v in given.values()))

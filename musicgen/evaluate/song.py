@@ -29,6 +29,7 @@ from musicgen.errors import MusicgenError
 from musicgen.evaluate.common import write_json
 from musicgen.evaluate.form import sampling_label
 from musicgen.evaluate.song_table import markdown_table
+from musicgen.generation.rules import BarEcho
 from musicgen.measures import form as fm
 from musicgen.measures.song import MEASURES, QUALITIES, Chord, Song, song_from_score, song_measures
 from musicgen.tokenizers.form import Phrase, Section, form_text, place
@@ -222,7 +223,6 @@ def progression(case: SongCase):
 def write_song(model, case: SongCase, run: Run, seed: int, prompt_bars: int):
     """THE ONE PLACE the whole-song mode generates: the case's form, from scratch or after its
     first `prompt_bars` bars, through `Model.pieces` (one song a call: a form per request)."""
-    from musicgen.generation.chords import chord_grammar_wrap
     from musicgen.generation.prompt import select_bars
 
     tok = model.tokenizer
@@ -234,7 +234,7 @@ def write_song(model, case: SongCase, run: Run, seed: int, prompt_bars: int):
         phrase = tok.phrase_mask()
         extra["prompt"] = replace(prompt, ids=[i for i in prompt.ids if not phrase[i]])
     if run.chords:
-        extra["grammar_wrap"] = chord_grammar_wrap(tok, progression(case), 0)
+        extra["chords"] = progression(case)  # laid on the form's bars, as the CLI lays it
     phrases = case.phrases if run.densities else [replace(p, density=None) for p in case.phrases]
     pieces = model.pieces(1, form=form_text(phrases), seed=seed, **extra, **run.sampling)
     return next(iter(pieces))
@@ -338,7 +338,7 @@ def evaluate_songs(
     out: str | Path,
     split: str = "validation",
     max_songs: int | None = MAX_SONGS,
-    settings: Sequence[dict] = ({}, {"repeat": 0.0}),
+    settings: Sequence[dict] = ({}, {BarEcho.option.name: 0.0}),
     seed: int = 0,
     device: str = "cpu",
     prompt_bars: int = PROMPT_BARS,

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import warnings
 from collections.abc import Iterator, Sequence
+from dataclasses import replace
 from pathlib import Path
 from types import EllipsisType
 
@@ -27,8 +28,25 @@ import numpy as np
 import torch
 
 from musicgen.errors import EmptyPiece, MusicgenError
+from musicgen.generation.chords import chord_plan
+from musicgen.generation.decoding.sample import (
+    Generated,
+    GrammarWrap,
+    Progress,
+    SamplingOptions,
+    generate,
+)
+from musicgen.generation.form import (
+    SectionChords,
+    form_sections,
+    form_text,
+    resolve,
+    total_bars,
+    with_form,
+)
 from musicgen.generation.legato import hold_melody
 from musicgen.generation.music import Music, apply_tempo
+from musicgen.generation.options import check_sample
 from musicgen.generation.prompt import Prompt, continuation_only, encode_song, load_prompt, merge
 from musicgen.generation.request import (
     BAR_TOKEN_CAP,
@@ -37,7 +55,7 @@ from musicgen.generation.request import (
     SCRATCH_BARS,
     GenerationRequest,
 )
-from musicgen.generation.sample import Generated, GrammarWrap, Progress, SamplingOptions, generate
+from musicgen.generation.rules import Controls
 from musicgen.generation.write import checkpoint_stem, write_midi
 
 __all__ = [
@@ -60,12 +78,15 @@ class Model:
         self.model, self.tokenizer, self.config = loaded.model, loaded.tokenizer, loaded.config
         self.device = device
         self.source = Path(source)
+        check_sample(
+            self.config.sample, f"{source}: config: sample" if source else "config: sample"
+        )
 
     def options(self, **sampling) -> SamplingOptions:
         """The sampling options this model uses with those given (None: not given): the one
         rule of `GenerationRequest.options` (the paper's per tokenizer, then the model's own)."""
         request = GenerationRequest.build(**sampling)
-        return request.options(self.tokenizer.name, vars(self.config.sample))
+        return request.options(self.tokenizer.name, self.config.sample)
 
     def _fit(self, prompt_len: int, max_new: int) -> int:
         cfg = self.config.model
@@ -108,50 +129,50 @@ class Model:
         prompts = self._prompts(request.num, prompt, request.chords)
         _check_hooks(progress, cancel, grammar_wrap)
         request = request.seeded()
-        options = request.options(self.tokenizer.name, vars(self.config.sample))
-        if request.form is not None:  # the form control (generation.form): phrase tokens
-            if not options.grammar:
-                raise MusicgenError("form: needs the grammar (grammar=False turns off the masking)")
-            request, prompts, grammar_wrap = self._form(request, prompts, grammar_wrap)
-        if request.chords is not None:  # the chord control (generation.chords): a grammar_wrap
-            from musicgen.generation.chords import request_wrap
-
-            grammar_wrap = request_wrap(
-                self.tokenizer, request.chords, prompts[0], request.tones(), options.grammar,
-                grammar_wrap,
-            )  # fmt: skip
+        options = request.options(self.tokenizer.name, self.config.sample)
+        request, prompts, controls = self._controls(request, prompts)
         feeds = [[self.tokenizer.bos_id] if p is None else list(p.ids) for p in prompts]
         longest = max(len(f) for f in feeds)
         default = GENERATE_MAX_TOKENS if prompt is None else CONTINUE_MAX_TOKENS
         max_new = self._fit(longest, request.max_new(default))
         gen = generator if generator is not None else self.generator(request.seed)
-        return self._batches(request, prompts, feeds, options, max_new, gen,
-                             (progress, cancel, grammar_wrap), only_continuation)  # fmt: skip
-
-    def _form(self, request, prompts, grammar_wrap):
-        """The request, prompts and grammar_wrap of a form: its phrases drawn or read, its
-        tokens in each prompt's bars, forced in the new ones, and as many new bars as it has
-        left (where the request gives no `bars`)."""
-        from dataclasses import replace
-
-        from musicgen.generation.form import (
-            SectionChords,
-            form_text,
-            form_wrap,
-            resolve,
-            total_bars,
-            with_form,
+        hooks = (progress, cancel, grammar_wrap, controls)
+        return self._batches(
+            request, prompts, feeds, options, max_new, gen, hooks, only_continuation
         )
 
+    def _controls(self, request, prompts) -> tuple[GenerationRequest, list, Controls]:
+        """What the request forces, for the rules (`generation.rules`): a form's phrases
+        (`_form`) and the chords (over the form's phrases where given per phrase). The one
+        place the CLI, the studio and `evaluate` get their controls."""
+        sections: tuple = ()
+        if request.form is not None:
+            request, prompts, phrases = self._form(request, prompts)
+            sections = tuple(form_sections(self.tokenizer, phrases))
+            if isinstance(request.chords, SectionChords):  # the song's chords, bar by bar
+                request = request.settled(chords=request.chords.over(phrases))
+        plan = None
+        if request.chords is not None:
+            plan = chord_plan(
+                self.tokenizer, request.chords, prompts[0], request.grammar, bool(sections)
+            )
+        return request, prompts, Controls(sections, plan)
+
+    def _form(self, request, prompts) -> tuple[GenerationRequest, list, list]:
+        """A form's phrases drawn or read, its tokens put in each prompt's bars, as many new
+        bars as it has left where the request gives no `bars` (more is an error: the form ends
+        the song); refused without the grammar or section tokens, and a phrase over the
+        longest the section tokens write."""
+        if not request.grammar:
+            raise MusicgenError("form: needs the grammar (grammar=False turns off the masking)")
         if not self.tokenizer.section_mask().any():  # before `auto` looks for forms.json
             raise MusicgenError("form: this model has no section tokens (no form control)")
         phrases = checked_phrases(resolve(request.form, self.source, request.seed))
-        wrap = form_wrap(self.tokenizer, phrases)
         held = max((p.bars for p in prompts if p is not None), default=0)
         left = total_bars(phrases) - held
         if left < 1:
             raise MusicgenError(f"form: its {total_bars(phrases)} bars end inside the prompt")
-        if request.bars is not None and request.bars > left:  # the form ends the song
+        if request.bars is not None and request.bars > left:
             name = "new_bars" if any(p is not None for p in prompts) else "bars"
             raise MusicgenError(
                 f"{name}: {request.bars} asked, but the form {form_text(phrases)} leaves {left} "
@@ -162,15 +183,11 @@ class Model:
             None if p is None else replace(p, ids=with_form(self.tokenizer, p.ids, phrases))
             for p in prompts
         ]
-        if isinstance(request.chords, SectionChords):  # the song's chords, bar by bar
-            request = request.settled(chords=request.chords.over(phrases))
-        if grammar_wrap is None:
-            return request, prompts, wrap
-        return request, prompts, lambda grammar, ids: grammar_wrap(wrap(grammar, ids), ids)
+        return request, prompts, phrases
 
     def _batches(self, request, prompts, feeds, options, max_new, gen, hooks, only_continuation):
         """The pieces, one batch of `request.batch_size` at a time (`pieces`)."""
-        progress, cancel, grammar_wrap = hooks
+        progress, cancel, grammar_wrap, controls = hooks
         size = request.batch_size
         steps = max(len(f) for f in feeds) - 1 + max_new  # decoding steps of one batch (at most)
         starts = range(0, request.num, size)
@@ -181,7 +198,7 @@ class Model:
                 self.model, self.tokenizer, feeds[part], options, max_new_tokens=max_new,
                 bars=request.bars, generator=gen, progress=done,
                 first_allowed=[None if p is None else p.first_allowed for p in prompts[part]],
-                cancel=cancel, grammar_wrap=grammar_wrap,
+                cancel=cancel, grammar_wrap=grammar_wrap, controls=controls,
             )  # fmt: skip
             for res, p in zip(results, prompts[part], strict=True):
                 yield self.music(res, request.seed, p, only_continuation, request.legato)
@@ -292,18 +309,30 @@ class Model:
     def score(self, path: str | Path) -> dict:
         """How likely the model finds a song: mean NLL per token (nats) and per note, the song
         read as training reads it (a POP909 chord annotation beside it becomes its chords)."""
-        from musicgen.measures.likelihood import notes_scored, per_position_nll
+        from musicgen.measures.likelihood import notes_scored
 
         ids = encode_song(self.tokenizer, Path(path))
-        sums, counts = per_position_nll(self.model, [ids], len(ids) - 1, self.device)
+        nll = self.nll(ids)
         notes = notes_scored(self.tokenizer, [np.asarray(ids)], len(ids) - 1)
-        total = float(sums.sum())
+        total = float(nll.sum())
         return {
-            "tokens": int(counts.sum()),
+            "tokens": len(nll),
             "notes": int(notes),
-            "nll_per_token": total / max(int(counts.sum()), 1),
+            "nll_per_token": total / max(len(nll), 1),
             "nll_per_note": total / max(int(notes), 1),
         }
+
+    def nll(self, ids: Sequence[int] | np.ndarray) -> np.ndarray:
+        """The NLL (nats) of each id after the first, given the ids before it, in one pass:
+        what `score` sums and `evaluate memory` reads span by span. An SPE model draws its
+        noise from torch's RNG: seed it (`torch.manual_seed`) to score alike twice."""
+        from musicgen.measures.likelihood import per_position_nll
+
+        ids = np.asarray(ids, dtype=np.int64)
+        if ids.ndim != 1 or len(ids) < 2:
+            raise MusicgenError(f"ids: need a 1-D sequence of 2 or more ids, got shape {ids.shape}")
+        sums, _counts = per_position_nll(self.model, [ids], len(ids) - 1, self.device)
+        return sums
 
 
 def checked_phrases(phrases: list) -> list:

@@ -1,19 +1,14 @@
-"""Form control: a song's phrases forced as section tokens while the model writes the music.
+"""Form control, the request's side: a form read, drawn or placed, and chords given per phrase.
 
-A form (`i4A8B8A8o4`, tokenizers.form) lays phrases end to end from the first bar. The wrapped
-grammar writes, right after the `Bar` that opens a phrase, its `Section_<label>` and
-`SectionBars_<n>` tokens, forbids phrase tokens anywhere else, and ends the song after the
-form's last bar (no further `Bar`: the end token closes it), as the training songs end after
-their outro. When sampling, the song does not end before the form's last bar, and a bar of a
-melodic phrase (upper-case label) does not close before its melody sounds
-(`generation.melody.MelodyDue`). A prompt is the form's first bars: its ids get their phrase
-tokens before it is fed. `auto` draws one of the training songs' forms kept in the model folder
-(`forms.json`); a path reads POP909's `human_label*.txt`. See docs/generation.md, "Form control".
+A form (`i4A8B8A8o4`, tokenizers.form) lays phrases end to end from the first bar; the rules
+force it while sampling (`rules.form_control`, and `rules.melody_due` for melodic phrases). A
+prompt is the form's first bars: its ids get their phrase tokens before it is fed. `auto` draws
+one of the training songs' forms kept in the model folder (`forms.json`); a path reads POP909's
+`human_label*.txt`. See docs/generation.md, "Form control".
 """
 
 from __future__ import annotations
 
-import copy
 import json
 import re
 from collections.abc import Sequence
@@ -23,11 +18,9 @@ from pathlib import Path
 import numpy as np
 
 from musicgen.errors import MusicgenError
-from musicgen.generation.melody import MelodyDue
 from musicgen.generation.progression import Progression, parse_progression
-from musicgen.generation.sample import GrammarWrap
 from musicgen.io import Unreadable, read_regular
-from musicgen.tokenizers.base import Grammar, Tokenizer
+from musicgen.tokenizers.base import Tokenizer
 from musicgen.tokenizers.form import Phrase, Section, form_text, parse_form, place
 
 FORMS_FILE = "forms.json"  # the training songs' forms, beside a model's weights
@@ -90,122 +83,13 @@ def resolve(form, folder: Path, seed: int) -> list[Phrase]:
     return draw_form(model_forms(folder), seed) if form == "auto" else form
 
 
-class FormGrammar(Grammar):
-    """The tokenizer's grammar with a form's phrase tokens forced (module doc), through the
-    tokenizer's `section_ids`, `section_mask` and `bar_start_ids`."""
-
-    def __init__(
-        self, base: Grammar, tokenizer: Tokenizer, sections: list[Section], prompt_ids
-    ) -> None:
-        self.base = base
-        self._phrase = tokenizer.section_mask()
-        self._bar_ids = frozenset(tokenizer.bar_start_ids())
-        self._eos = tokenizer.eos_id
-        self._opens = {s.bar: tokenizer.section_ids(s.label, s.bars, density=s.density)
-                       for s in sections}  # fmt: skip
-        self._last_bar = max(s.bar + s.bars for s in sections) - 1
-        self.bar = sum(int(t) in self._bar_ids for t in prompt_ids) - 1  # the current bar
-        self.pending: list[int] = []
-        written = tokenizer.sections(list(prompt_ids))
-        if (
-            prompt_ids
-            and int(prompt_ids[-1]) in self._bar_ids
-            and self.bar not in {s.bar for s in written}
-        ):
-            self.pending = list(self._opens.get(self.bar, []))
-        self._own_errors = 0
-        melodic = {b for s in sections if s.label.isupper() for b in range(s.bar, s.bar + s.bars)}
-        has_melody = tokenizer.melody_pitches() is not None
-        self._due = MelodyDue(tokenizer, melodic, list(prompt_ids)) if has_melody else None
-        self._bar_array = np.array(sorted(self._bar_ids), np.int64)
-        self._eos_array = np.array([self._eos], np.int64)
-        self._before_end = np.ones(len(self._phrase), bool)
-        self._before_end[self._eos] = False
-
-    @property
-    def errors(self) -> int:
-        return self.base.errors + self._own_errors
-
-    @property
-    def position(self) -> int:
-        return self.base.position
-
-    def place(self, mask: np.ndarray, position: int, token_id: int) -> np.ndarray:
-        return self.base.place(mask, position, token_id)
-
-    def bonus(self) -> np.ndarray | None:
-        return self.base.bonus()
-
-    def sampling_mask(self) -> np.ndarray | None:
-        """The inner grammar's; no end before the form's last bar; no closing a melodic bar
-        before its melody sounds (`MelodyDue`)."""
-        masks = [self.base.sampling_mask(), self._due.mask() if self._due is not None else None]
-        if self.bar < self._last_bar:
-            masks.append(self._before_end)
-        masks = [m for m in masks if m is not None]
-        return np.logical_and.reduce(masks) if masks else None
-
-    def redirects(self) -> list[tuple[np.ndarray, np.ndarray]]:
-        """The inner grammar's; in the form's last bar, a `Bar` the model wants is the song's
-        end (masked, its probability would otherwise pile notes onto the bar's last onset)."""
-        out = list(self.base.redirects())
-        if self.bar >= self._last_bar:
-            out.append((self._bar_array, self._eos_array))
-        return out
-
-    def allowed(self) -> np.ndarray:
-        mask = self.base.allowed()
-        if self.pending:
-            one = np.zeros_like(mask)
-            one[self.pending[0]] = True
-            return one
-        mask &= ~self._phrase
-        if self.bar >= self._last_bar:  # the form's last bar: the song ends, no new bar
-            for b in self._bar_ids:
-                mask[b] = False
-            if not mask.any():
-                mask[self._eos] = True
-        return mask
-
-    def advance(self, token_id: int) -> bool:
-        token_id = int(token_id)
-        mine = bool(self.allowed()[token_id]) if 0 <= token_id < len(self._phrase) else False
-        ok = self.base.advance(token_id)
-        if self._due is not None:
-            self._due.push(token_id)
-        if ok and not mine:
-            self._own_errors += 1
-        if token_id in self._bar_ids:
-            self.bar += 1
-            self.pending = list(self._opens.get(self.bar, []))
-        elif self.pending and token_id == self.pending[0]:
-            self.pending.pop(0)
-        return ok and mine
-
-    def finished(self) -> bool:
-        return self.base.finished()
-
-    def completion(self) -> list[int]:
-        """The phrase tokens still due, then what closes the inner grammar after them (a
-        vocabulary with densities wants one after a phrase's length)."""
-        if not self.pending:
-            return self.base.completion()
-        after = copy.deepcopy(self.base)
-        for tok in self.pending:
-            after.advance(tok)
-        return self.pending + after.completion()
-
-
-def form_wrap(tokenizer: Tokenizer, phrases: list[Phrase]) -> GrammarWrap:
-    """The `grammar_wrap` that forces `phrases` from the song's first bar."""
+def form_sections(tokenizer: Tokenizer, phrases: list[Phrase]) -> list[Section]:
+    """The form's phrases placed from the song's first bar (`rules.FormControl` forces them),
+    each phrase's tokens made where the model lacks one (checked here, before sampling)."""
     sections = place(phrases)
     for s in sections:
-        tokenizer.section_ids(s.label, s.bars, density=s.density)  # one the model lacks: now
-
-    def wrap(grammar: Grammar, prompt_ids: list[int]) -> Grammar:
-        return FormGrammar(grammar, tokenizer, sections, prompt_ids)
-
-    return wrap
+        tokenizer.section_ids(s.label, s.bars, density=s.density)
+    return sections
 
 
 def with_form(tokenizer: Tokenizer, ids: list[int], phrases: list[Phrase]) -> list[int]:
@@ -273,10 +157,9 @@ def total_bars(phrases: list[Phrase]) -> int:
 
 __all__ = [
     "FORMS_FILE",
-    "FormGrammar",
     "draw_form",
+    "form_sections",
     "form_text",
-    "form_wrap",
     "model_forms",
     "read_form_arg",
     "resolve",

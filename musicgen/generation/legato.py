@@ -1,15 +1,13 @@
 """The melody's legato (`GenerationRequest.legato`, on by default): a written melody note is held
 to the next melody note when a sixteenth's rest or less parts them, within a beat.
 
-A sung line joins its notes. The pop model draws its melody more detached than POP909's: of the
-melody notes an eighth apart, 63-77 % last only a sixteenth in 29 pieces written from scratch
-(seeds 0 and 1), against 42 % in the songs; of those a quarter apart, 17-24 % are held the whole
-quarter, against 45 %. In each such sixteenth's rest the piano's broken chord, often more
-than a fifth below, starts a note and becomes the top voice for a moment, so the top voice
-leaps down and back (docs/evaluation.md, "Whole songs"). The rule changes lengths only, never
-an onset or a pitch, and only the notes the model wrote (a prompt's notes stay as they are);
-the ids keep the lengths the model drew. A vocabulary without a melody voice writes no Melody
-track and is left as it is.
+A sung line joins its notes; the model draws its melody more detached than the songs, and in
+each sixteenth's rest the piano's broken chord becomes the top voice for a moment (measured:
+docs/generation.md, "The melody line"). This module is the legato's one place, an edit of the
+written score that `Model.music` applies. The rule changes lengths only, never an onset or a
+pitch, and only the notes the model wrote (a prompt's notes stay as they are); the ids keep the
+lengths the model drew. A vocabulary without a melody voice writes no Melody track and is left
+as it is.
 """
 
 from __future__ import annotations

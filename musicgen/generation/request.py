@@ -2,9 +2,9 @@
 
 `GenerationRequest` is what `Model.pieces` runs. Everything that asks for a generation derives
 from its fields: the API's keyword arguments (`GenerationRequest.build`), the flags of `musicgen
-generate` and `continue` (`add_flags`, `from_args`), the studio's widgets (`widget`) and the
-sampling names a model's config may set (`limits.SAMPLING_RANGES`, whose ranges the sampling
-fields use). A value is checked once, when the request is built; the sampler trusts it.
+generate` and `continue` (`add_flags`, `from_args`) and the studio's widgets (`widget`). Its
+sampling fields are derived from the options' declarations (`generation.options`). A value is
+checked once, when the request is built; the sampler trusts it.
 """
 
 from __future__ import annotations
@@ -13,29 +13,20 @@ import argparse
 import copy
 import dataclasses
 import secrets
-from dataclasses import InitVar, dataclass, field
+from dataclasses import InitVar, dataclass, field, make_dataclass
 from pathlib import Path
 from typing import Any
 
 from musicgen.errors import SEED_MAX, MusicgenError, check_int
-from musicgen.generation.chords import CHORD_TONE_NATS
 from musicgen.generation.form import SectionChords, parse_section_chords, read_form_arg
+from musicgen.generation.options import OPTIONS, RANGES, SamplingOptions, check
 from musicgen.generation.progression import (
     Progression,
     check_chord_path,
     looks_like_file,
     parse_progression,
 )
-from musicgen.generation.sample import SamplingOptions
-from musicgen.limits import (
-    MAX_BATCH,
-    MAX_NEW_BARS,
-    MAX_NEW_TOKENS,
-    SAMPLING_RANGES,
-    Range,
-    check_option,
-    describe_range,
-)
+from musicgen.limits import MAX_BATCH, MAX_NEW_BARS, MAX_NEW_TOKENS, Range, describe_range
 
 BAR_TOKEN_CAP = 512  # with `bars` and no `max_tokens`: at most this many sampled ids per bar
 GENERATE_MAX_TOKENS = 2048  # from scratch without `bars` or `max_tokens`
@@ -72,87 +63,78 @@ def _whole(low: int, high: int | None) -> Range:
     return Range(low, high, integer=True)
 
 
-@dataclass(frozen=True)
-class GenerationRequest:
-    """What to sample: how many pieces, how long, how (None: the model's default), under which
-    control. `bars_name`: what the caller calls `bars` in messages (`new_bars` continuing)."""
+def _whole_field(default, help: str, low: int, high: int | None, **spec) -> Any:
+    return _field(default, help, _whole(low, high), **spec)
 
-    num: int = _field(1, "pieces to write", _whole(1, None), cli_default=4)
-    bars: int | None = _field(None, "stop each piece after N new bars", _whole(1, MAX_NEW_BARS))
-    max_tokens: int | None = _field(
-        None,
-        "the most ids sampled after the prompt, per piece (default {default}; with {bars}, "
-        f"{BAR_TOKEN_CAP} per bar)",
-        _whole(1, MAX_NEW_TOKENS),
-    )
-    seed: int | None = _field(None, "random seed (default: drawn, printed)", _whole(0, SEED_MAX))
-    batch_size: int = _field(
-        BATCH_SIZE, f"pieces decoded together ({BATCH_SIZE})", _whole(1, MAX_BATCH)
-    )
-    temperature: float | None = _field(
-        None, "sampling temperature", SAMPLING_RANGES["temperature"], widget=(0.0, 2.0, 0.05)
-    )
-    top_k: int | None = _field(None, "keep the K likeliest ids", SAMPLING_RANGES["top_k"])
-    top_p: float | None = _field(
-        None, "nucleus mass", SAMPLING_RANGES["top_p"], widget=(0.05, 1.0, 0.01)
-    )
-    repeat: float | None = _field(
-        None,
-        "nats for the id that continues an earlier bar being copied (bar repeats)",
-        SAMPLING_RANGES["repeat"],
-        widget=(0.0, 8.0, 0.5),
-    )
-    melody_range: int | None = _field(
-        None,
-        "the widest span a melody may reach, lowest to highest note, prompt included "
-        "(models with a melody voice)",
-        SAMPLING_RANGES["melody_range"],
-    )
-    in_key: float | None = _field(
-        None,
-        "nats for the pitches of the major scale (or relative minor) the piece has set, "
-        "prompt included, once it has 16 notes (a piece that keeps its key); 1.5x that for a "
-        "key a prompt of 16 notes set",
-        SAMPLING_RANGES["in_key"],
-    )
-    guidance: float | None = _field(
-        None,
-        "weight of the phrase-label guidance: what a phrase's label changes, that much louder "
-        "(models with phrase labels; each step costs up to twice as much)",
-        SAMPLING_RANGES["guidance"],
-    )
-    min_tokens: int | None = _field(
-        None,
-        "mask the end token until this many ids are sampled (long generations)",
-        SAMPLING_RANGES["min_tokens"],
-    )
-    grammar: bool = _field(True, "do not mask invalid tokens (ablation)", flag="--no-grammar")
-    legato: bool = _field(
-        True,
-        "write the melody's notes at the lengths the model drew: none held over a sixteenth's "
-        "rest to the next (models with a melody voice; docs/generation.md, 'The melody line')",
-        flag="--no-legato",
-    )
-    chords: Any = _field(
-        None,
-        'force a chord progression at the new bars: "C G Am F" (one chord a bar, repeated; '
-        '"C | G | Am F" for bars of 1, 2 or 4 chords, "xN" at a line\'s end repeats the line, '
-        "inside it the bar), or a POP909 "
-        "chord_midi.txt or a .mid (its detected chords), read at the song's own bars (REMI "
-        "checkpoints; docs/generation.md, 'Chord control')",
-    )
-    chord_tones: float | None = _field(
-        None,
-        f"with chords: nats for the pitches of the chord sounding (default {CHORD_TONE_NATS:g})",
-        SAMPLING_RANGES["chord_tones"],
-    )
-    form: Any = _field(
-        None,
-        "force a song form: phrases with a label and a length in bars, e.g. 'i4A8B8A8B8o4' "
-        "(sets the bars), 'auto' (one of the training songs' forms), or a POP909 "
-        "human_label*.txt (models with section tokens; docs/generation.md, 'Form control')",
-    )
-    bars_name: InitVar[str] = "bars"
+
+def _option_field(name: str) -> tuple[str, Any, Any]:
+    """A sampling option's request field (`generation.options`): None, the model's default."""
+    o = OPTIONS[name]
+    if o.range is None:  # a switch, on by default: --no-NAME turns it off
+        return name, bool, _field(o.default, o.help, flag="--no-" + name.replace("_", "-"))
+    return name, o.kind | None, _field(None, o.help, o.range, widget=o.slider)
+
+
+_FIELDS = [
+    ("num", int, _whole_field(1, "pieces to write", 1, None, cli_default=4)),
+    ("bars", int | None, _whole_field(None, "stop each piece after N new bars", 1, MAX_NEW_BARS)),
+    (
+        "max_tokens",
+        int | None,
+        _whole_field(
+            None,
+            "the most ids sampled after the prompt, per piece (default {default}; with {bars}, "
+            f"{BAR_TOKEN_CAP} per bar)",
+            1,
+            MAX_NEW_TOKENS,
+        ),
+    ),
+    ("seed", int | None, _whole_field(None, "random seed (default: drawn, printed)", 0, SEED_MAX)),
+    (
+        "batch_size",
+        int,
+        _whole_field(BATCH_SIZE, f"pieces decoded together ({BATCH_SIZE})", 1, MAX_BATCH),
+    ),
+    *(_option_field(name) for name in OPTIONS),
+    (
+        "legato",
+        bool,
+        _field(
+            True,
+            "write the melody's notes at the lengths the model drew: none held over a "
+            "sixteenth's rest to the next (models with a melody voice; docs/generation.md, "
+            "'The melody line')",
+            flag="--no-legato",
+        ),
+    ),
+    (
+        "chords",
+        Any,
+        _field(
+            None,
+            'force a chord progression at the new bars: "C G Am F" (one chord a bar, repeated; '
+            '"C | G | Am F" for bars of 1, 2 or 4 chords, "xN" at a line\'s end repeats the '
+            "line, inside it the bar), or a POP909 chord_midi.txt or a .mid (its detected "
+            "chords), read at the song's own bars (REMI checkpoints; docs/generation.md, "
+            "'Chord control')",
+        ),
+    ),
+    (
+        "form",
+        Any,
+        _field(
+            None,
+            "force a song form: phrases with a label and a length in bars, e.g. 'i4A8B8A8B8o4' "
+            "(sets the bars), 'auto' (one of the training songs' forms), or a POP909 "
+            "human_label*.txt (models with section tokens; docs/generation.md, 'Form control')",
+        ),
+    ),
+    ("bars_name", InitVar[str], "bars"),
+]
+
+
+class _Request:
+    """The methods of `GenerationRequest` (its fields are derived: `_FIELDS`)."""
 
     def __post_init__(self, bars_name: str) -> None:
         for f in dataclasses.fields(self):
@@ -162,11 +144,12 @@ class GenerationRequest:
             raise MusicgenError(
                 "chords: a progression per phrase ('A: ...; B: ...') needs a form (form=)"
             )
-        if self.chord_tones is not None and self.chords is None:
-            raise MusicgenError(
-                "chord_tones: has an effect only with chords (a progression); give chords too, "
-                "or leave chord_tones out"
-            )
+        for o in OPTIONS.values():
+            if o.needs and getattr(self, o.name) is not None and getattr(self, o.needs) is None:
+                raise MusicgenError(
+                    f"{o.name}: has an effect only with {o.needs}; give {o.needs} too, or "
+                    f"leave {o.name} out"
+                )
 
     @classmethod
     def build(cls, bars_name: str = "bars", **fields) -> GenerationRequest:
@@ -197,8 +180,8 @@ class GenerationRequest:
     def options(self, tokenizer_name: str, model: dict | None = None) -> SamplingOptions:
         """THE sampling defaults, resolved: the paper's settings for this tokenizer (plain
         sampling at T = 1 for an unknown one), then the model's own (`model`: its config's
-        `sample` section, checked when the config was read; None keeps the paper's), then this
-        request's. Nothing is checked again."""
+        `sample` section, checked when the model was loaded, `options.check_sample`; None keeps
+        the paper's), then this request's. Nothing is checked again."""
         values = dict(PAPER_DEFAULTS.get(tokenizer_name, {}))
         values.update({k: v for k, v in (model or {}).items() if v is not None and k in SAMPLER})
         values.update(self.sampling())
@@ -212,16 +195,26 @@ class GenerationRequest:
             object.__setattr__(out, name, value)
         return out
 
-    def tones(self) -> float:
-        """The chord-tone bonus in nats (`chord_tones`, else its measured default)."""
-        return CHORD_TONE_NATS if self.chord_tones is None else self.chord_tones
+
+GenerationRequest = make_dataclass(
+    "GenerationRequest",
+    _FIELDS,
+    bases=(_Request,),
+    frozen=True,
+    namespace={
+        "__doc__": "What to sample: how many pieces, how long, how (None: the model's "
+        "default), under which control. `bars_name`: what the caller calls `bars` in "
+        "messages (`new_bars` continuing). One field per sampling option (`OPTIONS`).",
+        "__module__": __name__,
+    },
+)
 
 
 SPECS: dict[str, Spec] = {f.name: f.metadata["spec"] for f in dataclasses.fields(GenerationRequest)}
 NAMES = tuple(SPECS)
 SAMPLER = tuple(f.name for f in dataclasses.fields(SamplingOptions))  # what the sampler reads
 _REQUIRED = ("num", "batch_size")  # None is not "not given" for these
-SWITCHES = ("grammar", "legato")  # on by default; a flag --no-NAME turns one off
+SWITCHES = tuple(n for n, spec in SPECS.items() if spec.flag.startswith("--no-"))  # on: default
 
 
 def _check(name: str, value, bars_name: str):
@@ -236,8 +229,8 @@ def _check(name: str, value, bars_name: str):
     if name == "form":
         return None if value is None else read_form_arg(value)
     rng = SPECS[name].range
-    if name in SAMPLING_RANGES:
-        return check_option(name, value, where)
+    if name in RANGES:
+        return check(name, value, where)
     if value is None and name in _REQUIRED:
         raise MusicgenError(f"{where}: must be >= {rng.low:g}, got None")
     return check_int(where, value, int(rng.low), rng.high)
@@ -279,7 +272,7 @@ def help_text(name: str, **values) -> str:
     """A field's help with its range (`limits.describe_range`) where it is a sampling number."""
     spec = SPECS[name]
     text = spec.help.format(**values) if values else spec.help
-    if name in SAMPLING_RANGES:
+    if name in RANGES:
         return f"{text}: {describe_range(spec.range)}"
     return text
 

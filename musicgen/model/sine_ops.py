@@ -22,6 +22,7 @@ from musicgen.model.shared_table import head_gradient, scaled, table_rows, wide_
 
 SINE_BLOCK = 512  # positions per block of the per-layer sine contraction (bounds its temporary)
 COLLECT_BLOCK = 256  # positions per block of Omega's gradient (bounds the table-sized product)
+PAIR_PATH_MAX = 2  # at most this many (layer, batch row) pairs: gradients pair by pair (below)
 
 
 class SineSide:
@@ -153,6 +154,11 @@ class SineCollect(torch.autograd.Function):
         pending = ctx.pending
         if not pending:
             return None, None, None
+        if sum(x.shape[1] for x, _ in pending) <= PAIR_PATH_MAX:
+            g_om, g_lz = _collect_by_pairs(omega, lz, pending)
+            pending.clear()
+            need_om, need_lz = ctx.needs_input_grad[:2]
+            return g_om if need_om else None, g_lz if need_lz else None, None
         h, d, j, _ = lz.shape
         om = omega.reshape(-1, h, d, j)  # (N', H, D, 2K)
         g_om = torch.empty_like(om) if ctx.needs_input_grad[0] else None
@@ -167,6 +173,33 @@ class SineCollect(torch.autograd.Function):
                     g_lz[head] += torch.einsum("mdj,mdr->djr", om[rows, head], p)
         pending.clear()
         return None if g_om is None else g_om.view_as(omega), g_lz, None
+
+
+def _collect_by_pairs(omega: Tensor, lz: Tensor, pending: list) -> tuple[Tensor, Tensor]:
+    """Omega's and lambda Z's gradients pair by pair, for few pairs (one or two linear
+    layers at batch 1): with G = g lambda Z^T over R, grad Omega = sum over pairs of (x s) G
+    and grad lambda Z = sum over pairs and positions of (Omega (x s)) (x) g, two GEMMs of
+    inner size R and N per pair, in float32. Forming P = sum (x s)^T g first (SineCollect's
+    other path) pays off from a few pairs on, but its per-position products of inner size
+    L B' run far below the GEMM rate."""
+    h, d, j, r = lz.shape
+    om = omega.reshape(-1, h, d * j)  # (N', H, D 2K)
+    n = om.shape[0]
+    w = lz.reshape(h, d * j, r)  # (H, D 2K, R)
+    g_om = torch.zeros(n, h, d, j, dtype=omega.dtype, device=omega.device)
+    g_lz = torch.zeros_like(w)
+    for start in range(0, n, 4 * COLLECT_BLOCK):
+        rows = slice(start, start + 4 * COLLECT_BLOCK)
+        om_h = om[rows].transpose(0, 1).unflatten(-1, (d, j))  # (H, n, D, 2K)
+        for x, g in pending:  # (N' H, B', D), (N' H, B', R)
+            for i in range(x.shape[1]):
+                xi = x[:, i].view(n, h, d)[rows].transpose(0, 1).to(w.dtype)  # (H, n, D)
+                gi = g[:, i].view(n, h, r)[rows].transpose(0, 1).to(w.dtype)  # (H, n, R)
+                big_g = torch.bmm(gi, w.transpose(1, 2)).view(h, -1, d, j)  # (H, n, D, 2K)
+                g_om[rows] += (big_g * xi[..., None]).transpose(0, 1)
+                a = (om_h * xi[..., None]).flatten(-2)  # (H, n, D 2K)
+                g_lz.baddbmm_(a.transpose(1, 2), gi)
+    return g_om.view_as(omega), g_lz.view_as(lz)
 
 
 def _sine_blocks(x: Tensor, om: Tensor):

@@ -30,6 +30,7 @@ import gradio as gr
 from starlette.middleware import Middleware
 
 from musicgen.errors import SEED_MAX, MusicgenError
+from musicgen.generation.options import OPTIONS
 from musicgen.generation.request import SPECS
 from musicgen.studio import controls, inputs, jobs
 from musicgen.studio.guard import Guard
@@ -61,19 +62,16 @@ CSS = (
 # gradio finds a parameter whose default is a gr.Progress and passes a tracker in its place;
 # track_tqdm also follows the sampler's tqdm bar (an API without `progress=`).
 PROGRESS = gr.Progress(track_tqdm=True)
-# The sampling widgets in a musician's words (the request's own help and range beside them).
-WORDS = {
-    "temperature": "temperature: higher is more adventurous",
-    "top_k": "top-k: draw only among the k likeliest notes (0: all)",
-    "top_p": "top-p: draw only among the likeliest notes that make up this share",
-    "repeat": "bar repeats: how strongly a bar copies an earlier one (0: off)",
-}
-SETTINGS = {
-    "temperature": "temperature",
-    "top_k": "top-k",
-    "top_p": "top-p",
-    "repeat": "bar repeats",
-}
+# The sampling widgets in a musician's words (declared with each option, `Option.words`; the
+# request's own range beside them), and the short form the summary line uses.
+WORDS = {name: OPTIONS[name].words or name for name in inputs.SAMPLING}
+SETTINGS = {name: words.split(":")[0] for name, words in WORDS.items()}
+# Each action's inputs by name, in the order the page sends them: the handlers take them by
+# keyword (`_by_name`) and the click's components are looked up by the same names (`_inputs`).
+LOOKS = ("chords", "form", "tempo", "transpose")
+GENERATE = ("model", "bars", "num", "seed", *inputs.SAMPLING, *LOOKS, "session")
+CONTINUE = ("model", "prompt", "mode", "prompt_bars", "seconds", "new_bars", "num", "seed",
+            *inputs.SAMPLING, *LOOKS, "session")  # fmt: skip
 
 
 def _page_error(exc: Exception) -> gr.Error:
@@ -110,6 +108,26 @@ def _guarded(fn: Callable) -> Callable:
         except Exception as exc:
             raise _page_error(exc) from None
 
+    return run
+
+
+def _by_name(action: Callable, names: tuple[str, ...]) -> Callable:
+    """`action` (an async method taking its inputs by keyword) as gradio calls it: with the
+    page's inputs `names` in order (each None when left out), then the request and the
+    progress tracker. Gradio and an API client read that signature; the sampling options
+    arrive as keywords, so a new option shifts nothing."""
+    kind = inspect.Parameter.POSITIONAL_OR_KEYWORD
+    sig = inspect.Signature(
+        [inspect.Parameter(n, kind, default=None) for n in names]
+        + [inspect.Parameter("request", kind, default=None, annotation=gr.Request)]
+        + [inspect.Parameter("progress", kind, default=PROGRESS)]
+    )
+
+    async def run(*args, **kwargs):
+        return await action(**sig.bind(*args, **kwargs).arguments)
+
+    run.__signature__ = sig
+    run.__name__ = run.__qualname__ = action.__name__
     return run
 
 
@@ -228,14 +246,12 @@ class Actions:
         defaults = jobs.sampling_defaults(self.models.get(label or self.default))
         return tuple(defaults[name] for name in inputs.SAMPLING)
 
-    async def generate(self, model=None, bars=None, num=None, seed=None, temperature=None,
-                       top_k=None, top_p=None, repeat=None, chords=None, form=None,
+    async def generate(self, model=None, bars=None, num=None, seed=None, chords=None, form=None,
                        tempo=None, transpose=None, session=None, request: gr.Request = None,
-                       progress=PROGRESS):  # fmt: skip
+                       progress=PROGRESS, **sampling):  # fmt: skip
         """Pieces from scratch. Every argument may be left out (None): the page's value, or
         the chosen model's own sampling; a form sets the bars."""
         label = model or self.default
-        sampling = {"temperature": temperature, "top_k": top_k, "top_p": top_p, "repeat": repeat}
         start = time.perf_counter()
 
         def work(flag):
@@ -250,13 +266,11 @@ class Actions:
         return await self._job(request, work)
 
     async def continue_(self, model=None, prompt=None, mode=None, prompt_bars=None,
-                        seconds=None, new_bars=None, num=None, seed=None, temperature=None,
-                        top_k=None, top_p=None, repeat=None, chords=None, form=None,
-                        tempo=None, transpose=None, session=None, request: gr.Request = None,
-                        progress=PROGRESS):  # fmt: skip
+                        seconds=None, new_bars=None, num=None, seed=None, chords=None,
+                        form=None, tempo=None, transpose=None, session=None,
+                        request: gr.Request = None, progress=PROGRESS, **sampling):  # fmt: skip
         """Continuations of `prompt` (a MIDI file); the others as `generate`'s."""
         label = model or self.default
-        sampling = {"temperature": temperature, "top_k": top_k, "top_p": top_p, "repeat": repeat}
         start = time.perf_counter()
 
         def work(flag):
@@ -435,6 +449,12 @@ def _results(ui: SimpleNamespace) -> None:
                             height=240, allow_preview=False, elem_id="history")  # fmt: skip
 
 
+def _inputs(ui: SimpleNamespace, names: tuple[str, ...]) -> list[gr.components.Component]:
+    """The page's components for an action's inputs, by name (the sampling ones by option)."""
+    by_name = {**vars(ui), **dict(zip(inputs.SAMPLING, ui.sampling, strict=True))}
+    return [by_name[name] for name in names]
+
+
 def _wire(page: gr.Blocks, ui: SimpleNamespace, act: Actions) -> None:
     """Events: the two public endpoints in one concurrency group, the rest private."""
     private = {"api_visibility": "private"}
@@ -444,16 +464,14 @@ def _wire(page: gr.Blocks, ui: SimpleNamespace, act: Actions) -> None:
     page.load(_guarded(act.on_model), [ui.model], model_out, **private)
     ui.model.change(_guarded(act.on_model), [ui.model], model_out, **private)
     ui.reset.click(_guarded(act.reset), [ui.model], ui.sampling, **private)
-    looks = [ui.chords, ui.form, ui.tempo, ui.transpose]
-    sampling = [ui.num, ui.seed, *ui.sampling]
     gen = ui.gen_btn.click(
-        _guarded(act.generate), [ui.model, ui.bars, *sampling, *looks, ui.session], shown,
+        _guarded(_by_name(act.generate, GENERATE)), _inputs(ui, GENERATE), shown,
         api_name="generate", concurrency_id="sampling", show_progress_on=[ui.message],
     )  # fmt: skip
     prompt = [ui.prompt, ui.mode, ui.prompt_bars, ui.seconds]
     cont = ui.cont_btn.click(
-        _guarded(act.continue_), [ui.model, *prompt, ui.new_bars, *sampling, *looks, ui.session],
-        shown, api_name="continue", concurrency_id="sampling", show_progress_on=[ui.message],
+        _guarded(_by_name(act.continue_, CONTINUE)), _inputs(ui, CONTINUE), shown,
+        api_name="continue", concurrency_id="sampling", show_progress_on=[ui.message],
     )  # fmt: skip
     # Stop does not cancel a running job (it ends with what was written), only waiting ones
     for btn in (ui.gen_stop, ui.cont_stop):

@@ -10,15 +10,14 @@ range each, the same as the CLI's); uploads are also held to `musicgen.limits`.
 
 from __future__ import annotations
 
-import dataclasses
 import math
 from pathlib import Path
 
 import symusic
 
 from musicgen import errors
-from musicgen.config import SampleConfig
 from musicgen.errors import SEED_MAX, MusicgenError
+from musicgen.generation.options import STUDIO
 from musicgen.generation.request import SCRATCH_BARS, GenerationRequest
 from musicgen.limits import check_score
 
@@ -34,14 +33,9 @@ SESSION_MB = 200.0
 SERVER_MB = 2000.0
 SESSION_IDLE_S = 3600  # a page (or API client) idle this long loses its session and files
 MAX_AUDIO_SECONDS = 180.0  # the player's WAV holds at most this much of a piece (the MIDI all)
-# the page's sampling widgets: the options a model's config sets (its defaults fill them) that
-# every model reads; the melody range, the key rule and the phrase guidance are not among them
-# (the model's own apply)
-SAMPLING = tuple(
-    f.name
-    for f in dataclasses.fields(SampleConfig)
-    if f.name not in ("melody_range", "in_key", "guidance")
-)
+# the page's sampling widgets: the options declared for the studio (`Option.studio`; the
+# model's defaults fill them); for the others the model's own apply
+SAMPLING = STUDIO
 TEMPO = (20.0, 300.0)  # qpm a result may be given
 MAX_TRANSPOSE = 12  # semitones up or down
 # The page's own values, the one source of what an endpoint argument left out (None) means

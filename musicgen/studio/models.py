@@ -13,7 +13,7 @@ from pathlib import Path
 
 from musicgen.errors import MusicgenError
 from musicgen.generation.api import Model, checkpoint_stem, load
-from musicgen.generation.sample import SamplingOptions
+from musicgen.generation.decoding.sample import SamplingOptions
 from musicgen.resources import resolve_checkpoint, shipped_dir
 from musicgen.studio.inputs import PAGE, SAMPLING
 

@@ -31,7 +31,7 @@ from tqdm import tqdm
 from musicgen.checkpoint import checked_weights, payload_tokenizer, read_payload
 from musicgen.config import Config, config_from_dict, to_dict
 from musicgen.data.dataset import PreparedSplit, load_songs
-from musicgen.data.layout import manifest_forms
+from musicgen.data.layout import check_no_test_songs, manifest_forms
 from musicgen.data.segments import make_train_dataset
 from musicgen.device import pick_device, resolve_precision
 from musicgen.errors import MusicgenError
@@ -164,6 +164,7 @@ def build_run(
     """Model, optimiser, scaler (restored from `payload` when resuming), data loader from
     `state`'s step and crop on, and validation songs."""
     split = PreparedSplit(cfg.data.path, "train")
+    check_no_test_songs(cfg.data.path)
     tok = data_tokenizer(cfg, split)
     torch.manual_seed(cfg.train.seed)  # the same initial weights on every rank
     model = build_model(cfg.model, tok).to(device)

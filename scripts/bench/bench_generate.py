@@ -28,7 +28,7 @@ from benchlib import bandwidth_gbs, machine, weight_bytes_per_token, write_secti
 from musicgen.checkpoint import Loaded  # noqa: E402
 from musicgen.config import Config, ModelConfig  # noqa: E402
 from musicgen.generation.api import Model  # noqa: E402
-from musicgen.generation.sample import invalid_rate  # noqa: E402
+from musicgen.generation.decoding.sample import invalid_rate  # noqa: E402
 from musicgen.model import build_model  # noqa: E402
 from musicgen.tokenizers import build_tokenizer  # noqa: E402
 

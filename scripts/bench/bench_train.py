@@ -47,7 +47,11 @@ PRESETS = {
     "tiny": "configs/pop909/tiny.yaml",
     "small": "configs/pop909/small.yaml",
     "default": "configs/pop909/ape.yaml",
+    "song": "configs/pop909/song.yaml",
 }
+# (tokenizer, vocabulary) per preset: the song model reads the song REMI (melody, phrases)
+TOKENIZERS = {"song": ("configs/tokenizer/remi_song.yaml", 475)}
+PLAIN = ("configs/tokenizer/remi.yaml", 345)
 PES = ["ape", "sine_spe", "sine_spe+gate", "conv_spe", "conv_spe+gate"]
 
 
@@ -67,12 +71,14 @@ def one(
     torch.manual_seed(0)
     code = Path(musicgen.__file__).resolve().parents[1]
     kind, gated = pe.split("+")[0], pe.endswith("+gate")
-    overrides = [f"model.pe={kind}", f"model.gated={str(gated).lower()}", "model.vocab_size=345"]
+    tok_file, vocab = TOKENIZERS.get(size, PLAIN)
+    overrides = [f"model.pe={kind}", f"model.gated={str(gated).lower()}"]
+    overrides += [f"model.vocab_size={vocab}", "train.init_from=''"]
     cfg = load_config(code / PRESETS[size], overrides)
     batch = 1 if size == "default" else cfg.train.batch_size
     peaks = {dt: matmul_peak_gflops(dtype=dt) for dt in ("fp32", "bf16")}
     try:  # newer trees build the model with its tokenizer (musical position tables)
-        model = build_model(cfg.model, build_tokenizer(code / "configs/tokenizer/remi.yaml"))
+        model = build_model(cfg.model, build_tokenizer(code / tok_file))
     except TypeError:
         model = build_model(cfg.model)
     try:  # the optimizer training uses, in the tree measured
@@ -82,7 +88,7 @@ def one(
     except ImportError:
         opt = torch.optim.Adam(model.parameters(), lr=1e-4)
     base = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-    x = torch.randint(3, 345, (batch, cfg.data.crop_len + 1))
+    x = torch.randint(3, vocab, (batch, cfg.data.crop_len + 1))
     forward = torch.compile(model) if compile else model
     times = []
     for _ in range(steps + 1):
@@ -121,7 +127,7 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--steps", type=int, default=3)
     ap.add_argument("--threads", type=int, default=2)
-    ap.add_argument("--sizes", nargs="+", default=["tiny", "small", "default"])
+    ap.add_argument("--sizes", nargs="+", default=["tiny", "small", "default"], choices=PRESETS)
     ap.add_argument("--pes", nargs="+", default=PES, choices=PES)
     ap.add_argument("--precisions", nargs="+", default=["fp32", "bf16"], choices=["fp32", "bf16"])
     ap.add_argument("--baseline", help="git revision to run side by side with this tree")

@@ -178,11 +178,14 @@ def matmul_peak_gflops(n: int = 2048, repeats: int = 4, dtype: str = "fp32") -> 
 def forward_flops(m, batch: int, n: int) -> dict[str, float]:
     """Multiply-add FLOPs (x2) of one forward of a Performer config `m` (a ModelConfig) over
     (batch, n) tokens, by part: "dense" (every Linear and the head: 2 x weights x tokens), "attn"
-    (feature maps and the chunked causal attention) and "spe" (code tables once per forward, then
-    the per-layer contractions with q and k)."""
+    (feature maps and the chunked causal attention of the linear layers, q k^T and the weighted
+    sum of values over the keys each query sees in the windowed softmax layers) and "spe" (code
+    tables once per forward, then the linear layers' contractions with q and k)."""
     tokens, d, hd = batch * n, m.d_model, m.d_model // m.n_heads
     vocab = m.vocab_size or 345
     dense = 2 * tokens * (m.n_layers * (4 * d * d + 2 * d * m.d_ff) + d * vocab)
+    n_local = len(m.local_layers)
+    n_linear = m.n_layers - n_local
     spe = m.pe in ("sine_spe", "conv_spe")
     e = m.num_realizations if spe else hd  # the feature map's input size
     f = m.n_features if m.feature_map == "favor" else e
@@ -190,7 +193,9 @@ def forward_flops(m, batch: int, n: int) -> dict[str, float]:
     per_pos = 2 * c * f + 2 * c * (hd + 1) + 4 * f * (hd + 1)  # in-chunk, summaries, carried
     if m.feature_map == "favor":
         per_pos += 2 * 2 * e * f  # phi(q), phi(k) exponents
-    attn = m.n_layers * tokens * m.n_heads * per_pos
+    w = m.local_window
+    keys = (n + 1) / 2 if n <= w else (w * (w + 1) / 2 + (n - w) * w) / n  # mean keys per query
+    attn = tokens * m.n_heads * (n_linear * per_pos + n_local * 4 * keys * hd)
     spe_flops = 0.0
     if spe:
         r, cells = m.num_realizations, n * m.n_heads * hd
@@ -199,9 +204,9 @@ def forward_flops(m, batch: int, n: int) -> dict[str, float]:
         else:  # both P-tap filters over every (position, channel, realisation), the direct
             # correlation's count (the blocked Toeplitz GEMMs do about (P + 64) / P of it)
             build = 2 * 2 * m.kernel_size * cells * r
-        n_tables = 1 if m.spe_shared else m.n_layers
+        n_tables = 1 if m.spe_shared else n_linear
         contract = 2 * 2 * tokens * m.n_heads * hd * r * (2 if m.gated else 1)
-        spe_flops = n_tables * build + m.n_layers * contract
+        spe_flops = n_tables * build + n_linear * contract
     return {"dense": float(dense), "attn": float(attn), "spe": float(spe_flops)}
 
 

@@ -11,7 +11,8 @@ recurrent agreement, generation speed; writes the "gpu check" section of docs/be
 2. The trained model, parallel forward vs `step` one token at a time with the same SPE noise, on
    `--agree-len` tokens, in fp32 and under bf16 autocast: largest |log-prob difference| and the
    share of positions whose argmax agrees.
-3. `generation.sample.generate` (grammar on, T = 1) at batch 1 and 8 under bf16: sampled tokens/s.
+3. `generation.decoding.sample.generate` (grammar on, T = 1) at batch 1 and 8 under bf16:
+   sampled tokens/s.
 """
 
 from __future__ import annotations
@@ -192,7 +193,7 @@ def write(
         )
     lines += [
         "",
-        "Generation (`musicgen.generation.sample.generate`, grammar on, T = 1, bf16):",
+        "Generation (`musicgen.generation.decoding.sample.generate`, grammar on, T = 1, bf16):",
         "",
         "| batch | sampled tokens | seconds | tokens/s |",
         "|---:|---:|---:|---:|",

@@ -37,7 +37,6 @@ sys.path.insert(0, str(ROOT))
 from musicgen.data.prepare import hash_split  # noqa: E402
 from musicgen.generation.chords import (  # noqa: E402
     Progression,
-    chord_grammar_wrap,
     chord_id,
     progression_from_chord_file,
 )
@@ -175,15 +174,15 @@ def form(score, first_bar: int, bars: int) -> dict[str, float]:
 
 SAMPLING: dict = {}  # what the result file records: the options used and the tone bonus
 GIVEN: dict = {}  # --temperature / --top-p / --repeat (None: the model's defaults)
-TONES: list = [0.0]  # --tones: the chord-tone bonus of the forced runs (chord_grammar_wrap)
+TONES: list = [0.0]  # --tones: the chord-tone bonus of the forced runs (`chord_tones`)
 
 
-def sample(model, prompt, n, bars, seed, wrap):
-    """`n` pieces through the API (`Model.pieces`), each scored as the ids the model wrote."""
+def sample(model, prompt, n, bars, seed, chords: dict):
+    """`n` pieces through the API (`Model.pieces`), each scored as the ids the model wrote;
+    `chords`: the request's `chords` and `chord_tones` ({} for free runs)."""
     pieces = list(
-        model.pieces(n, prompt=prompt, bars=bars, seed=seed, batch_size=n, grammar_wrap=wrap,
-                     **GIVEN)
-    )  # fmt: skip
+        model.pieces(n, prompt=prompt, bars=bars, seed=seed, batch_size=n, **chords, **GIVEN)
+    )
     return [model.tokenizer.decode(p.ids) for p in pieces], pieces
 
 
@@ -219,9 +218,11 @@ def run_song(model, song: Path, samples: int, seed: int) -> dict | None:
             given_prompt, bars, skip = None, BARS, 0
         else:
             given_prompt, bars, skip = prompt, BARS - prompt.bars, prompt.bars  # 5 with a pickup
-        forced = chord_grammar_wrap(tok, prog, start_bar=first + skip, tones=TONES[0])
-        for mode, wrap in (("free", None), ("forced", forced)):
-            scores, res = sample(model, given_prompt, samples, bars, seed, wrap)
+        # the song's chords from its first bar with music (continuing: after the prompt)
+        forced = {"chords": prog if given_prompt else prog.from_bar(first)}
+        forced["chord_tones"] = TONES[0]
+        for mode, chords in (("free", {}), ("forced", forced)):
+            scores, res = sample(model, given_prompt, samples, bars, seed, chords)
             row[f"{kind}_{mode}"] = [
                 {
                     "agreement": agreement(given[skip:], recognised(sc, bars, skip, spans[skip:])),

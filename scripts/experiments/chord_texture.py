@@ -4,7 +4,7 @@ with the forced chord.
 
 For each progression (and once free), `--num` pieces of `--bars` bars from one seed at the
 model's own sampling defaults, the chord-tone bonus at `--tones` (default: the shipped
-`CHORD_TONE_NATS`). Agreement: chorder's recogniser (as in `chord_control.py`: PyPI `chorder`,
+`ChordControl.option`). Agreement: chorder's recogniser (as in `chord_control.py`: PyPI `chorder`,
 not a dependency) finds the forced chord's root over the bar (root), and its root and family
 (family). Real: the first `--bars` bars (from the first note) of the first `--songs` POP909
 validation songs of `prepare`'s split, the same texture measures.
@@ -31,7 +31,8 @@ sys.path.insert(0, str(ROOT / "scripts" / "experiments"))
 import chord_control as cc  # noqa: E402
 
 import musicgen  # noqa: E402
-from musicgen.generation.chords import CHORD_TONE_NATS, load_progression  # noqa: E402
+from musicgen.generation.chords import load_progression  # noqa: E402
+from musicgen.generation.rules import ChordControl  # noqa: E402
 from musicgen.measures.form import top_voice  # noqa: E402
 from musicgen.measures.metrics import (  # noqa: E402
     load_notes,
@@ -65,7 +66,7 @@ def mean(rows: list[dict]) -> dict[str, float]:
 
 
 def first_bar(prog) -> int:
-    """The progression's bar a piece from scratch starts with (`chords.request_wrap`): a chord
+    """The progression's bar a piece from scratch starts with (`chords.chord_plan`): a chord
     file's first bar with a chord, a progression given as text its first."""
     if prog.repeat:
         return 0
@@ -109,7 +110,7 @@ def main() -> None:
     ap.add_argument("--num", type=int, default=16)
     ap.add_argument("--bars", type=int, default=16)
     ap.add_argument("--seed", type=int, default=1)
-    ap.add_argument("--tones", type=float, default=CHORD_TONE_NATS)
+    ap.add_argument("--tones", type=float, default=ChordControl.option.default)
     ap.add_argument("--progressions", nargs="*", default=PROGRESSIONS)
     ap.add_argument("--free", action="store_true", help="also the pieces without chords")
     ap.add_argument("--songs", type=int, default=0, help="real songs (0: none)")

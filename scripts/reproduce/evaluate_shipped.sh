@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Export the runs of scripts/reproduce/train_shipped.sh into checkpoints/ and measure them; the numbers go
 # into each checkpoints/<name>/README.md (scripts/reproduce/write_model_cards.py) and README.md's figures.
-#   scripts/reproduce/evaluate_shipped.sh pop909 [export] [sweep] [nll] [form] [texture]   # POP909
+#   scripts/reproduce/evaluate_shipped.sh pop909 [export] [sweep] [nll] [form] [texture] [memory]
 #   scripts/reproduce/evaluate_shipped.sh groove   # the groove model
 #   scripts/reproduce/evaluate_shipped.sh maestro [noexport] [sweep]  # the MAESTRO model
 # pop909 compares with the models it replaces when PREVIOUS (default out/eval/previous) holds
@@ -15,6 +15,7 @@ cd "$(dirname "$0")/../.."
 WHAT=${1:-pop909}
 BIN=.venv/bin
 POP909=${POP909:-../shared/data/pop909}
+POP909_STRUCTURE=${POP909_STRUCTURE:-../shared/data/pop909_structure}
 PREVIOUS=${PREVIOUS:-out/eval/previous}
 export OMP_NUM_THREADS=${OMP_NUM_THREADS:-2}
 # sizes (smaller ones only to check the pipeline quickly)
@@ -94,6 +95,16 @@ if [ "$WHAT" = pop909 ]; then
     ckpts=(checkpoints/pop909_piano_sine_spe_gated checkpoints/pop909_ape)
     [ -d "$PREVIOUS/pop909_ape" ] && ckpts+=("$PREVIOUS/pop909_piano_sine_spe_gated" "$PREVIOUS/pop909_ape")
     $BIN/musicgen evaluate form --checkpoint "${ckpts[@]}" --data "$POP909" --out $E/pop909_form
+  fi
+  if [[ " $STEPS " == *" memory "* ]]; then
+    # the memory probe (docs/evaluation.md): a passage, 0 / 16 / 32 bars, the passage again; the
+    # song model with its phrase tokens; the validation and the test songs
+    for name in pop909_sine_spe_gated pop909_piano_sine_spe_gated pop909_ape; do
+      for split in validation test; do
+        $BIN/musicgen evaluate memory --checkpoint checkpoints/$name --data "$POP909" \
+          --structure "$POP909_STRUCTURE" --split $split --out $E/memory/${name}_$split
+      done
+    done
   fi
   if [[ " $STEPS " == *" texture "* ]]; then
     for name in $MODELS; do

@@ -1,8 +1,7 @@
 """One id per sequence of the batch (`draw`): the model's logits with each sampling row's rules.
 
-A row's rules come from its grammar (the mask, the grammar's own `bonus`, its `choice_bonus`
-among the pitches, its `redirects`) and from the sampler's (the bar-copy rule's `repeat`, the
-key rule); `filters.filter_logits` applies them in their one order.
+A row's effects come from its grammar and its rules, composed by `steer.Steered`;
+`filters.filter_logits` applies them in their one order.
 """
 
 from __future__ import annotations
@@ -12,11 +11,11 @@ from typing import TYPE_CHECKING
 import numpy as np
 import torch
 
-from musicgen.generation.filters import filter_logits, sample_from_logits
+from musicgen.generation.decoding.filters import filter_logits, sample_from_logits
 
 if TYPE_CHECKING:
-    from musicgen.generation.sample import SamplingOptions
-    from musicgen.generation.sample import _Row as Row
+    from musicgen.generation.decoding.sample import SamplingOptions
+    from musicgen.generation.decoding.sample import _Row as Row
 
 
 def draw(
@@ -44,18 +43,13 @@ def draw(
 def _bonus(
     rows: list[Row], sampling: list[bool], options: SamplingOptions, vocab: int
 ) -> torch.Tensor | None:
-    """[B, V] nats added after the temperature: each sampling row's grammar's own (with
-    masking on) and the bar-copy rule's (`repeat`); None where no row has any."""
+    """[B, V] nats added after the temperature: each sampling row's rules' (`Steered.bonus`);
+    None where no row has any."""
     out, used = np.zeros((len(rows), vocab), dtype=np.float32), False
     for b, (row, s) in enumerate(zip(rows, sampling, strict=True)):
-        own = getattr(row.grammar, "bonus", None) if s and options.grammar else None
-        extra = own() if own is not None else None  # a caller's wrap may have no bonus()
+        extra = row.steer.bonus() if s else None
         if extra is not None:
             out[b] += extra
-            used = True
-        copies = row.echo.next_ids() if s and row.echo is not None else []
-        if copies:
-            out[b, copies] += options.repeat
             used = True
     return torch.from_numpy(out) if used else None
 
@@ -63,31 +57,25 @@ def _bonus(
 def _choice(
     rows: list[Row], sampling: list[bool], options: SamplingOptions, vocab: int
 ) -> tuple[torch.Tensor, torch.Tensor] | None:
-    """([B, V] nats, [B, V] group) of each sampling row's grammar's `choice_bonus()` (with
-    masking on) and key rule (`in_key`), added: nats that choose among the group's ids (the
-    Pitch ids), the group as likely as before (`filters.choose_within`); None where no row has
-    any."""
+    """([B, V] nats, [B, V] group) of each sampling row's rules' choices (`Steered.choice`):
+    nats that choose among the group's ids (the Pitch ids), the group as likely as before
+    (`filters.choose_within`); None where no row has any."""
     nats, group = np.zeros((len(rows), vocab), np.float32), np.zeros((len(rows), vocab), bool)
     used = False
     for b, (row, s) in enumerate(zip(rows, sampling, strict=True)):
-        own = getattr(row.grammar, "choice_bonus", None) if s and options.grammar else None
-        key = row.key.choice() if s and row.key is not None else None
-        for got in (own() if own is not None else None, key):
-            if got is not None:  # the chord tones' and the key's choose among the pitches
-                nats[b] += got[0]
-                group[b] |= got[1]
-                used = True
+        got = row.steer.choice(vocab) if s else None
+        if got is not None:
+            nats[b], group[b], used = got[0], got[1], True
     return (torch.from_numpy(nats), torch.from_numpy(group)) if used else None
 
 
 def _redirects(rows: list[Row], sampling: list[bool], options: SamplingOptions) -> list | None:
-    """Each sampling row's grammar's `redirects` as tensors (with masking on); None where no
-    row has any."""
+    """Each sampling row's redirects (`Steered.redirects`) as tensors (with masking on); None
+    where no row has any."""
     if not options.grammar:
         return None
     out = []
     for row, s in zip(rows, sampling, strict=True):
-        own = getattr(row.grammar, "redirects", None) if s else None  # a wrap may have none
-        pairs = own() if own is not None else []
+        pairs = row.steer.redirects() if s else []
         out.append([(torch.from_numpy(a), torch.from_numpy(b)) for a, b in pairs])
     return out if any(out) else None

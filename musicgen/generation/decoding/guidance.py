@@ -1,18 +1,15 @@
-"""Phrase guidance (`SamplingOptions.guidance`): what a phrase's label changes, played louder.
+"""Phrase guidance (`guidance`): what a phrase's label changes, played louder (why, and what
+it was measured to do: docs/generation.md, "Phrase guidance").
 
-A song model knows its phrases' labels (`Section_B` opens a chorus) but plays them weakly: its
-phrases with different labels share one accompaniment rhythm, and the rhythm half of the
-phrase contrast is a quarter of the real songs' (docs/evaluation.md, "Whole songs"). The
-sampler guides it as classifier-free guidance does (Ho & Salimans, 2022), against a shadow of
-the same song in which every phrase carries the label of the phrase before it of its own kind,
-with melody or without (upper or lower case): the logits are `l + w * (l - l_shadow)`, so what
-the new label changes in the model's next id counts `1 + w` times, and where the label changes
-nothing (a phrase that repeats the label before it, or anything the label does not touch) the
-model is unchanged. The kind is kept because the case says whether the melody sounds: against
-an intro's label a verse's would amplify the melody itself, and at a weight of 4 the melodies
-turned into one note repeated in sixteenths. The shadow is fed the same ids as its piece,
-prompt included, except the label ids (a phrase with no earlier one of its kind keeps its own).
-It runs as a second row of the batch beside each piece: a step costs up to twice as much.
+The sampler guides the model as classifier-free guidance does (Ho & Salimans, 2022), against a
+shadow of the same song in which every phrase carries the label of the phrase before it of its
+own kind, with melody or without (upper or lower case): the logits are `l + w * (l - l_shadow)`,
+so what the new label changes in the model's next id counts `1 + w` times, and where the label
+changes nothing the model is unchanged. The kind is kept because the case says whether the
+melody sounds. The shadow is fed the same ids as its piece, prompt included, except the label
+ids (a phrase with no earlier one of its kind keeps its own). It runs as a second row of the
+batch beside each piece: a step costs up to twice as much. This module is guidance's one place:
+its option, the shadows (`LabelLag`) and the mix (`guide`), which the decoding loop calls.
 """
 
 from __future__ import annotations
@@ -20,8 +17,19 @@ from __future__ import annotations
 import torch
 
 from musicgen.errors import MusicgenError
+from musicgen.generation.rules.base import Option
+from musicgen.limits import Range
 from musicgen.tokenizers.base import Tokenizer
 from musicgen.tokenizers.form import SECTION_LABELS
+
+GUIDANCE = Option(
+    "guidance",
+    0.0,
+    Range(0.0, 10.0, note="0 = off"),
+    "weight of the phrase-label guidance: what a phrase's label changes, that much louder "
+    "(models with phrase labels; each step costs up to twice as much)",
+    short="g",
+)
 
 
 def label_ids(tokenizer: Tokenizer) -> dict[int, bool]:

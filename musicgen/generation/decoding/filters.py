@@ -14,13 +14,50 @@ from typing import TYPE_CHECKING
 import torch
 
 from musicgen.device import as_dtype
+from musicgen.generation.rules.base import Option
+from musicgen.limits import Range
 
 if TYPE_CHECKING:
-    from musicgen.generation.sample import SamplingOptions
+    from musicgen.generation.decoding.sample import SamplingOptions
 
 Redirect = tuple[torch.Tensor, torch.Tensor]  # (source ids, target ids) of one row
 
 NEG_INF = float("-inf")
+
+# the options of plain decoding, declared once (`generation.options` gathers every option)
+DECODING = (
+    Option(
+        "temperature",
+        1.0,
+        Range(0.01, 100.0, zero=True, note="0 = greedy"),
+        "sampling temperature",
+        studio=True,
+        slider=(0.0, 2.0, 0.05),
+        words="temperature: higher is more adventurous",
+        short="T",
+    ),
+    Option(
+        "top_k",
+        0,
+        Range(0, None, integer=True, note="0 = off"),
+        "keep the K likeliest ids",
+        kind=int,
+        studio=True,
+        words="top-k: draw only among the k likeliest notes (0: all)",
+        short="k",
+    ),
+    Option(
+        "top_p",
+        1.0,
+        Range(0.001, 1.0, note="1 = off"),
+        "nucleus mass",
+        studio=True,
+        slider=(0.05, 1.0, 0.01),
+        words="top-p: draw only among the likeliest notes that make up this share",
+        short="p",
+    ),
+    Option("grammar", True, None, "do not mask invalid tokens (ablation)", kind=bool),
+)
 
 
 def apply_temperature(logits: torch.Tensor, temperature: float) -> torch.Tensor:

@@ -1,22 +1,21 @@
-"""The opening rule of the sampler: a piece written from scratch sounds in its first bar.
+"""The opening rule: a piece written from scratch sounds in its first bar (why:
+docs/generation.md, "How sampling works").
 
-POP909's songs, read on their annotated bars, open with a silent bar where the tune starts with
-a pickup (the whole-song data, `prepare --structure`), so a model trained on them opens with an
-empty bar now and then: a 1-bar piece from scratch can hold no note at all, and the studio's
-"Continue this piece" has nothing to take on. Until the piece's first note, the ids that open
-the next bar and the end token are not drawn; at the bar's last position only a note may come,
-so the bar can always close. It applies to vocabularies that open bars with a token (REMI) and
-reads only ids, in constant time per id (`push`); a prompt with a note leaves it off.
+Until the piece's first note, the ids that open the next bar and the end token are not drawn;
+at the bar's last position only a note may come, so the bar can always close. It applies to
+vocabularies that open bars with a token (REMI), with masking on, and reads only ids, in
+constant time per id (`push`); a prompt with a note leaves it off.
 """
 
 from __future__ import annotations
 
 import numpy as np
 
+from musicgen.generation.rules.base import Rule, Start
 from musicgen.tokenizers.base import TimeTables, Tokenizer
 
 
-class MusicFirst:
+class MusicFirst(Rule):
     """One sequence's state: whether a note has come yet, and where the first bar stands."""
 
     def __init__(self, tokenizer: Tokenizer, ids: list[int], tt: TimeTables | None = None) -> None:
@@ -38,13 +37,15 @@ class MusicFirst:
         return tt.note is not None and bool(np.asarray(tt.bar).any())
 
     @classmethod
-    def start(cls, tokenizer: Tokenizer, ids: list[int]) -> MusicFirst | None:
-        """The rule for a sequence, or None where it has nothing to do: a vocabulary without
-        bar tokens, or ids that already hold a note. The time tables are built once."""
-        tt = tokenizer.time_tables()
-        if not cls.applies(tokenizer, tt):
+    def start(cls, at: Start) -> MusicFirst | None:
+        """The rule for a sequence, or None where it has nothing to do: masking off, a
+        vocabulary without bar tokens, or ids that already hold a note."""
+        if not at.options.grammar:
             return None
-        rule = cls(tokenizer, ids, tt)
+        tt = at.tokenizer.time_tables()
+        if not cls.applies(at.tokenizer, tt):
+            return None
+        rule = cls(at.tokenizer, at.ids, tt)
         return None if rule.sounded else rule
 
     def push(self, tok: int) -> None:

@@ -1,18 +1,14 @@
-"""The repetition rule of the sampler (`SamplingOptions.repeat`): a logit bonus for the id that
-would continue an earlier bar the current bar has copied so far.
+"""The bar-copy rule (`repeat`): a logit bonus for the id that would continue an earlier bar
+the current bar has copied so far (why, and why only these lags: docs/generation.md, "Bar
+repeats").
 
-Real pop songs bring bars back: in the POP909 validation songs 3 % of bars repeat an earlier
-one exactly and a bar is more like the bar 8 back than any other (docs/evaluation.md, "Form").
-A model that has learned this only weakly never repeats a bar once it samples at T near 1: one
-different id anywhere in 30-80 is enough. The rule leaves the choice of *whether* to repeat to
-the model and helps it *finish* a repeat it started: while the ids of the current bar equal the
-first ids of the bar `lag` bars back (for each lag in `LAGS`: the phrase and the half phrase
-only; helping copies of the bar before or the pair turned a strong bonus into bar-after-bar
-loops while the bar 8 back stayed unlike, docs/evaluation.md), the id that comes next in that
-bar gets `bonus` nats (added after the temperature, before the grammar mask and top-k/top-p).
-At a bar's first id the bars 4 and 8 back are the candidates; one id the model picks that no
-candidate has ends the bonus for the rest of the bar. With the source bar's ids all copied, its
-successor is the next bar's first id, so a finished copy ends where its source ended.
+The rule leaves the choice of *whether* to repeat to the model and helps it *finish* a repeat
+it started: while the ids of the current bar equal the first ids of the bar `lag` bars back
+(each lag in `LAGS`), the id that comes next in that bar gets `repeat` nats (after the
+temperature). At a bar's first id the bars 4 and 8 back are the candidates; one id the model
+picks that no candidate has ends the bonus for the rest of the bar. With the source bar's ids
+all copied, its successor is the next bar's first id, so a finished copy ends where its source
+ended.
 
 In a song with phrase tokens (a form) the candidate is not a fixed lag: it is the same bar of
 the last earlier phrase with the current phrase's label (bar 3 of the second A copies bar 3 of
@@ -24,15 +20,36 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+import numpy as np
+
+from musicgen.generation.rules.base import Option, Rule, Start
+from musicgen.limits import Range
 from musicgen.tokenizers.base import Tokenizer
 
 LAGS = (8, 4)  # bars back: the phrase and the half phrase
 
 
-class BarEcho:
+class BarEcho(Rule):
     """One sequence's copy candidates, updated in constant time per id (`push`)."""
 
-    def __init__(self, tokenizer: Tokenizer, ids: list[int]) -> None:
+    option = Option(
+        "repeat",
+        0.0,
+        Range(0.0, 100.0, note="nats; 0 = off"),
+        "nats for the id that continues an earlier bar being copied (bar repeats)",
+        studio=True,
+        slider=(0.0, 8.0, 0.5),
+        words="bar repeats: how strongly a bar copies an earlier one (0: off)",
+        short="r",
+    )
+
+    @classmethod
+    def start(cls, at: Start) -> BarEcho | None:
+        nats = at.value(cls.option)
+        return cls(at.tokenizer, at.ids, nats) if nats > 0 else None
+
+    def __init__(self, tokenizer: Tokenizer, ids: list[int], nats: float = 0.0) -> None:
+        self.nats = float(nats)
         self._tok = tokenizer
         self._bars = tokenizer.bar_counter()
         self._phrase_ids = tokenizer.section_mask()
@@ -85,3 +102,12 @@ class BarEcho:
         n = len(self._ids) - starts[-1]  # index of the next id in its bar
         # a source copied to its end continues with a bar's first id: the copy ends there too
         return sorted({self._ids[s + n] for s in self._sources if s + n <= starts[-1]})
+
+    def bonus(self) -> np.ndarray | None:
+        """`repeat` nats on the ids that continue a copy; None where none does."""
+        copies = self.next_ids()
+        if not copies:
+            return None
+        out = np.zeros(len(self._phrase_ids), np.float32)
+        out[copies] = self.nats
+        return out

@@ -1,27 +1,22 @@
-"""The key rule of the sampler (`SamplingOptions.in_key`): a piece keeps the key it has set.
+"""The key rule (`in_key`): a piece keeps the key it has set (why: docs/generation.md, "The
+key rule").
 
-A pop song stays in one key: in POP909's validation songs 86 % of phrases hold most of their
-notes in the whole song's major scale (or its relative minor; `measures.song.phrase_key_match`).
-A model sampled phrase after phrase drifts, most often to a neighbouring key one sharp or flat
-away (70 % of phrases written from scratch keep the song's key; docs/evaluation.md, "Whole
-songs"). Once a piece, prompt included, has `MIN_NOTES` pitched notes, the rule finds the major
-scale holding most of them, as the measure does, and gives the pitches inside it `in_key` nats
-among the pitches, as the chord control gives its chord tones (`filters.choose_within`): which
-pitch a note takes, not how many notes come. Notes outside the scale stay possible (passing
-notes, borrowed chords), only less likely. Constant work per id.
+Once a piece, prompt included, has `MIN_NOTES` pitched notes, the rule finds the major scale
+holding most of them, as the measure does (`measures.form.scale_root`), and gives the pitches
+inside it `in_key` nats among the pitches, as the chord control gives its chord tones
+(`filters.choose_within`): which pitch a note takes, not how many notes come. Notes outside the
+scale stay possible (passing notes, borrowed chords), only less likely. Constant work per id.
 
 A key a prompt has set (a prompt of `MIN_NOTES` pitched notes or more) is the user's, and is
-held `PROMPT_HOLD` times harder. Measured on 29 POP909 validation songs, 2 bars continued to the
-song's own form (the model card's whole-song run): at 1.5 nats rather than 1, 0.749 of the
-continued phrases kept the song's key rather than 0.733 (mean of two seeds; noisy per song),
-with the phrases' contrast and same-label similarity as they were; from scratch the same 1.5
-nats cost the sections their contrast (0.145 against 0.173), so a piece's own key keeps `in_key`.
+held `PROMPT_HOLD` times harder (measured: docs/generation.md, "The key rule").
 """
 
 from __future__ import annotations
 
 import numpy as np
 
+from musicgen.generation.rules.base import Option, Rule, Start
+from musicgen.limits import Range
 from musicgen.measures.form import MAJOR, scale_sizes
 from musicgen.tokenizers.base import Tokenizer
 
@@ -41,9 +36,27 @@ def pitch_classes(tokenizer: Tokenizer) -> np.ndarray | None:
     return out
 
 
-class KeyKeep:
+class KeyKeep(Rule):
     """One sequence's pitch-class counts and the choice of the scale they set (`choice`).
     `ids`: the prompt; `nats`: the bonus, `PROMPT_HOLD` times that where the prompt sets a key."""
+
+    option = Option(
+        "in_key",
+        0.0,
+        Range(0.0, 100.0, note="nats; 0 = off"),
+        f"nats for the pitches of the major scale (or relative minor) the piece has set, "
+        f"prompt included, once it has {MIN_NOTES} notes (a piece that keeps its key); "
+        f"{PROMPT_HOLD:g}x that for a key a prompt of {MIN_NOTES} notes set",
+        short="key",
+    )
+
+    @classmethod
+    def start(cls, at: Start) -> KeyKeep | None:
+        """Where the vocabulary's pitches have classes (`pitch_classes`) and `in_key` > 0."""
+        nats = at.value(cls.option)
+        if nats <= 0 or pitch_classes(at.tokenizer) is None:
+            return None
+        return cls(at.tokenizer, nats, at.ids)
 
     def __init__(self, tokenizer: Tokenizer, nats: float, ids: list[int]) -> None:
         pcs = pitch_classes(tokenizer)

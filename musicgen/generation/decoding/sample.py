@@ -1,7 +1,7 @@
-"""Sampling: the options, and the batched, grammar-masked decoding loop over the pure filters of
-`generation.filters` (re-exported here). Decoding goes through the model's step API
-(`init_state` / `step`): one token costs the same at position 10 and 4000, and several samples
-run as one batch.
+"""Sampling: the batched, grammar-masked decoding loop over the pure filters of
+`decoding.filters` (re-exported here), each row steered by its rules (`decoding.steer`).
+Decoding goes through the model's step API (`init_state` / `step`): one token costs the same at
+position 10 and 4000, and several samples run as one batch.
 """
 
 from __future__ import annotations
@@ -13,8 +13,8 @@ import numpy as np
 import torch
 
 from musicgen.errors import Cancelled, MusicgenError, check_int
-from musicgen.generation.draw import draw
-from musicgen.generation.filters import (  # noqa: F401 (re-exported: the sampler's one import)
+from musicgen.generation.decoding.draw import draw
+from musicgen.generation.decoding.filters import (  # noqa: F401 (re-exported: the sampler's one import)
     NEG_INF,
     apply_temperature,
     choose_within,
@@ -25,51 +25,13 @@ from musicgen.generation.filters import (  # noqa: F401 (re-exported: the sample
     top_k_filter,
     top_p_filter,
 )
-from musicgen.generation.guidance import LabelLag, guide
-from musicgen.generation.key import KeyKeep
-from musicgen.generation.melody import MelodyRange
-from musicgen.generation.opening import MusicFirst
-from musicgen.generation.repeat import BarEcho
-from musicgen.limits import SAMPLING_RANGES, check_option
+from musicgen.generation.decoding.guidance import LabelLag, guide
+from musicgen.generation.decoding.steer import Steered
+from musicgen.generation.options import SamplingOptions
+from musicgen.generation.rules import Controls
 from musicgen.tokenizers.base import Grammar, Tokenizer
 
-
-@dataclass
-class SamplingOptions:
-    """What the sampler reads, resolved (the defaults here are plain sampling; a generation's
-    come from `GenerationRequest.options`): temperature 0 = greedy; top_k 0 = off; top_p 1 =
-    off; grammar False = no masking; min_tokens: the end token is masked until a sequence has
-    sampled that many ids (with masking on), so a long generation runs several context windows
-    instead of stopping early; repeat: nats added to the id that continues an earlier bar the
-    current bar has copied so far (`generation.repeat`; 0 = off); melody_range: the widest
-    span in semitones a melody voice may reach, prompt included (`generation.melody`; 0 =
-    off, and no effect on a vocabulary without a melody voice); in_key: nats added to the
-    pitches of the major scale the piece has set (`generation.key`; 0 = off); guidance: the
-    weight of the phrase-label guidance (`generation.guidance`; 0 = off, and no effect on a
-    vocabulary without phrase labels)."""
-
-    temperature: float = 1.0
-    top_k: int = 0
-    top_p: float = 1.0
-    grammar: bool = True
-    min_tokens: int = 0
-    repeat: float = 0.0
-    melody_range: int = 0
-    in_key: float = 0.0
-    guidance: float = 0.0
-
-    def validate(self) -> SamplingOptions:
-        """Types and ranges of options built by hand (a request's are checked when it is
-        built), named as the API's parameters: each number inside its one range
-        (`limits.SAMPLING_RANGES`); a bool, a string, NaN or inf is an error, not a silent 1 or
-        an empty distribution."""
-        for name in (n for n in SAMPLING_RANGES if hasattr(self, n)):
-            if getattr(self, name) is None:
-                raise MusicgenError(f"{name}: must be a number, got None")
-            setattr(self, name, check_option(name, getattr(self, name)))
-        if not isinstance(self.grammar, bool):
-            raise MusicgenError(f"grammar: must be True or False, got {self.grammar!r}")
-        return self
+__all__ = ["Generated", "SamplingOptions", "generate", "invalid_rate"]
 
 
 # ---------------------------------------------------------------------------------------------
@@ -119,16 +81,6 @@ def _replay(tokenizer: Tokenizer, ids: list[int]):
     return grammar
 
 
-def _grammar_after(
-    tokenizer: Tokenizer, ids: list[int], checked: bool, wrap: GrammarWrap | None
-) -> Grammar:
-    """A grammar advanced over `ids` (`checked`: as a prompt, which must be a valid prefix),
-    passed through `wrap` (the caller's `grammar_wrap`) every time one is built, so that a
-    rebuilt grammar (after a bar cut) keeps the caller's rules."""
-    grammar = _check_prompt(tokenizer, ids, "prompt") if checked else _replay(tokenizer, ids)
-    return grammar if wrap is None else wrap(grammar, list(ids))
-
-
 @torch.inference_mode()
 def generate(
     model: torch.nn.Module,
@@ -142,6 +94,7 @@ def generate(
     first_allowed: np.ndarray | list[np.ndarray | None] | None = None,
     cancel=None,
     grammar_wrap: GrammarWrap | None = None,
+    controls: Controls | None = None,
 ) -> list[Generated]:
     """Continue every prompt (at least [BOS]) in one batch until each ends.
 
@@ -152,20 +105,20 @@ def generate(
     sequences keep stepping with padding but their output no longer changes. `first_allowed`
     (bool[vocab], or a list of one per prompt) narrows the grammar for each sequence's first
     sampled id (a prompt cut inside a bar: `Prompt.first_allowed`); like the grammar, it
-    applies only with masking on.
-    `progress(done, total)` is called after every decoding step (steps of the batch; with `bars`,
-    the share of bars written, in steps); `cancel`
-    (anything with `is_set()`, e.g. a `threading.Event`) is checked before every step and raises
-    `Cancelled` once set; `grammar_wrap(grammar, ids)` replaces each sequence's grammar (already
-    advanced over `ids`) by the object it returns, which the masking then follows. With
-    `options.guidance`, each piece runs beside its shadow (`generation.guidance`).
+    applies only with masking on. `progress(done, total)` is called after every decoding step
+    (with `bars`, the share of bars written, in steps); `cancel` (anything with `is_set()`) is
+    checked before every step and raises `Cancelled` once set; `grammar_wrap(grammar, ids)`
+    replaces each sequence's grammar (advanced over `ids`) by the `Grammar` it returns;
+    `controls`: what the request forces, for the rules (`generation.rules`). With
+    `options.guidance`, each piece runs beside its shadow.
     """
     if not prompts or any(len(p) == 0 for p in prompts):
         raise MusicgenError("generate: every prompt needs at least one id (BOS)")
     check_int("max_tokens", max_new_tokens, 1)
     model.eval()
     device = next(model.parameters()).device
-    rows = _start_rows(tokenizer, prompts, options, bars, grammar_wrap, first_allowed)
+    start = _Start(tokenizer, options, controls or Controls(), grammar_wrap)
+    rows = _start_rows(start, prompts, bars is not None, first_allowed)
     total_steps = max(len(p) for p in prompts) - 1 + max_new_tokens
     lag = LabelLag.start(tokenizer, options.guidance, len(rows))  # None without guidance
     state = model.init_state(len(rows) * (2 if lag else 1), device, generator=generator)
@@ -191,18 +144,29 @@ def generate(
     return [r.out for r in rows]
 
 
+@dataclass(frozen=True)
+class _Start:
+    """What every row of a call starts from (and a row cut at a bar starts again from)."""
+
+    tokenizer: Tokenizer
+    options: SamplingOptions
+    controls: Controls
+    wrap: GrammarWrap | None
+
+    def steer(self, ids: list[int], checked: bool) -> Steered:
+        """A grammar advanced over `ids` (`checked`: as a prompt, which must be a valid
+        prefix), passed through the caller's `wrap`, with the rules started over the ids."""
+        tok = self.tokenizer
+        grammar = _check_prompt(tok, ids, "prompt") if checked else _replay(tok, ids)
+        grammar = grammar if self.wrap is None else self.wrap(grammar, list(ids))
+        return Steered.start(tok, self.options, self.controls, ids, grammar)
+
+
 def _start_rows(
-    tokenizer: Tokenizer,
-    prompts: list[list[int]],
-    options: SamplingOptions,
-    bars: int | None,
-    grammar_wrap: GrammarWrap | None,
-    first_allowed,
+    start: _Start, prompts: list[list[int]], count_bars: bool, first_allowed
 ) -> list[_Row]:
     """One row per prompt, its grammar advanced over it and its first id narrowed."""
-    rows = [
-        _Row.start(tokenizer, list(p), options, bars is not None, grammar_wrap) for p in prompts
-    ]
+    rows = [_Row.start(start, list(p), count_bars) for p in prompts]
     for row, first in zip(rows, _per_row(first_allowed, len(rows)), strict=True):
         row.first = first
     return rows
@@ -237,51 +201,31 @@ def _per_row(first_allowed, n: int) -> list:
 
 @dataclass
 class _Row:
-    """One sequence of the batch while it is generated: its output, grammar and whether it runs.
-    With masking off the grammar still runs, to count errors (the invalid token rate)."""
+    """One sequence of the batch while it is generated: its output, its grammar with its rules
+    and whether it runs. With masking off the grammar still runs, to count errors (the invalid
+    token rate)."""
 
     out: Generated
-    grammar: Grammar
+    steer: Steered
     prompt_errors: int
+    begin: _Start
     active: bool = True
     first: np.ndarray | None = None  # bool[vocab]: what the first sampled id may be
-    no_end_before: int = 0  # the end token is masked until this many ids are sampled
-    eos_id: int = -1
-    wrap: GrammarWrap | None = None
-    echo: BarEcho | None = None  # with `repeat`: the bars the current one copies so far
-    melody: MelodyRange | None = None  # with `melody_range`: the melody's span so far
-    key: KeyKeep | None = None  # with `in_key`: the pitch classes so far
-    opening: MusicFirst | None = None  # with masking, no note yet: the first bar must sound
 
     def allowed(self) -> np.ndarray:
-        """The grammar's mask, narrowed by `first` while nothing is sampled yet, without the
-        end token before `no_end_before` sampled ids, by the grammar's `sampling_mask`, by the
-        melody's range and by the opening rule."""
-        mask = np.array(self.grammar.allowed(), dtype=bool)  # a copy: the grammar's may be shared
+        """The grammar's mask with the rules' `force`, narrowed by `first` while nothing is
+        sampled yet, then by the grammar's and the rules' soft masks (`Steered.narrowed`)."""
+        mask = self.steer.allowed()
         if self.first is not None and self.out.sampled == 0:
             mask &= self.first
-        if self.out.sampled < self.no_end_before and self.eos_id >= 0:
-            mask[self.eos_id] = False
-        narrow = getattr(self.grammar, "sampling_mask", None)  # a caller's wrap may have none
-        rules = (self.melody, self.opening)
-        for own in (narrow() if narrow is not None else None, *(r.mask() for r in rules if r)):
-            if own is not None and (mask & own).any():  # never an empty draw (a `first` clash)
-                mask &= own
-        return mask
+        return self.steer.narrowed(mask)
 
     @classmethod
-    def start(
-        cls,
-        tokenizer: Tokenizer,
-        prompt: list[int],
-        options: SamplingOptions,
-        count_bars: bool,
-        wrap: GrammarWrap | None,
-    ) -> _Row:
-        grammar = _grammar_after(tokenizer, prompt, options.grammar, wrap)
+    def start(cls, begin: _Start, prompt: list[int], count_bars: bool) -> _Row:
+        steer = begin.steer(prompt, begin.options.grammar)
         out = Generated(ids=[int(t) for t in prompt], prompt_len=len(prompt))
         if count_bars:  # bar starts are counted as ids arrive: constant work per token
-            out.bars = tokenizer.bar_counter()
+            out.bars = begin.tokenizer.bar_counter()
             for tok in out.ids:
                 out.bars.push(tok)
             starts = out.bars.starts
@@ -289,48 +233,34 @@ class _Row:
             # model: it is the first new bar, not a prompt bar
             opened = len(starts) > 0 and int(starts[-1]) >= len(out.ids) - 1 and len(out.ids) > 1
             out.bar_base = len(starts) - int(opened)
-        row = cls(out, grammar, grammar.errors, wrap=wrap)
-        row.no_end_before, row.eos_id = options.min_tokens, tokenizer.eos_id
-        if options.repeat > 0:
-            row.echo = BarEcho(tokenizer, out.ids)
-        if options.melody_range > 0 and tokenizer.melody_pitches() is not None:
-            row.melody = MelodyRange(tokenizer, options.melody_range, out.ids)
-        if options.in_key > 0 and hasattr(tokenizer, "pitch_class_mask"):  # pitches have keys
-            row.key = KeyKeep(tokenizer, options.in_key, out.ids)
-        if options.grammar:
-            row.opening = MusicFirst.start(tokenizer, out.ids)
-        return row
+        return cls(out, steer, steer.errors, begin)
 
     def accept(self, tokenizer: Tokenizer, tok: int, bars: int | None, max_new: int) -> None:
         """Append a sampled id; end the row on the end token, a bar past `bars` or `max_new`."""
         out = self.out
-        self.grammar.advance(tok)
+        self.steer.advance(tok)
         out.ids.append(tok)
         out.sampled += 1
         if out.bars is not None:
             out.bars.push(tok)
-        for rule in (self.echo, self.melody, self.key, self.opening):
-            if rule is not None:
-                rule.push(tok)
-        out.errors = self.grammar.errors - self.prompt_errors
-        if self.grammar.finished() or tok == tokenizer.eos_id:
+        out.errors = self.steer.errors - self.prompt_errors
+        if self.steer.finished() or tok == tokenizer.eos_id:
             self.finish("end")
         elif bars is not None and _cut_at_bar(out, bars):
-            self.grammar = _grammar_after(tokenizer, out.ids, False, self.wrap)
-            out.errors = self.grammar.errors - self.prompt_errors
+            self.steer = self.begin.steer(out.ids, False)
+            out.errors = self.steer.errors - self.prompt_errors
             self.finish("bars")
         elif out.sampled >= max_new:
             self.finish("max_tokens")
 
     def finish(self, stop: str) -> None:
-        """Stop the row; unless it ended by itself, append the grammar's valid completion."""
+        """Stop the row; unless it ended by itself, append what the rules owe and the
+        grammar's valid completion (`Steered.close`)."""
         self.out.stop, self.active = stop, False
         if stop == "end":
             return
-        tail = self.grammar.completion()
-        for tok in tail:
-            self.grammar.advance(int(tok))
-        self.out.ids.extend(int(t) for t in tail)
+        tail = self.steer.close()
+        self.out.ids.extend(tail)
         self.out.completion = len(tail)
 
 

@@ -1,0 +1,76 @@
+"""Every sampling option, gathered from where it is declared (`OPTIONS`), and what derives from
+them: `SamplingOptions` (what the sampler reads), `RANGES` and `check`.
+
+Plain decoding declares its own (`filters.DECODING`), each rule its one (`rules.RULES`), the
+phrase guidance its weight (`guidance.GUIDANCE`). The request (`generation.request`: the API
+and the CLI flags), a model config's `sample:` (`config.SampleConfig`), the studio's widgets and
+the evaluate sweep are built from `OPTIONS`; no other module lists the names.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+from musicgen.errors import MusicgenError
+from musicgen.generation.decoding.filters import DECODING
+from musicgen.generation.decoding.guidance import GUIDANCE
+from musicgen.generation.rules import RULES, Option
+from musicgen.limits import Range, check_in_range
+
+OPTIONS: dict[str, Option] = {
+    o.name: o for o in (*DECODING, *(r.option for r in RULES if r.option), GUIDANCE)
+}
+RANGES: dict[str, Range] = {name: o.range for name, o in OPTIONS.items() if o.range}
+NUMBERS = tuple(RANGES)  # the options a number sets (every one but the `grammar` switch)
+STUDIO = tuple(name for name, o in OPTIONS.items() if o.studio)  # the page's own widgets
+SWEEP = tuple(name for name, o in OPTIONS.items() if o.short)  # what `evaluate form` may vary
+
+
+def check(name: str, value, where: str | None = None):
+    """`value` checked against its option's range (`limits.check_in_range`); None passes."""
+    return check_in_range(where or name, value, RANGES[name])
+
+
+def check_sample(sample: dict, where: str = "config: sample") -> dict:
+    """A model config's `sample:` section (`config.SampleConfig`) checked against the options:
+    a known sampling number each, inside its range; one-line errors name `where.name`."""
+    for name, value in sample.items():
+        if name not in RANGES:
+            known = ", ".join(RANGES)
+            raise MusicgenError(f"{where}: unknown option '{name}' (valid: {known})")
+        check(name, value, f"{where}.{name}")
+    return sample
+
+
+class _Validated:
+    """What `SamplingOptions` adds to its derived fields."""
+
+    def validate(self):
+        """Types and ranges of options built by hand (a request's are checked when it is
+        built), named as the API's parameters: a bool, a string, NaN or inf is an error, not
+        a silent 1 or an empty distribution."""
+        for name in NUMBERS:
+            if getattr(self, name) is None:
+                raise MusicgenError(f"{name}: must be a number, got None")
+            setattr(self, name, check(name, getattr(self, name)))
+        if not isinstance(self.grammar, bool):
+            raise MusicgenError(f"grammar: must be True or False, got {self.grammar!r}")
+        return self
+
+
+def _fields() -> list[tuple[str, Any, Any]]:
+    return [(o.name, o.kind, dataclasses.field(default=o.default)) for o in OPTIONS.values()]
+
+
+SamplingOptions = dataclasses.make_dataclass(
+    "SamplingOptions",
+    _fields(),
+    bases=(_Validated,),
+    namespace={
+        "__doc__": "What the sampler reads, resolved: one field per option of `OPTIONS`, its "
+        "default the declared one (plain sampling; a generation's come from "
+        "`GenerationRequest.options`). 0 turns a rule off.",
+        "__module__": __name__,
+    },
+)
