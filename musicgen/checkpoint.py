@@ -355,6 +355,7 @@ def payload_tokenizer(payload: dict) -> Tokenizer:
 def load_checkpoint(path: str | Path, device: str | torch.device = "cpu") -> Loaded:
     """Rebuild model (in eval mode, on `device`) and tokenizer from a `.pt` checkpoint, a run
     folder or a model folder alone."""
+    from musicgen.memory import check_generation
     from musicgen.model import build_model
 
     payload = read_payload(path)
@@ -365,6 +366,7 @@ def load_checkpoint(path: str | Path, device: str | torch.device = "cpu") -> Loa
             f"{path}: model vocabulary ({config.model.vocab_size}) does not match its tokenizer "
             f"({tokenizer.vocab_size})"
         )
+    check_generation(config.model, str(path))  # before the model is built
     model = build_model(config.model, tokenizer)
     where = payload["path"]
     if Path(where).is_dir():

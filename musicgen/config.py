@@ -409,6 +409,13 @@ def validate(cfg: Config) -> Config:
     return cfg
 
 
+def parameter_estimate(m: ModelConfig) -> int:
+    """About how many parameters the model has (attention and feed-forward blocks, the token
+    embedding and head): what the size cap and `memory`'s estimates count."""
+    per_layer = 4 * m.d_model**2 + 2 * m.d_model * m.d_ff
+    return m.n_layers * per_layer + 2 * max(m.vocab_size, 1) * m.d_model
+
+
 def validate_model(m: ModelConfig) -> None:
     """Sizes and choices of the model, with an estimate of its parameter count, so that a
     hostile or mistyped config is refused before the model allocates anything."""
@@ -426,8 +433,7 @@ def validate_model(m: ModelConfig) -> None:
         raise MusicgenError(
             f"config: model.n_heads: d_model {m.d_model} is not divisible by {m.n_heads} heads"
         )
-    per_layer = 4 * m.d_model**2 + 2 * m.d_model * m.d_ff
-    estimate = m.n_layers * per_layer + 2 * max(m.vocab_size, 1) * m.d_model
+    estimate = parameter_estimate(m)
     if estimate > MAX_PARAMETERS:
         raise MusicgenError(
             f"config: model: about {estimate / 1e9:,.1f} billion parameters (n_layers "

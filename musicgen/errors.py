@@ -52,6 +52,14 @@ class Terminated(KeyboardInterrupt):
         self.signum = signum
 
 
+class EmptyPiece(UserWarning):
+    """A generated piece whose new part holds no note (the model wrote only bars, time or the
+    end): it is still returned and written, so the caller hears it (the CLI: `EMPTY_EXIT`)."""
+
+
+EMPTY_EXIT = 4  # `generate` / `continue`: every file written, but a piece has no new note
+
+
 class Cancelled(MusicgenError):
     """Generation stopped because the caller's `cancel` flag was set (`Model.generate(cancel=)`):
     nothing was returned or written for the pieces not finished."""

@@ -176,7 +176,9 @@ def write_score(score, path: str | Path) -> Path:
     so the MIDI bytes are made in memory and written by Python, which does raise; the temporary
     must then hold exactly those bytes before it may replace anything.
     """
-    data = bytes(score.dumps_midi())
+    if score.start() < 0:  # a negative time is written as a huge tick: a file read as corrupt
+        raise ValueError(f"{path}: an event at tick {score.start()}, before the start")
+    data = bytes(in_time_order(score).dumps_midi())
 
     def readback(tmp: Path) -> None:
         if tmp.read_bytes() != data:
@@ -188,6 +190,20 @@ def write_score(score, path: str | Path) -> Path:
     with atomic_path(path, min_bytes=len(data), verify=readback) as tmp:
         tmp.write_bytes(data)
     return Path(path)
+
+
+def in_time_order(score):
+    """`score`, or a sorted copy where some list of events is out of time order: symusic
+    writes events in list order, so an earlier event after a later one becomes a negative
+    delta, stored as a huge tick (tempos decoded from ids the grammar did not mask)."""
+    lists = [score.tempos, score.time_signatures, score.key_signatures, score.markers]
+    for t in score.tracks:
+        lists += [t.notes, t.controls, t.pitch_bends, t.pedals, t.lyrics]
+    if all(events.is_sorted(key=lambda e: e.time) for events in lists):
+        return score
+    out = score.copy()
+    out.sort()
+    return out
 
 
 def remove_stale_temps(folder: str | Path, names: tuple[str, ...]) -> list[Path]:

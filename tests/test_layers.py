@@ -13,7 +13,17 @@ PACKAGE = ROOT / "musicgen"
 LAYERS: list[tuple[str, tuple[str, ...]]] = [
     (
         "base",
-        ("errors", "io", "limits", "config", "device", "resources", "allocator", "tokenizers"),
+        (
+            "errors",
+            "io",
+            "limits",
+            "config",
+            "device",
+            "resources",
+            "allocator",
+            "memory",
+            "tokenizers",
+        ),
     ),
     ("data", ("data",)),
     ("model", ("model",)),
@@ -34,6 +44,7 @@ ROOT_MODULES = {
     "errors": "the one error type and range checks",
     "io": "atomic writes and safe reads",
     "limits": "size limits and the sampling ranges checked by every face",
+    "memory": "what a model needs in memory, checked by training and loading before allocating",
     "resources": "presets and shipped models, in a checkout or a wheel",
 }
 

@@ -417,6 +417,7 @@ def test_sigterm_and_sigint_remove_every_file(tmp_path, signum, code):
             proc.kill()
     assert proc.returncode == code, out
     assert not studio_root.exists() and "Traceback" not in out
+    assert not (tmp_path / "gradio").exists()  # Gradio's temp folder, which the studio made
 
 
 def test_a_port_in_use_is_one_line_naming_the_port(capsys):

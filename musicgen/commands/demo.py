@@ -24,6 +24,7 @@ from musicgen.generation.api import GenerationRequest, Model, checkpoint_stem, l
 from musicgen.generation.request import SCRATCH_BARS
 from musicgen.generation.write import write_pieces
 from musicgen.resources import shipped_dir
+from musicgen.tokenizers.form import parse_form
 
 POP_MODEL = "pop909_sine_spe_gated"
 GROOVE_MODEL = "groove_sine_spe_gated"
@@ -49,7 +50,8 @@ def register(sub: argparse._SubParsersAction) -> None:
         "--bars",
         type=int,
         default=SCRATCH_BARS,
-        help=f"bars per piece from scratch ({SCRATCH_BARS})",
+        help=f"bars per piece from scratch ({SCRATCH_BARS}; a song model writes the first bars "
+        f"of the form {DEMO_FORM}, or, asked for more, no form)",
     )
     p.add_argument("--max-tokens", type=int, default=768, help="ids per continuation")
     p.add_argument("--device", default="auto")
@@ -125,7 +127,10 @@ def run(args: argparse.Namespace) -> int:
     demo = shipped_dir("demo")
     t0 = time.time()
     model = load(pop, args.device)
-    form = DEMO_FORM if model.tokenizer.section_mask().any() else None
+    sections = model.tokenizer.section_mask().any()  # the form's first bars, or no form
+    form = (
+        DEMO_FORM if sections and args.bars <= sum(p.bars for p in parse_form(DEMO_FORM)) else None
+    )
     command = f"generate --checkpoint {pop} --num 2 --bars {args.bars}"
     command += f" --form {form}" if form else ""
     what = f"in the form {form} (intro, verse, chorus, verse, outro)" if form else ""

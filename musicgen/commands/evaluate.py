@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import math
+import sys
 from pathlib import Path
 
 from musicgen.commands.evaluate_memory import add_memory
@@ -293,6 +294,12 @@ def run_music(args: argparse.Namespace) -> int:
         print(f"{name:>20}: {_fmt(s['mean'])} ± {_fmt(s['std'])}{extra}")
     if args.band:
         _print_band(res["band"])
+    for folder, key in ((args.midi_dir, ""), (args.reference, "reference_")):  # not only in json
+        read, skipped = res.get(f"{key}files", []), res.get(f"{key}skipped", [])
+        if skipped:
+            print(f"warning: {folder}: {len(skipped)} of {len(read) + len(skipped)} files "
+                  f"unreadable, left out of the statistics (the first: {skipped[0]['path']}: "
+                  f"{skipped[0]['reason']})", file=sys.stderr)  # fmt: skip
     print(f"wrote {args.out}/music.json, {args.out}/music.png")
     return 0
 

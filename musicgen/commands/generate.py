@@ -11,11 +11,13 @@ API's messages name its parameters (`max_tokens: ...`); `musicgen.cli` shows the
 from __future__ import annotations
 
 import argparse
+import sys
+import warnings
 from pathlib import Path
 
 from tqdm import tqdm
 
-from musicgen.errors import MusicgenError
+from musicgen.errors import EMPTY_EXIT, EmptyPiece, MusicgenError
 from musicgen.generation.api import Model, checkpoint_stem, load
 from musicgen.generation.decoding.sample import invalid_rate
 from musicgen.generation.prompt import Prompt
@@ -123,39 +125,42 @@ def prepare(
     return load(args.checkpoint, args.device, int8=args.int8), request
 
 
-def write_all(args, model: Model, pieces, stem: str) -> list[Path]:
-    """Write the pieces as they come (`write_pieces`); with --no-grammar, the invalid rate."""
+def write_all(args, model: Model, pieces, stem: str) -> int:
+    """Write the pieces as they come (`write_pieces`); with --no-grammar, the invalid rate.
+    The exit code: `EMPTY_EXIT` when a piece's new part has no note (said on stderr), else 0."""
     seen = []
-    files = write_pieces(
-        (seen.append(m) or m for m in pieces),
-        args.out,
-        stem,
-        model.tokenizer,
-        save_tokens=args.save_tokens,
-        overwrite=args.overwrite,
-        render=args.render,
-        record={"checkpoint": str(args.checkpoint)},
-    )
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", EmptyPiece)  # said once below, as the exit code
+        write_pieces(
+            (seen.append(m) or m for m in pieces),
+            args.out,
+            stem,
+            model.tokenizer,
+            save_tokens=args.save_tokens,
+            overwrite=args.overwrite,
+            render=args.render,
+            record={"checkpoint": str(args.checkpoint)},
+        )
     if not args.grammar:
         print(f"invalid token rate (grammar off): {invalid_rate(seen):.4f}")
-    return files
+    empty = sum(m.new_notes == 0 for m in seen)
+    if empty:
+        print(f"warning: {empty} of {len(seen)} pieces have no new note (exit {EMPTY_EXIT})",
+              file=sys.stderr)  # fmt: skip
+        return EMPTY_EXIT
+    return 0
 
 
 # ---------------------------------------------------------------------------------------------
 # the two commands
 
 
-def generate_files(args: argparse.Namespace) -> list[Path]:
-    """`musicgen generate` as a function: the files it wrote."""
+def run_generate(args: argparse.Namespace) -> int:
+    """`musicgen generate`: its exit code (`write_all`)."""
     model, request = prepare(args)
     print(f"seed {request.seed}")
     pieces = model.pieces(request, progress=ProgressBar())
     return write_all(args, model, pieces, checkpoint_stem(model.source))
-
-
-def run_generate(args: argparse.Namespace) -> int:
-    generate_files(args)
-    return 0
 
 
 def parse_prompt_bars(text: str | None) -> tuple[int, int] | None:
@@ -176,8 +181,8 @@ def describe(prompt: Prompt, seconds: float | None) -> str:
     return f"bars {prompt.first_bar}:{prompt.first_bar + prompt.bars}"
 
 
-def continue_files(args: argparse.Namespace) -> list[Path]:
-    """`musicgen continue` as a function: the files it wrote."""
+def run_continue(args: argparse.Namespace) -> int:
+    """`musicgen continue`: its exit code (`write_all`)."""
     prompt_bars = parse_prompt_bars(args.prompt_bars)
     model, request = prepare(args, continuation=True)
     path = Path(args.prompt)
@@ -188,8 +193,3 @@ def continue_files(args: argparse.Namespace) -> list[Path]:
         request, prompt=prompt, only_continuation=args.continuation_only, progress=ProgressBar()
     )
     return write_all(args, model, pieces, f"{checkpoint_stem(model.source)}_{path.stem}")
-
-
-def run_continue(args: argparse.Namespace) -> int:
-    continue_files(args)
-    return 0

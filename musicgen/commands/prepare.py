@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import sys
 
 from musicgen.data.prepare import DATASETS
 from musicgen.limits import MAX_BARS, MAX_MINUTES, MAX_TOKENS
@@ -87,4 +88,11 @@ def run(args: argparse.Namespace) -> int:
         f"skipped {s['skipped']} ({s['duplicates']} duplicates; see {args.output}/skipped.csv) "
         f"-> {args.output}"
     )
+    without = s["songs"] - s["with_phrases"]
+    if args.structure and without:
+        print(
+            f"warning: {without} of {s['songs']} songs have no phrase tokens (no folder in "
+            f"{args.structure}, or their melody did not align)",
+            file=sys.stderr,
+        )
     return 0

@@ -70,8 +70,8 @@ def _terminate(signum, frame) -> None:
 
 
 def wait(page) -> None:
-    """Serve until Ctrl-C or SIGTERM, then stop the server and delete every file it wrote
-    (the CLI reports the signal)."""
+    """Serve until Ctrl-C or SIGTERM, then stop the server and delete every file it wrote,
+    and the folders of Gradio's it made (`temp_made`; the CLI reports the signal)."""
     previous = signal.signal(signal.SIGTERM, _terminate)
     try:
         while page.is_running:
@@ -82,3 +82,5 @@ def wait(page) -> None:
             page.close()
         finally:
             shutil.rmtree(page.studio_root, ignore_errors=True)
+            for folder in getattr(page, "temp_made", []):
+                shutil.rmtree(folder, ignore_errors=True)

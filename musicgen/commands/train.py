@@ -32,6 +32,8 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from musicgen.config import load_config
+    from musicgen.device import pick_device
+    from musicgen.memory import check_training
     from musicgen.train.run import train
 
     cfg = load_config(args.config, list(args.overrides or []))
@@ -40,9 +42,28 @@ def run(args: argparse.Namespace) -> int:
     out = Path(args.out) if args.out else Path("runs") / cfg.name
     if args.force:
         _force(out, args.resume)
-    result = train(cfg, out, resume=args.resume)
+    device = pick_device(cfg.train.device, int(os.environ.get("LOCAL_RANK", 0)))
+    check_training(cfg, str(args.config), device)  # before a folder or a model is made
+    existed = out.exists()
+    try:
+        result = train(cfg, out, resume=args.resume)
+    except BaseException:
+        if not existed:
+            _remove_if_empty(out)
+        raise
     print(f"wrote {result.last} (step {result.step})")
     return 0
+
+
+def _remove_if_empty(out: Path) -> None:
+    """A run folder this command made and a failure left with nothing but its `.lock`: gone, so
+    that a failed `train` leaves no trace (a run that wrote anything keeps it)."""
+    try:
+        if {p.name for p in out.iterdir()} <= {".lock"}:
+            (out / ".lock").unlink(missing_ok=True)
+            out.rmdir()
+    except OSError:
+        pass
 
 
 def _force(out: Path, resume: bool) -> None:

@@ -19,6 +19,7 @@ import symusic
 
 from musicgen.errors import MusicgenError
 from musicgen.io import Unreadable, read_regular
+from musicgen.tokenizers.base import Tokenizer
 from musicgen.tokenizers.form import Phrase, Section, parse_form
 from musicgen.tokenizers.remi import melody_track
 
@@ -142,3 +143,21 @@ def song_folder(structure: str | Path | None, midi: Path) -> str:
         return ""
     folder = Path(structure) / midi.parent.name
     return str(folder) if folder.is_dir() else ""
+
+
+def check_structure(tok: Tokenizer, structure: Path, files: list[Path]) -> None:
+    """A structure folder that would do nothing is refused before any work: missing, read by a
+    tokenizer without section tokens, or holding no song's folder."""
+    if not structure.is_dir():
+        raise MusicgenError(f"{structure}: structure folder not found")
+    if not tok.section_mask().any():
+        raise MusicgenError(
+            f"{structure}: the tokenizer has no section tokens, so the structure would be "
+            "ignored; give one that has them (--tokenizer configs/tokenizer/remi_song.yaml) or "
+            "leave --structure out"
+        )
+    if not any(song_folder(structure, p) for p in files):
+        raise MusicgenError(
+            f"{structure}: no song's folder in it (one per song, named as the folder of its "
+            f"MIDI file, e.g. {structure / files[0].parent.name})"
+        )

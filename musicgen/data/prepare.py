@@ -27,7 +27,7 @@ from tqdm import tqdm
 from musicgen.config import MAX_WORKERS
 from musicgen.data import layout
 from musicgen.data.pool import run_pool, terminate_raises
-from musicgen.data.pop909_structure import song_folder, structure_bytes
+from musicgen.data.pop909_structure import check_structure, song_folder, structure_bytes
 from musicgen.data.sources import (  # noqa: F401  (re-exported: the names other modules use)
     DATASETS,
     MIDI_SUFFIXES,
@@ -278,8 +278,8 @@ def prepare(
     if not files:
         raise MusicgenError(f"{root}: no MIDI files (*.mid, *.midi) found")
     tok = _tokenizer(tokenizer, dataset)
-    if structure is not None and not Path(structure).is_dir():
-        raise MusicgenError(f"{structure}: structure folder not found")
+    if structure is not None:
+        check_structure(tok, Path(structure), files)
     out = Path(output_dir)
     jobs = _jobs(files, root, out, tok, int(max_size_mb * 2**20), limits, dataset, structure)
     with FolderLock(out, "prepare"), terminate_raises():
@@ -299,6 +299,7 @@ def prepare(
         "reused": sum(r.reused for r in good),
         "duplicates": sum(r.reason.startswith("duplicate of ") for r in bad),
         "tokens": sum(r.tokens for r in good),
+        "with_phrases": sum(bool(r.form) for r in good),
         **sizes,
     }
 

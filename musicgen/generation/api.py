@@ -18,6 +18,7 @@ them to their flags.
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Iterator, Sequence
 from dataclasses import replace
 from pathlib import Path
@@ -26,7 +27,7 @@ from types import EllipsisType
 import numpy as np
 import torch
 
-from musicgen.errors import MusicgenError
+from musicgen.errors import EmptyPiece, MusicgenError
 from musicgen.generation.chords import chord_plan
 from musicgen.generation.decoding.sample import (
     Generated,
@@ -38,6 +39,7 @@ from musicgen.generation.decoding.sample import (
 from musicgen.generation.form import (
     SectionChords,
     form_sections,
+    form_text,
     resolve,
     total_bars,
     with_form,
@@ -141,25 +143,12 @@ class Model:
 
     def _controls(self, request, prompts) -> tuple[GenerationRequest, list, Controls]:
         """What the request forces, for the rules (`generation.rules`): a form's phrases
-        (drawn or read, its tokens put in each prompt's bars, as many new bars as it has left
-        where the request gives no `bars`) and the chords (over the form's phrases where given
-        per phrase). The one place the CLI, the studio and `evaluate` get their controls."""
+        (`_form`) and the chords (over the form's phrases where given per phrase). The one
+        place the CLI, the studio and `evaluate` get their controls."""
         sections: tuple = ()
         if request.form is not None:
-            phrases = resolve(request.form, self.source, request.seed)
+            request, prompts, phrases = self._form(request, prompts)
             sections = tuple(form_sections(self.tokenizer, phrases))
-            held = max((p.bars for p in prompts if p is not None), default=0)
-            if request.bars is None:
-                left = total_bars(phrases) - held
-                if left < 1:
-                    raise MusicgenError(
-                        f"form: its {total_bars(phrases)} bars end inside the prompt"
-                    )
-                request = request.settled(bars=left)
-            prompts = [
-                None if p is None else replace(p, ids=with_form(self.tokenizer, p.ids, phrases))
-                for p in prompts
-            ]
             if isinstance(request.chords, SectionChords):  # the song's chords, bar by bar
                 request = request.settled(chords=request.chords.over(phrases))
         plan = None
@@ -168,6 +157,33 @@ class Model:
                 self.tokenizer, request.chords, prompts[0], request.grammar, bool(sections)
             )
         return request, prompts, Controls(sections, plan)
+
+    def _form(self, request, prompts) -> tuple[GenerationRequest, list, list]:
+        """A form's phrases drawn or read, its tokens put in each prompt's bars, as many new
+        bars as it has left where the request gives no `bars` (more is an error: the form ends
+        the song); refused without the grammar or section tokens, and a phrase over the
+        longest the section tokens write."""
+        if not request.grammar:
+            raise MusicgenError("form: needs the grammar (grammar=False turns off the masking)")
+        if not self.tokenizer.section_mask().any():  # before `auto` looks for forms.json
+            raise MusicgenError("form: this model has no section tokens (no form control)")
+        phrases = checked_phrases(resolve(request.form, self.source, request.seed))
+        held = max((p.bars for p in prompts if p is not None), default=0)
+        left = total_bars(phrases) - held
+        if left < 1:
+            raise MusicgenError(f"form: its {total_bars(phrases)} bars end inside the prompt")
+        if request.bars is not None and request.bars > left:
+            name = "new_bars" if any(p is not None for p in prompts) else "bars"
+            raise MusicgenError(
+                f"{name}: {request.bars} asked, but the form {form_text(phrases)} leaves {left} "
+                "new bars (leave it out with a form, or give fewer)"
+            )
+        request = request.settled(bars=left) if request.bars is None else request
+        prompts = [
+            None if p is None else replace(p, ids=with_form(self.tokenizer, p.ids, phrases))
+            for p in prompts
+        ]
+        return request, prompts, phrases
 
     def _batches(self, request, prompts, feeds, options, max_new, gen, hooks, only_continuation):
         """The pieces, one batch of `request.batch_size` at a time (`pieces`)."""
@@ -216,15 +232,20 @@ class Model:
         ids, prompt_len = list(res.ids), res.prompt_len
         if prompt is not None:
             score = merge(prompt, score)
+        cut = 0 if prompt is None else prompt.end_tick
+        new_notes = sum(n.time >= cut for t in score.tracks for n in t.notes)
+        if new_notes == 0:  # returned and written all the same: the caller hears it
+            warnings.warn(f"seed {seed}: the new part has no note", EmptyPiece, stacklevel=2)
         if legato:
-            hold_melody(score, 0 if prompt is None else prompt.end_tick)
+            hold_melody(score, cut)
         if prompt is not None:
             if only_continuation:
                 score = continuation_only(prompt, score)
                 ids = [self.tokenizer.bos_id, *prompt.solo_lead, *res.continuation]
                 prompt_len = 1 + len(prompt.solo_lead)
             apply_tempo(score, prompt.tempo)
-        return Music(score, ids, prompt_len, res.stop, res.sampled, res.errors, seed)
+        return Music(score, ids, prompt_len, res.stop, res.sampled, res.errors, seed,
+                     new_notes=new_notes)  # fmt: skip
 
     def generate(self, bars: int | None | EllipsisType = ..., **fields) -> Music:
         """One piece from scratch: `bars` bars (None: until the end token or `max_tokens`; left
@@ -312,6 +333,21 @@ class Model:
             raise MusicgenError(f"ids: need a 1-D sequence of 2 or more ids, got shape {ids.shape}")
         sums, _counts = per_position_nll(self.model, [ids], len(ids) - 1, self.device)
         return sums
+
+
+def checked_phrases(phrases: list) -> list:
+    """A form's phrases, each within the longest phrase the section tokens write (a longer
+    one was written as that length: `A40` wrote the marker `A32`)."""
+    from musicgen.tokenizers.form import MAX_SECTION_BARS, form_text
+
+    for p in phrases:
+        if p.bars > MAX_SECTION_BARS:
+            raise MusicgenError(
+                f"form: phrase {form_text([p])} is longer than the {MAX_SECTION_BARS} bars a "
+                f"phrase may have; split it (e.g. {p.label}{MAX_SECTION_BARS}"
+                f"{p.label}{p.bars - MAX_SECTION_BARS})"
+            )
+    return phrases
 
 
 def _check_hooks(progress, cancel, grammar_wrap) -> None:

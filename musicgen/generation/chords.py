@@ -69,19 +69,19 @@ def chord_plan(
 ) -> ChordPlan:
     """The `chords=` of a generation request as the chord control's plan (`rules.ChordPlan`);
     `grammar`: whether it masks. A progression given as text starts with the first new bar; one
-    from a file keeps the song's bars: from scratch it starts at its first bar with a chord (at
-    bar 0 under a `form`, whose bars it then is), continuing a prompt at the song's bar after
-    the prompt. A prompt cut inside a bar (`seconds`) leaves that bar's chord to the model."""
+    from a file keeps the song's bars: from scratch it starts at its first bar with a chord (none:
+    its first bar; at bar 0 under a `form`, whose bars it then is), continuing a prompt at the
+    song's bar after the prompt (a progression laid over a form: the form's bar after it). A
+    prompt cut inside a bar (`seconds`) leaves that bar's chord to the model."""
     if not grammar:
         raise MusicgenError("chords: needs the grammar (grammar=False turns off the masking)")
     prog = check_progression(tokenizer, chords)
-    if prog.repeat:
-        start = 0
-    elif prompt is None and form:
+    if prog.repeat or (prompt is None and form):
         start = 0
     elif prompt is None:
-        start = next(k for k, bar in enumerate(prog.bars) if any(s.chord for s in bar))
+        chorded = (k for k, bar in enumerate(prog.bars) if any(s.chord for s in bar))
+        start = next(chorded, 0) if prog.song else 0
     else:
-        start = prompt.first_bar + prompt.bars
+        start = prompt.bars + (prompt.first_bar if prog.song else 0)
     open_bar = prompt is None or prompt.first_allowed is None
     return ChordPlan(prog, start, force_open_bar=open_bar)

@@ -31,7 +31,9 @@ MAX_FORM_BYTES = 1 << 16
 def read_form_arg(form: str | Path) -> list[Phrase] | str:
     """A request's `form`: phrases from text or a label file, or "auto" (drawn later, from the
     model's forms). Checked here, before a model is loaded."""
-    if isinstance(form, Path) or (isinstance(form, str) and form.lower().endswith(".txt")):
+    if isinstance(form, str) and len(form) > MAX_FORM_BYTES:  # before parsing: at once
+        raise MusicgenError(f"form: {len(form):,} characters, more than the {MAX_FORM_BYTES:,}")
+    if isinstance(form, Path) or (isinstance(form, str) and _names_file(form)):
         path = Path(form)
         try:
             text = read_regular(path, MAX_FORM_BYTES, "a form file").decode("utf-8")
@@ -43,6 +45,12 @@ def read_form_arg(form: str | Path) -> list[Phrase] | str:
     if form.strip().lower() == "auto":
         return "auto"
     return _bounded(parse_form(form, "form"))
+
+
+def _names_file(form: str) -> bool:
+    """A form text that names a file (a label file, or any path: `/dev/zero` is refused as one,
+    not parsed as a form)."""
+    return form.lower().endswith(".txt") or "/" in form or "\\" in form
 
 
 def _bounded(phrases: list[Phrase]) -> list[Phrase]:
@@ -106,7 +114,7 @@ class SectionChords:
 
     def over(self, phrases: list[Phrase]) -> Progression:
         """The song's chords: each phrase takes its label's progression from its first bar;
-        every label of the form needs one."""
+        every label of the form needs one, and every label given is the form's."""
         bars = []
         for p in phrases:
             prog = self.by_label.get(p.label)
@@ -116,6 +124,11 @@ class SectionChords:
                     f"chords: no progression for the form's phrase '{p.label}' (given: {given})"
                 )
             bars += [prog.from_bar(k).bars[0] for k in range(p.bars)]
+        extra = sorted(set(self.by_label) - {p.label for p in phrases})
+        if extra:
+            raise MusicgenError(
+                f"chords: phrase '{extra[0]}' is not in the form {form_text(phrases)}"
+            )
         return Progression(tuple(bars), repeat=False, strict=True)
 
 

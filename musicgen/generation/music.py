@@ -3,12 +3,14 @@ the ways out (MIDI, audio, piano roll)."""
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
 import symusic
 
+from musicgen.errors import MusicgenError
 from musicgen.generation.write import write_midi
 
 
@@ -37,9 +39,12 @@ class Music:
     errors: int = 0
     seed: int | None = None
     extra: dict = field(default_factory=dict, repr=False)
+    new_notes: int | None = None  # notes of the new part (after the prompt); None: not counted
 
     def save(self, path: str | Path) -> Path:
         """Write the piece as a MIDI file (replaced if it exists)."""
+        if not isinstance(path, (str, os.PathLike)) or not str(path):
+            raise MusicgenError(f"path: give the MIDI file's path, got {path!r}")
         return write_midi(self.score, path)
 
     def to_score(self) -> symusic.Score:

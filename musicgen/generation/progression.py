@@ -54,11 +54,14 @@ class Slot:
 class Progression:
     """Chords per bar. `repeat`: cycle over the bars (a user's progression); else the bars after
     the last are free. `strict`: a chord no token quality fits is an error (a user's symbol),
-    else it ends the chord like `N` (annotations, as the tokenizer reads them)."""
+    else it ends the chord like `N` (annotations, as the tokenizer reads them). `song`: its
+    bars are a song's, counted from the file's time 0 (a chord file or a MIDI file's chords),
+    not from the first bar written."""
 
     bars: tuple[tuple[Slot, ...], ...]  # an empty bar: the chord before it holds
     repeat: bool = True
     strict: bool = True
+    song: bool = False
 
     def bar(self, k: int) -> tuple[Slot, ...] | None:
         """The slots of bar k (None past the end of a progression that does not repeat)."""
@@ -81,7 +84,7 @@ class Progression:
             held, bars = self.sounding(k), bars[k:]
         if bars and held is not None and not (bars[0] and bars[0][0].onset == 0):
             bars[0] = (Slot(0.0, held.chord, held.label), *bars[0])
-        return Progression(tuple(bars), self.repeat, self.strict)
+        return Progression(tuple(bars), self.repeat, self.strict, self.song)
 
     def sounding(self, k: int) -> Slot | None:
         """The slot sounding on bar k's downbeat: the last one given at or before it."""
@@ -108,7 +111,10 @@ def read_chord(symbol: str) -> Slot:
     except MusicgenError:
         label = None
     if label is None:
-        raise MusicgenError(f"chords: unknown chord '{symbol}' (give {ACCEPTED})")
+        hint = ""
+        if re.fullmatch(r"[A-Za-z]:[A-G].*", symbol):  # 'A:C G': a section's chords, unspaced
+            hint = f"; for a section's chords put a space after the colon ('{symbol[:2]} ...')"
+        raise MusicgenError(f"chords: unknown chord '{symbol}' (give {ACCEPTED}){hint}")
     return Slot(0.0, chord, symbol)
 
 
@@ -268,7 +274,7 @@ def progression_from_chord_file(
         bars[g // per_bar].append(Slot((g % per_bar) / per_bar, parse_harte(label), label))
     if not any(s.chord for bar in bars for s in bar):
         raise MusicgenError(f"{path}: no chord in the annotation")
-    return Progression(tuple(tuple(b) for b in bars), repeat=False, strict=False)
+    return Progression(tuple(tuple(b) for b in bars), repeat=False, strict=False, song=True)
 
 
 def progression_from_midi(path: str | Path, tokenizer: Tokenizer) -> Progression:
@@ -288,7 +294,7 @@ def progression_from_midi(path: str | Path, tokenizer: Tokenizer) -> Progression
         chord = HarteChord(root, tuple(int(i) % 12 for i in CHORD_MAPS[quality]), root)
         name = tokenizer.token_name(tok).removeprefix("Chord_")
         bars[bar].append(Slot(pos / per_bar, chord, name))
-    return Progression(tuple(tuple(b) for b in bars), repeat=False, strict=False)
+    return Progression(tuple(tuple(b) for b in bars), repeat=False, strict=False, song=True)
 
 
 def load_progression(spec, tokenizer: Tokenizer, where: str = "chords") -> Progression:

@@ -23,6 +23,7 @@ import numpy as np
 import symusic
 
 from musicgen.errors import MusicgenError, check_int, check_range
+from musicgen.generation.written import from_zero, track_key, with_markers
 from musicgen.limits import MAX_NEW_BARS, PROMPT_SECONDS
 from musicgen.tokenizers.base import Tokenizer
 
@@ -262,8 +263,10 @@ def encode_song(tokenizer: Tokenizer, path: str | Path) -> list[int]:
     path = Path(path)
     annotation = path.parent / CHORD_FILE
     if isinstance(tokenizer, RemiTokenizer) and annotation.is_file():
-        return tokenizer.encode(path, chords=read_chord_file(annotation))
-    return tokenizer.encode(path)
+        ids = tokenizer.encode(path, chords=read_chord_file(annotation))
+    else:
+        ids = tokenizer.encode(path)
+    return with_markers(tokenizer, ids, path)
 
 
 def check_bar_range(prompt_bars) -> tuple[int, int]:
@@ -435,19 +438,16 @@ def midi_pairing(score: symusic.Score) -> symusic.Score:
     return score
 
 
-def _track_key(track) -> tuple:
-    return (track.name, track.program, track.is_drum)
-
-
 def merge(prompt: Prompt, generated: symusic.Score) -> symusic.Score:
     """The prompt's notes, then the generated notes from bar N+1 on (the overlap rule above)."""
     if generated.ticks_per_quarter != prompt.notes.ticks_per_quarter:
         generated = generated.resample(prompt.notes.ticks_per_quarter)
     cut = prompt.end_tick
     out = generated.copy()
-    sources = {_track_key(t): t for t in prompt.notes.tracks}
+    sources = {track_key(t): t for t in prompt.notes.tracks}
     for track in out.tracks:
-        own = sources.pop(_track_key(track), None)
+        own = sources.pop(track_key(track), None)
+        track.name = track.name if own is None else own.name  # "Piano", not miditok's name
         old = list(own.notes) if own is not None else []
         busy: dict[int, int] = {}  # pitch -> latest end of a prompt note
         for n in old:
@@ -466,4 +466,4 @@ def continuation_only(prompt: Prompt, merged: symusic.Score) -> symusic.Score:
     bar 0 (a prompt of N bars: bar N+1 starts at 0), as the ids `[BOS, *solo_lead,
     *continuation]` decode."""
     cut = prompt.end_tick
-    return only_notes(merged, lambda n: n.time >= cut).shift_time(-prompt.bar_line_tick)
+    return from_zero(only_notes(merged, lambda n: n.time >= cut).shift_time(-prompt.bar_line_tick))

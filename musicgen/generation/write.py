@@ -120,7 +120,8 @@ def write_pieces(
             if not overwrite:
                 release(base, suffixes)
             raise
-        report(f"wrote {written[-len(suffixes)]} ({music.sampled} ids sampled, stop: {music.stop})")
+        stop = music.stop + ("; no new note" if music.new_notes == 0 else "")
+        report(f"wrote {written[-len(suffixes)]} ({music.sampled} ids sampled, stop: {stop})")
         if render:
             written += _render(written[-len(suffixes)], folder, report)
     return written

@@ -35,7 +35,7 @@ from musicgen.generation.request import SPECS
 from musicgen.studio import controls, inputs, jobs
 from musicgen.studio.guard import Guard
 from musicgen.studio.player import PLAYER_CSS, PLAYHEAD_JS, svg
-from musicgen.studio.running import JobFlag, PageJobs
+from musicgen.studio.running import JobFlag, PageJobs, page_line
 
 TITLE = "musicgen studio"
 INTRO = (
@@ -80,10 +80,10 @@ def _page_error(exc: Exception) -> gr.Error:
     if isinstance(exc, gr.Error):
         return exc
     if isinstance(exc, MusicgenError):
-        return gr.Error(str(exc), print_exception=False)
+        return gr.Error(page_line(str(exc)), print_exception=False)
     traceback.print_exception(exc, file=sys.stderr)
     return gr.Error(
-        f"internal error ({type(exc).__name__}: {exc}); this is a bug in musicgen",
+        page_line(f"internal error ({type(exc).__name__}: {exc}); this is a bug in musicgen"),
         print_exception=False,
     )
 
@@ -525,10 +525,13 @@ def launch(
     """Start the server (returns at once; `page.block_thread()` waits). Results are served from
     the pages' folders only (`guard.Guard`), uploads are capped at `max_upload_mb` and taken
     only as MIDI; `auth`: the (user, password) pairs a login asks for."""
+    made = gradio_folders_to_make()  # before the page: building it makes them
     page = build(models, root, default)
+    page.temp_made = made  # ours to remove when the studio stops
     # a prompt handed over by 'Continue this piece' is read where it lies, but gr.File's
     # preprocessing opens a temporary file in Gradio's cache folder first: it must exist
-    Path(gr.utils.get_upload_folder()).mkdir(parents=True, exist_ok=True)
+    temp = Path(gr.utils.get_upload_folder())
+    temp.mkdir(parents=True, exist_ok=True)
     page.queue(default_concurrency_limit=concurrency, max_size=64)
     sessions = root / jobs.SESSIONS
     sessions.mkdir(parents=True, exist_ok=True, mode=0o700)
@@ -558,6 +561,18 @@ def launch(
             f"port: {port} is in use on {host} (another program listens there); give another --port"
         ) from None
     return page
+
+
+GRADIO_HISTORY = "vibe_edit_history"  # a folder Gradio's app makes in its temp folder
+
+
+def gradio_folders_to_make() -> list[Path]:
+    """The folders Gradio's app will make outside the studio's own (its temp folder, read when
+    Gradio was imported, and the history folder in it) that do not exist yet."""
+    import gradio.routes
+
+    temp = Path(getattr(gradio.routes, "DEFAULT_TEMP_DIR", "") or gr.utils.get_upload_folder())
+    return [p for p in (temp, temp / GRADIO_HISTORY) if not p.exists()][:1]
 
 
 def local_url(page: gr.Blocks) -> str:

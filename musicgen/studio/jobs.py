@@ -103,6 +103,7 @@ def run_generate(
     for i, (music, stopped) in enumerate(_run(model, session, asked, progress, cancel)):
         what = bars_text(bars) if stopped is None else f"stopped at bar {stopped} of {bars}"
         what = f"form {shape}, {what}" if shape else what
+        what += ", no new note" if music.new_notes == 0 else ""  # said, never silent
         label = f"{model_label}, seed {seed}, piece {i + 1}, {what}"
         piece = render(music, session, "gen", label, info, model, None, look)
         piece.stopped_at, piece.bars = stopped, bars if stopped is None else stopped
@@ -177,6 +178,7 @@ def run_continue(
     out = []
     for i, (music, stopped) in enumerate(_run(model, session, asked, progress, cancel, prompt)):
         end = "" if stopped is None else f", stopped at new bar {stopped} of {new_bars}"
+        end += ", no new note" if music.new_notes == 0 else ""  # said, never silent
         piece = render(music, session, "cont", f"{label}, piece {i + 1}{end}", info, model,
                        prompt, look)  # fmt: skip
         piece.stopped_at = stopped

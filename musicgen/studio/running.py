@@ -8,6 +8,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import contextvars
+import re
 import threading
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
@@ -47,7 +48,7 @@ async def in_thread(work: Callable[[threading.Event], object], flag: JobFlag):
     `job.cancel()`, its cancel route), the flag stops the sampler at its next step and the
     request ends only when the thread has: the concurrency slot is never freed early."""
     context = contextvars.copy_context()  # gradio's progress tracker lives in a context var
-    task = asyncio.get_running_loop().run_in_executor(WORKERS, context.run, work, flag)
+    task = asyncio.get_running_loop().run_in_executor(WORKERS, context.run, _settled, work, flag)
     try:
         return await asyncio.shield(task)
     except asyncio.CancelledError:
@@ -60,6 +61,35 @@ async def in_thread(work: Callable[[threading.Event], object], flag: JobFlag):
         raise
     finally:
         flag.ended.set()
+
+
+SERVER_PATH = re.compile(r"(?<![\w.])(?:/[^/\s:;,'\"()]+)+/([^/\s:;,'\"()]+)")
+
+
+def page_line(message: str) -> str:
+    """A message as the page shows it: its first line, each server path as its file's name
+    (the page's user sees no folder of the server: uploads, models, results)."""
+    lines = message.strip().splitlines() or [""]
+    return SERVER_PATH.sub(r"\1", lines[0])
+
+
+class JobError(RuntimeError):
+    """An exception a Future cannot carry (StopIteration: asyncio refuses it and the request
+    never ends, holding its slot; KeyboardInterrupt, SystemExit: they would stop the server),
+    raised in its place as a bug of the job."""
+
+
+def _settled(work: Callable[[threading.Event], object], flag: JobFlag):
+    """`work(flag)`, whose every exception ends the job: one a Future cannot carry comes back
+    as a `JobError` naming it."""
+    try:
+        return work(flag)
+    except StopIteration as exc:
+        raise JobError(f"StopIteration: {exc}") from None
+    except Exception:
+        raise
+    except BaseException as exc:
+        raise JobError(f"{type(exc).__name__}: {exc}") from None
 
 
 class PageJobs:

@@ -18,7 +18,7 @@ from musicgen.errors import MusicgenError
 # the labels POP909's annotators used, in vocabulary order
 SECTION_LABELS = ["i", "A", "B", "C", "D", "E", "b", "x", "X", "o"]
 MAX_SECTION_BARS = 32  # a longer phrase is written as 32 bars (3 of POP909's 7,400 are longer)
-FORM_RE = re.compile(r"([A-Za-z])(\d+)(?:@(\d+))?")  # A8, or A8@3: at density level 3
+FORM_RE = re.compile(r"([A-Za-z])(\d{1,9})(?:@(\d{1,9}))?")  # A8, or A8@3: density level 3
 # notes a bar (every voice) where a phrase's density level goes up: the octiles of POP909's
 # phrases, rounded (2,206 phrases of 173 aligned songs, every fourth of the 850: 12.6, 15.4,
 # 17.8, 19.7, 22.1, 24.4, 27.2 notes a bar)
@@ -93,6 +93,8 @@ def add_markers(score, sections: list[Section]) -> None:
 
     bar = 4 * score.ticks_per_quarter
     for s in sections:
+        if s.bar < 0:  # phrase tokens before the first Bar (ids the grammar did not mask)
+            continue
         score.markers.append(symusic.TextMeta(s.bar * bar, f"{s.label}{s.bars}"))
 
 

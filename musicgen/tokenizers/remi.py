@@ -384,6 +384,8 @@ class RemiTokenizer(Tokenizer):
         sung = self._mt.decode([TokSequence(ids=t.twin[arr[~in_piano]].tolist())])
         for track in score.tracks:
             track.name = "Piano"
+        if not sung.tracks:  # melody pitches without a whole note (ids the grammar did not mask)
+            return score
         melody = sung.tracks[0]
         melody.name = "Melody"
         score.tracks.insert(0, melody)
