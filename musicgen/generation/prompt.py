@@ -7,10 +7,10 @@ as BOS, its ids and the ids that carry time to the next bar line, so the model w
 N+1 on; the written score holds the prompt's notes as the tokenizer reads them and never lets a
 continuation note cut one. Prompts in seconds (`prompt_from_seconds`) cut on the tokenizer's
 grid and restrict the first sampled id (`Prompt.first_allowed`). The rules in full:
-docs/generation.md, "Which bars a prompt holds" and "Prompts in seconds".
+docs/generation.md, "Which bars a prompt holds" and "Prompts in seconds". What comes back (the
+prompt's notes with the continuation: `merge`, `continuation_only`) is in `prompt_merge.py`, the
+prompt's tempo in `prompt_tempo.py`; both re-exported here.
 """
-
-# Over 400 lines on purpose: what is fed and what comes back are one contract, read in one place.
 
 from __future__ import annotations
 
@@ -23,7 +23,20 @@ import numpy as np
 import symusic
 
 from musicgen.errors import MusicgenError, check_int, check_range
-from musicgen.generation.written import from_zero, track_key, with_markers
+from musicgen.generation.prompt_merge import (  # noqa: F401 (re-exported: what comes back)
+    continuation_only,
+    merge,
+    midi_pairing,
+    only_notes,
+)
+from musicgen.generation.prompt_tempo import (  # noqa: F401 (re-exported: the prompt's tempo)
+    DEFAULT_QPM,
+    PROMPT_QPM,
+    bar_ticks,
+    prompt_tempo,
+    tempo_at_bar,
+)
+from musicgen.generation.written import with_markers
 from musicgen.limits import MAX_NEW_BARS, PROMPT_SECONDS
 from musicgen.tokenizers.base import Tokenizer
 
@@ -62,10 +75,6 @@ class Prompt:
 def beats_per_bar(tokenizer: Tokenizer) -> int:
     """Beats per bar of the tokenizer's grid (both tokenizers ignore time signatures: 4/4)."""
     return int(getattr(tokenizer, "options", {}).get("beats_per_bar", 4))
-
-
-def bar_ticks(tpq: int, beats: int = 4) -> int:
-    return int(tpq) * int(beats)
 
 
 def midi_path(path, where: str = "path") -> Path:
@@ -366,104 +375,3 @@ def load_prompt(
         path, prompt.first_bar, beats_per_bar(tokenizer), tokenizer.name == "groove"
     )
     return prompt
-
-
-DEFAULT_QPM = 120.0  # MIDI's tempo where a file sets none
-PROMPT_QPM = (20.0, 500.0)  # a prompt's tempo: slower would make hours of a few bars
-
-
-def tempo_at_bar(
-    path: str | Path, bar: int, beats: int = 4, from_first_note: bool = False
-) -> float:
-    """The tempo (qpm) in effect where bar `bar` begins on the tokenizer's grid: `beats` quarters
-    per bar, whatever time signatures the file declares (the tokenizers ignore them), counted from
-    tick 0 (REMI) or, with `from_first_note` (groove), from the bar of the first note; MIDI's
-    120 where the file sets no tempo."""
-    score = symusic.Score(str(path))
-    if len(score.tempos) == 0:
-        return DEFAULT_QPM
-    length = bar_ticks(score.ticks_per_quarter, beats)
-    origin = 0
-    if from_first_note:
-        onsets = [t.notes[0].time for t in score.tracks if len(t.notes)]
-        origin = min(onsets) // length * length if onsets else 0
-    tick = origin + bar * length
-    qpm = score.tempos[0].qpm
-    for t in score.tempos:
-        if t.time <= tick:
-            qpm = t.qpm
-    return float(qpm)
-
-
-def prompt_tempo(path: Path, bar: int, beats: int = 4, from_first_note: bool = False) -> float:
-    """`tempo_at_bar`, the tempo the written piece plays at, refused outside `PROMPT_QPM`: a
-    tempo event of FF FF FF (16.7 s a beat) would turn 8 bars into 9 minutes of audio."""
-    qpm = tempo_at_bar(path, bar, beats, from_first_note)
-    low, high = PROMPT_QPM
-    if not low <= qpm <= high:
-        raise MusicgenError(
-            f"{path}: tempo {qpm:.4g} bpm where the prompt begins (bar {bar}) is outside "
-            f"{low:g}..{high:g} bpm; refused (the piece would be written at that tempo)"
-        )
-    return qpm
-
-
-def only_notes(score: symusic.Score, keep) -> symusic.Score:
-    """A copy of `score` whose tracks keep the notes for which `keep(note)` is true."""
-    out = score.copy()
-    for track in out.tracks:
-        kept = [n for n in track.notes if keep(n)]
-        track.notes.clear()
-        for n in kept:
-            track.notes.append(n)
-    return out
-
-
-def midi_pairing(score: symusic.Score) -> symusic.Score:
-    """Pair the onsets and ends of each track's same-pitch notes first-in first-out, as a MIDI
-    file does (second rule in the module docstring); in place."""
-    for track in score.tracks:
-        keys: dict[int, list] = {}
-        for n in track.notes:
-            keys.setdefault(n.pitch, []).append(n)
-        paired = []
-        for pitch, notes in keys.items():
-            onsets = sorted(notes, key=lambda n: (n.time, -n.velocity))
-            ends = sorted(n.time + n.duration for n in notes)
-            for n, end in zip(onsets, ends, strict=True):
-                paired.append(symusic.Note(n.time, max(end - n.time, 1), pitch, n.velocity))
-        track.notes.clear()
-        for n in sorted(paired, key=lambda n: (n.time, n.pitch)):
-            track.notes.append(n)
-    return score
-
-
-def merge(prompt: Prompt, generated: symusic.Score) -> symusic.Score:
-    """The prompt's notes, then the generated notes from bar N+1 on (the overlap rule above)."""
-    if generated.ticks_per_quarter != prompt.notes.ticks_per_quarter:
-        generated = generated.resample(prompt.notes.ticks_per_quarter)
-    cut = prompt.end_tick
-    out = generated.copy()
-    sources = {track_key(t): t for t in prompt.notes.tracks}
-    for track in out.tracks:
-        own = sources.pop(track_key(track), None)
-        track.name = track.name if own is None else own.name  # "Piano", not miditok's name
-        old = list(own.notes) if own is not None else []
-        busy: dict[int, int] = {}  # pitch -> latest end of a prompt note
-        for n in old:
-            busy[n.pitch] = max(busy.get(n.pitch, 0), n.time + n.duration)
-        new = [n for n in track.notes if n.time >= cut and n.time >= busy.get(n.pitch, 0)]
-        track.notes.clear()
-        for n in sorted(old + new, key=lambda n: (n.time, n.pitch)):
-            track.notes.append(n)
-    for track in sources.values():  # a prompt track the generated score has no notes for
-        out.tracks.append(track.copy())
-    return out
-
-
-def continuation_only(prompt: Prompt, merged: symusic.Score) -> symusic.Score:
-    """The notes from the cut on, moved back by whole bars: the bar holding the cut becomes
-    bar 0 (a prompt of N bars: bar N+1 starts at 0), as the ids `[BOS, *solo_lead,
-    *continuation]` decode."""
-    cut = prompt.end_tick
-    return from_zero(only_notes(merged, lambda n: n.time >= cut).shift_time(-prompt.bar_line_tick))

@@ -9,10 +9,11 @@ and with `densities: true` its density level after them. These families are appe
 miditok's vocabulary, so the ids of a plain REMI are unchanged.
 The miditok configuration is embedded in `to_dict()`, so a checkpoint alone rebuilds the exact
 vocabulary. See docs/tokenization.md for the vocabulary and where it differs from the paper.
+The miditok configuration, the tracks a score is reduced to (piano, melody), the appended token
+names and the merge of doubled notes are in `remi_prepare.py` (re-exported here); what a control
+and the musical clock read of the vocabulary (chord ids, pitch-class masks, time tables) is the
+`RemiControls` mixin in `remi_controls.py`.
 """
-
-# Over 400 lines on purpose: the REMI tokenizer is one vocabulary; its encoding, decoding and
-# the control interface the generation reads stay beside each other.
 
 from __future__ import annotations
 
@@ -22,13 +23,13 @@ from typing import Any
 
 import numpy as np
 import symusic
-from miditok import REMI, TokenizerConfig, TokSequence
+from miditok import REMI, TokSequence
 from miditok.constants import SCORE_LOADING_EXCEPTION
 
 from musicgen.errors import MusicgenError
 from musicgen.limits import check_score
-from musicgen.tokenizers.base import PAD_ID, TimeTables, Tokenizer
-from musicgen.tokenizers.chords import ChordSpan, chord_grid_events, fold_quality, insert_chords
+from musicgen.tokenizers.base import PAD_ID, Tokenizer
+from musicgen.tokenizers.chords import ChordSpan, chord_grid_events, insert_chords
 from musicgen.tokenizers.form import (
     DENSITY_LEVELS,
     MAX_SECTION_BARS,
@@ -39,109 +40,23 @@ from musicgen.tokenizers.form import (
 )
 from musicgen.tokenizers.options import RemiOptions, as_dict, options_from, parse_options
 from musicgen.tokenizers.pedal import fold_pedal
+from musicgen.tokenizers.remi_controls import RemiControls
 from musicgen.tokenizers.remi_grammar import RemiGrammar, RemiTables
+from musicgen.tokenizers.remi_prepare import (  # noqa: F401 (re-exported: the helpers' old home)
+    SPECIAL_TOKENS,
+    _miditok_config,
+    _only,
+    extra_names,
+    melody_track,
+    merge_duplicates,
+    merge_piano,
+)
 
-SPECIAL_TOKENS = ["PAD", "BOS", "EOS"]  # miditok puts them first, in this order: PAD is id 0
 SECTION_FAMILIES = (RemiTables.SECTION, RemiTables.SECTION_BARS)  # what a form forces
 PHRASE_FAMILIES = (*SECTION_FAMILIES, RemiTables.SECTION_DENSITY)  # every phrase token
 
 
-def _miditok_config(opts: dict[str, Any]) -> TokenizerConfig:
-    """Our short option dict -> the full miditok config."""
-    from miditok.constants import CHORD_MAPS
-
-    return TokenizerConfig(
-        pitch_range=tuple(opts["pitch_range"]),
-        beat_res={(0, int(opts["max_duration_beats"])): int(opts["positions_per_beat"])},
-        num_velocities=int(opts["num_velocities"]),
-        special_tokens=list(SPECIAL_TOKENS),
-        use_chords=True,
-        chord_maps={q: CHORD_MAPS[q] for q in opts["chord_qualities"]},
-        chord_tokens_with_root_note=True,
-        chord_unknown=None,
-        use_tempos=True,
-        num_tempos=int(opts["num_tempos"]),
-        tempo_range=tuple(opts["tempo_range"]),
-        log_tempos=False,
-        use_time_signatures=False,  # POP909's markers are unreliable: every bar is 4/4
-        use_rests=False,
-        use_programs=False,
-        use_pitchdrum_tokens=False,
-        use_sustain_pedals=False,
-        use_pitch_bends=False,
-        remove_duplicated_notes=False,
-    )
-
-
-def merge_piano(score: symusic.Score) -> symusic.Score:
-    """One piano track holding the notes of every non-drum track; tempos kept."""
-    out = symusic.Score(score.ticks_per_quarter)
-    out.tempos = score.tempos.copy()
-    track = symusic.Track(name="piano", program=0, is_drum=False)
-    for t in score.tracks:
-        if not t.is_drum:
-            track.notes.extend(t.notes)
-    track.notes.sort()
-    out.tracks.append(track)
-    return out
-
-
-def melody_track(score: symusic.Score) -> symusic.Track | None:
-    """The track named MELODY (POP909) or Melody (musicgen's own files), if any."""
-    for track in score.tracks:
-        if not track.is_drum and track.name.strip().lower() == "melody":
-            return track
-    return None
-
-
-def _only(score: symusic.Score, track: symusic.Track) -> symusic.Score:
-    out = symusic.Score(score.ticks_per_quarter)
-    out.tempos = score.tempos.copy()
-    out.tracks.append(track.copy())
-    return out
-
-
-def extra_names(options: dict[str, Any]) -> list[str]:
-    """The tokens appended after miditok's vocabulary: melody pitches, then section tokens."""
-    low, high = options["pitch_range"]
-    names = [f"MelodyPitch_{p}" for p in range(low, high + 1)] if options["melody"] else []
-    if options["sections"]:
-        names += [f"Section_{label}" for label in SECTION_LABELS]
-        names += [f"SectionBars_{n}" for n in range(1, MAX_SECTION_BARS + 1)]
-    if options.get("densities"):
-        names += [f"SectionDensity_{k}" for k in range(1, DENSITY_LEVELS + 1)]
-    return names
-
-
-def merge_duplicates(ids: list[int], t: RemiTables) -> list[int]:
-    """Notes of one pitch at one Position become one: the first's place in the sequence, the
-    longest Duration and the loudest Velocity of the group (the union of the doubled notes)."""
-    out: list[int] = []
-    seen: dict[int, int] = {}  # pitch id -> index of its Pitch token in `out` (this position)
-    k = 0
-    while k < len(ids):
-        tok, fam = ids[k], t.family[ids[k]]
-        if fam in (RemiTables.BAR, RemiTables.POSITION):
-            seen.clear()
-        if fam != RemiTables.PITCH or k + 2 >= len(ids):
-            out.append(tok)
-            k += 1
-            continue
-        vel, dur = ids[k + 1], ids[k + 2]
-        if tok in seen:  # merge into the earlier note: [Pitch, Velocity, Duration] at j
-            j = seen[tok]
-            if t.value[vel] > t.value[out[j + 1]]:
-                out[j + 1] = vel
-            if t.value[dur] > t.value[out[j + 2]]:
-                out[j + 2] = dur
-        else:
-            seen[tok] = len(out)
-            out.extend((tok, vel, dur))
-        k += 3
-    return out
-
-
-class RemiTokenizer(Tokenizer):
+class RemiTokenizer(RemiControls, Tokenizer):
     """Pop-piano REMI: Bar, Position, Tempo, Chord, then Pitch/Velocity/Duration per note."""
 
     name = "remi"
@@ -431,59 +346,6 @@ class RemiTokenizer(Tokenizer):
             self.bar_id,
             unique_pitches=self.options["merge_duplicates"],
         )
-
-    # --- what a control needs (generation.chords) --------------------------------------------
-
-    def bar_start_ids(self) -> list[int]:
-        """The ids that open a bar."""
-        return [self.bar_id]
-
-    def chord_qualities(self) -> list[str]:
-        """The chord qualities the vocabulary holds (what annotations and forced chords fold
-        onto)."""
-        return list(self._mt.config.chord_maps)
-
-    def chord_token(self, root: int, pitch_classes) -> int | None:
-        """The Chord id of a chord (root, its pitch classes above the root): the quality whose
-        pitch set is the largest subset of the chord's, as for annotations (C:maj6 -> C:maj);
-        None where no quality fits (C5)."""
-        quality = fold_quality(pitch_classes, self._mt.config.chord_maps)
-        return self.tables.chord_to_id.get((int(root), quality)) if quality else None
-
-    def chord_mask(self) -> np.ndarray:
-        """bool[vocab]: the Chord ids."""
-        return self.tables.family == RemiTables.CHORD
-
-    def pitch_class_mask(self, pitch_classes) -> np.ndarray:
-        """bool[vocab]: the Pitch ids whose pitch class is one of `pitch_classes`."""
-        pitch = self.tables.pitch
-        return (pitch >= 0) & np.isin(pitch % 12, sorted(pitch_classes))
-
-    # --- musical time -----------------------------------------------------------------------
-
-    def time_tables(self) -> TimeTables:
-        """Bar opens a bar (position 0), Position_p sets p; every bar is 4/4 (16 positions)."""
-        t = self.tables
-        per_beat = int(self.options["positions_per_beat"])
-        per_bar = 4 * per_beat  # time signatures are ignored: every bar is 4/4
-        if int(t.position.max()) >= per_bar:
-            raise MusicgenError(
-                f"tokenizer: Position_{int(t.position.max())} does not fit a "
-                f"4/4 bar of {per_bar} positions"
-            )
-        is_bar = (t.family == RemiTables.BAR).astype(np.int64)
-        position = np.where(is_bar == 1, 0, t.position).astype(np.int64)
-        return TimeTables(
-            bar=is_bar,
-            position=position,
-            shift=np.zeros(self.vocab_size, np.int64),
-            positions_per_bar=per_bar,
-            positions_per_beat=per_beat,
-            note=(t.family == RemiTables.PITCH).astype(np.int64),
-        )
-
-    def note_end_mask(self) -> np.ndarray:
-        return self.tables.family == RemiTables.DURATION
 
     # --- serialisation ----------------------------------------------------------------------
 
