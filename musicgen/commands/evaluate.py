@@ -7,13 +7,12 @@ import math
 import sys
 from pathlib import Path
 
+from musicgen.commands.evaluate_form import add_form
 from musicgen.commands.evaluate_memory import add_memory
 from musicgen.errors import MusicgenError, check_range, check_seed
-from musicgen.generation.options import OPTIONS, SWEEP
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    # Over 60 lines on purpose: one flat list of argparse declarations, one per option.
     p = sub.add_parser(
         "evaluate",
         help="per-position NLL, style continuation and music statistics",
@@ -21,7 +20,21 @@ def register(sub: argparse._SubParsersAction) -> None:
         "TASK.png into --out.",
     )
     tasks = p.add_subparsers(dest="task", metavar="TASK", required=True)
+    nll = _add_nll(tasks)
+    style = _add_style(tasks)
+    music = _add_music(tasks)
+    form = add_form(tasks)  # its options, in commands/evaluate_form.py
+    form.set_defaults(func=run_form)
+    add_memory(tasks)  # its own options, in commands/evaluate_memory.py
 
+    for task in (nll, style, music, form):
+        task.add_argument("--out", default="out/eval", help="output folder (default: out/eval)")
+        if task is not music:
+            task.add_argument("--device", default="auto", help="auto | cpu | cuda | mps")
+
+
+def _add_nll(tasks: argparse._SubParsersAction) -> argparse.ArgumentParser:
+    """`evaluate nll`: its parser and options."""
     nll = tasks.add_parser(
         "nll",
         help="per-position NLL on held-out songs (several checkpoints on one plot)",
@@ -51,7 +64,11 @@ def register(sub: argparse._SubParsersAction) -> None:
         help="average over this many SPE noise draws per song (default 1)",
     )
     nll.set_defaults(func=run_nll)
+    return nll
 
+
+def _add_style(tasks: argparse._SubParsersAction) -> argparse.ArgumentParser:
+    """`evaluate style`: its parser and options."""
     style = tasks.add_parser(
         "style",
         help="continue 2-bar prompts; style similarity of 4 segments to the source",
@@ -71,7 +88,11 @@ def register(sub: argparse._SubParsersAction) -> None:
     style.add_argument("--top-p", type=float)
     style.add_argument("--seed", type=int, default=0)
     style.set_defaults(func=run_style)
+    return style
 
+
+def _add_music(tasks: argparse._SubParsersAction) -> argparse.ArgumentParser:
+    """`evaluate music`: its parser and options."""
     music = tasks.add_parser(
         "music",
         help="descriptive statistics of a MIDI folder (vs a reference folder)",
@@ -102,73 +123,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         "read as their consecutive N-bar pieces",
     )
     music.set_defaults(func=run_music)
-
-    form = tasks.add_parser(
-        "form",
-        help="continuation benchmark: 4-bar prompts, 12 bars continued, scored with the real ones",
-        description="Continue each held-out song's first 4 bars that hold music by 12 bars and "
-        "score the continuation and the song's real bars 5-16 on repeats, self-similarity by "
-        "lag, the top voice, key, groove and texture: spread over songs, model - real per song "
-        "with bootstrap 95 % CIs, and each pair of runs (checkpoints x each sampling option "
-        "swept below).",
-    )
-    form.add_argument("--checkpoint", nargs="+", required=True, help="model(s) to continue with")
-    form.add_argument("--data", required=True, help="folder of songs (POP909: NNN/NNN.mid)")
-    form.add_argument("--split", default="validation", help="train | validation | test | all")
-    form.add_argument("--max-songs", type=int, help="use only the first N songs of the split")
-    for name in SWEEP:  # one flag per sampling option a sweep may vary (generation.options)
-        option = OPTIONS[name]
-        form.add_argument(
-            "--" + name.replace("_", "-"), type=option.kind, nargs="+",
-            help=f"one run per value (x the others): {option.help}",
-        )  # fmt: skip
-    form.add_argument(
-        "--new-bars", type=int, default=12, help="bars continued after the prompt (default 12)"
-    )
-    form.add_argument("--seed", type=int, default=0)
-    form.add_argument("--batch-size", type=int, default=8, help="songs continued together")
-    form.add_argument(
-        "--no-legato", dest="legato", action="store_const", const=[False],
-        help="models with a melody voice: score the melody as drawn, no note held over a "
-        "sixteenth's rest to the next (docs/generation.md, 'The melody line')",
-    )  # fmt: skip
-    form.add_argument(
-        "--whole-song",
-        action="store_true",
-        help="whole songs with their own forms (needs --structure and a model with section "
-        "tokens): each song written from scratch and continuing its first --prompt-bars bars, "
-        "the copy rule at the model's default and off unless its values are given; scored beside "
-        "the real song (phrase similarity by label, the melody, repeats, texture, key, chords); "
-        "writes song.json, song.md and samples/ (default --max-songs 4)",
-    )
-    form.add_argument(
-        "--structure", help="whole songs: POP909's pop909_structure folder (NNN/human_label1.txt)"
-    )
-    form.add_argument(
-        "--prompt-bars", type=int, default=2, help="whole songs: bars continued (default 2)"
-    )
-    form.add_argument(
-        "--max-bars", type=int, help="whole songs: cut each form after this many bars"
-    )
-    form.add_argument(
-        "--chords",
-        action="store_true",
-        help="whole songs: also write each song from scratch with its own chords forced",
-    )
-    form.add_argument(
-        "--densities",
-        action="store_true",
-        help="whole songs: also write each song from scratch with its own phrases' densities "
-        "forced (models with density tokens)",
-    )
-    form.set_defaults(func=run_form)
-
-    add_memory(tasks)  # its own options, in commands/evaluate_memory.py
-
-    for task in (nll, style, music, form):
-        task.add_argument("--out", default="out/eval", help="output folder (default: out/eval)")
-        if task is not music:
-            task.add_argument("--device", default="auto", help="auto | cpu | cuda | mps")
+    return music
 
 
 def _fmt(x) -> str:

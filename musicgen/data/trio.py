@@ -211,10 +211,9 @@ def build_trio(
     max_bars: int = 48,
     progress: bool = True,
 ) -> list[dict]:
-    """Write `out_dir/{split}/NNNN.mid` and `out_dir/metadata.csv`; returns the metadata rows."""
-    # Over 60 lines on purpose: one seeded pass whose draws must stay in this order (the
-    # output is rebuilt bit for bit from the seed); splitting it would thread the RNG
-    # and five accumulators through helpers.
+    """Write `out_dir/{split}/NNNN.mid` and `out_dir/metadata.csv`; returns the metadata rows.
+    One seeded pass: the draws stay in this order (the output is rebuilt bit for bit from the
+    seed); the steps that draw nothing are helpers."""
     pop909_dir, groove_dir, out_dir = Path(pop909_dir), Path(groove_dir), Path(out_dir)
     if not pop909_dir.is_dir():
         raise MusicgenError(f"{pop909_dir}: POP909 folder not found")
@@ -224,58 +223,80 @@ def build_trio(
     by_split = {s: [g for g in pool if label_split[g.style] == s] for s in SPLITS}
     song_ids = sorted(p.name for p in pop909_dir.iterdir() if p.is_dir())
     song_ids = [song_ids[i] for i in rng.permutation(len(song_ids))]
-    n_styles = -(-n_songs // songs_per_style)
-    n_small = max(1, round(0.1 * n_styles)) if n_styles >= 3 else 0
-    style_split = ["test"] * n_small + ["validation"] * n_small
-    style_split += ["train"] * (n_styles - 2 * n_small)
+    style_split = _style_splits(n_songs, songs_per_style)
     rows: list[dict] = []
     song_iter = iter(song_ids)
     bar = tqdm(total=n_songs, desc="trio songs", disable=not progress)
-    for k in range(n_styles):
-        split = style_split[k]
+    for k, split in enumerate(style_split):
         srng = np.random.default_rng([seed, k])
         groove = by_split[split][int(srng.integers(len(by_split[split])))]
         loop = drum_loop(groove_dir / groove.file)
         bass, accomp = make_bass_pattern(srng), make_accomp_pattern(srng)
         for _ in range(min(songs_per_style, n_songs - len(rows))):
-            chart = None
-            while chart is None:
-                pid = next(song_iter, None)
-                if pid is None:
-                    raise MusicgenError(f"{pop909_dir}: not enough POP909 songs with annotations")
-                chart = chart_of(pop909_dir / pid)
-                if chart is not None and chart[1] < min_bars:
-                    chart = None
-            chords, avail = chart
+            pid, chords, avail = _next_chart(song_iter, pop909_dir, min_bars)
             n_bars = int(srng.integers(min_bars, min(max_bars, avail) + 1))
             start_bar = int(srng.integers(0, avail - n_bars + 1))
             chords = chords[start_bar * 4 : (start_bar + n_bars) * 4]
-            end = n_bars * BAR
-            parts = [
-                _clean(render_bass(bass, chords), end),
-                _clean(_tile(loop, n_bars), end),
-                _clean(render_accomp(accomp, chords), end),
-            ]
             name = f"{len(rows):04d}"
+            parts = _trio_parts(bass, accomp, loop, chords, n_bars)
             atomic_write_bytes(out_dir / split / f"{name}.mid", _midi_bytes(parts, groove.bpm))
-            rows.append(
-                {
-                    "song": f"{split}/{name}.mid",
-                    "split": split,
-                    "pop909_id": pid,
-                    "start_bar": start_bar,
-                    "bars": n_bars,
-                    "tempo": groove.bpm,
-                    "drum_file": groove.file,
-                    "drum_style": groove.style,
-                    "bass_pattern": f"bass_{k:03d}",
-                    "accomp_pattern": f"accomp_{k:03d}",
-                }
-            )
+            rows.append(_row(split, name, pid, start_bar, n_bars, groove, k))
             bar.update(1)
     bar.close()
     atomic_write_text(out_dir / "metadata.csv", csv_text(rows, META_FIELDS))
     return rows
+
+
+def _style_splits(n_songs: int, songs_per_style: int) -> list[str]:
+    """The split of each style, in order: 10 % test, 10 % validation, the rest train (none
+    of the small splits under 3 styles)."""
+    n_styles = -(-n_songs // songs_per_style)
+    n_small = max(1, round(0.1 * n_styles)) if n_styles >= 3 else 0
+    style_split = ["test"] * n_small + ["validation"] * n_small
+    style_split += ["train"] * (n_styles - 2 * n_small)
+    return style_split
+
+
+def _next_chart(song_iter, pop909_dir: Path, min_bars: int) -> tuple[str, list[Chord | None], int]:
+    """The next song (POP909 id, chord chart, bars) with a chart of at least `min_bars` bars."""
+    chart = None
+    while chart is None:
+        pid = next(song_iter, None)
+        if pid is None:
+            raise MusicgenError(f"{pop909_dir}: not enough POP909 songs with annotations")
+        chart = chart_of(pop909_dir / pid)
+        if chart is not None and chart[1] < min_bars:
+            chart = None
+    chords, avail = chart
+    return pid, chords, avail
+
+
+def _trio_parts(bass, accomp, loop: np.ndarray, chords: list[Chord | None], n_bars: int):
+    """Bass, drums and piano of one song of `n_bars` bars, clipped to its end."""
+    end = n_bars * BAR
+    return [
+        _clean(render_bass(bass, chords), end),
+        _clean(_tile(loop, n_bars), end),
+        _clean(render_accomp(accomp, chords), end),
+    ]
+
+
+def _row(
+    split: str, name: str, pid: str, start_bar: int, n_bars: int, groove: DrumGroove, k: int
+) -> dict:
+    """One song's metadata row (`META_FIELDS`)."""
+    return {
+        "song": f"{split}/{name}.mid",
+        "split": split,
+        "pop909_id": pid,
+        "start_bar": start_bar,
+        "bars": n_bars,
+        "tempo": groove.bpm,
+        "drum_file": groove.file,
+        "drum_style": groove.style,
+        "bass_pattern": f"bass_{k:03d}",
+        "accomp_pattern": f"accomp_{k:03d}",
+    }
 
 
 def csv_text(rows: list[dict], fields: tuple[str, ...]) -> str:

@@ -9,18 +9,15 @@ defaults are None, and the page fills them with the model's values as it loads.
 Every page has its own `jobs.Session` (gr.State: folder, pieces, stop flags); its files are
 deleted when the page closes, and closing or reloading it stops its jobs (`Actions.left`).
 Stop keeps what a job wrote. Bad input raises `gr.Error` with the library's one-line message;
-the server keeps running.
+the server keeps running. The actions themselves (`Actions`, and the outputs each ends with)
+are in `actions.py`; this module lays the page out and wires them.
 """
-
-# Over 400 lines on purpose: the page's layout, wiring and actions on one Blocks, in one place.
 
 from __future__ import annotations
 
 import functools
-import html
 import inspect
 import sys
-import time
 import traceback
 from collections.abc import Callable
 from pathlib import Path
@@ -30,12 +27,20 @@ import gradio as gr
 from starlette.middleware import Middleware
 
 from musicgen.errors import SEED_MAX, MusicgenError
-from musicgen.generation.options import OPTIONS
 from musicgen.generation.request import SPECS
 from musicgen.studio import controls, inputs, jobs
+from musicgen.studio.actions import (  # noqa: F401 (re-exported: the page's actions)
+    PROGRESS,
+    SETTINGS,
+    WORDS,
+    Actions,
+    _player,
+    _show,
+    _summary,
+)
 from musicgen.studio.guard import Guard
-from musicgen.studio.player import PLAYER_CSS, PLAYHEAD_JS, svg
-from musicgen.studio.running import JobFlag, PageJobs, page_line
+from musicgen.studio.player import PLAYER_CSS, PLAYHEAD_JS
+from musicgen.studio.running import page_line
 
 TITLE = "musicgen studio"
 INTRO = (
@@ -59,13 +64,6 @@ CSS = (
 """
     + PLAYER_CSS
 )
-# gradio finds a parameter whose default is a gr.Progress and passes a tracker in its place;
-# track_tqdm also follows the sampler's tqdm bar (an API without `progress=`).
-PROGRESS = gr.Progress(track_tqdm=True)
-# The sampling widgets in a musician's words (declared with each option, `Option.words`; the
-# request's own range beside them), and the short form the summary line uses.
-WORDS = {name: OPTIONS[name].words or name for name in inputs.SAMPLING}
-SETTINGS = {name: words.split(":")[0] for name, words in WORDS.items()}
 # Each action's inputs by name, in the order the page sends them: the handlers take them by
 # keyword (`_by_name`) and the click's components are looked up by the same names (`_inputs`).
 LOOKS = ("chords", "form", "tempo", "transpose")
@@ -129,197 +127,6 @@ def _by_name(action: Callable, names: tuple[str, ...]) -> Callable:
     run.__signature__ = sig
     run.__name__ = run.__qualname__ = action.__name__
     return run
-
-
-def _show(session: jobs.Session, pieces: list[jobs.Piece], message: str = ""):
-    """The outputs every action ends with: the first piece's picture, audio and downloads (the
-    API's first three), its choice, the page's list, the side-by-side variations (player,
-    audio, downloads, visibility) and a message last."""
-    session.shown = list(pieces[: inputs.MAX_NUM])
-    gallery = [(str(p.png), p.label) for p in session.pieces]
-    labels = [p.label for p in session.pieces]
-    first = session.shown[0] if session.shown else None
-    pick = gr.update(choices=labels, value=first.label if first else None)
-    slots = [session.shown[k] if k < len(session.shown) else None for k in range(inputs.MAX_NUM)]
-    players = [_player(p, k) for k, p in enumerate(slots)]
-    audios = [str(p.audio) if p and p.audio else None for p in slots]
-    files = [[str(f) for f in p.files()] if p else None for p in slots]
-    shown = [gr.update(visible=p is not None) for p in slots]
-    png = str(first.png) if first else None
-    return (session, png, audios[0], files[0], pick, gallery, *players, *audios[1:], *files[1:],
-            *shown, message)  # fmt: skip
-
-
-def _player(piece: jobs.Piece | None, k: int) -> str:
-    """Slot k's player: the piece's roll following the audio player of the same slot."""
-    if piece is None or piece.roll is None:
-        return ""
-    head = html.escape(piece.label.split(": ", 1)[-1])
-    return f"<div class='mg-title'><b>{head}</b></div>" + svg(piece.roll, f"audio-{k}")
-
-
-def _summary(pieces: list[jobs.Piece], seconds: float, settings: dict) -> str:
-    """What a job made: how many pieces, its seed and the sampling it used (the model's own
-    where the request left them out), or where Stop ended it."""
-    seeds = sorted({p.seed for p in pieces if p.seed is not None})
-    used = ", ".join(f"{SETTINGS[k]} {v:g}" for k, v in settings.items())
-    stopped = [p.stopped_at for p in pieces if p.stopped_at is not None]
-    if stopped:
-        return (
-            f"Stopped at bar {max(stopped)}: {len(pieces)} piece(s) kept with the bars written "
-            f"(seed {', '.join(map(str, seeds))}; {used})"
-        )
-    if not pieces:
-        return "Stopped before a bar was finished: nothing to keep."
-    return f"{len(pieces)} piece(s) in {seconds:.1f} s (seed {', '.join(map(str, seeds))}; {used})"
-
-
-class Actions:
-    """The page's actions on this studio's models (each page's state comes in as `session`)."""
-
-    def __init__(self, models: jobs.ModelCache, default: str):
-        self.models = models
-        self.default = default
-        self.page: gr.Blocks | None = None  # set once built: whose queue says a client left
-        self.jobs = PageJobs()  # each page's running jobs, by its session hash
-
-    def flag(self, request: gr.Request | None) -> JobFlag:
-        """A new job's stop flag, also set when the request's client has disconnected."""
-        session_hash = getattr(request, "session_hash", None)
-        return JobFlag(lambda: session_hash is not None and self._gone(session_hash))
-
-    def _gone(self, session_hash: str) -> bool:
-        """Whether Gradio's queue has marked every running event of this client as dead (its
-        event stream closed); False where the queue is not readable."""
-        queue = getattr(self.page, "_queue", None)
-        events = [
-            event
-            for job in (getattr(queue, "active_jobs", None) or [])
-            if job
-            for event in job
-            if getattr(event, "session_hash", None) == session_hash
-        ]
-        return bool(events) and not any(getattr(e, "alive", True) for e in events)
-
-    async def _job(self, request, work: Callable[[JobFlag], object]):
-        """`work` in a worker thread under a new flag, known by its page until it ends (so
-        that closing or reloading the page stops it: `left`)."""
-        key = getattr(request, "session_hash", None) or ""
-        return await self.jobs.run(key, work, self.flag(request))
-
-    def left(self, request: gr.Request):
-        """The page was closed or reloaded (Gradio's `unload`): its jobs stop, with nothing kept
-        (no one to see), and the server says how many once their threads have ended, counting
-        those its closed event stream stopped first (`PageJobs`)."""
-        stopped, ending = self.jobs.leave(getattr(request, "session_hash", None) or "")
-        if stopped or ending:
-            still = f"; {ending} still ending" if ending else ""
-            print(f"studio: a page closed; {stopped} job(s) of it stopped{still}", file=sys.stderr)
-
-    def settings(self, label, values: dict) -> dict:
-        """The sampling a job uses: the given values, the model's own for the others."""
-        given = {k: v for k, v in values.items() if v not in (None, "")}
-        opts = self.models.get(label).options(**inputs.request(**given).sampling())
-        return {k: getattr(opts, k) for k in inputs.SAMPLING}
-
-    def on_model(self, label):
-        """The summary, card, chord and form boxes (each emptied for a model it does not
-        control: a hidden box must not send anything) and sampling defaults of the chosen
-        model."""
-        label = label or self.default
-        model = self.models.get(label)
-        boxes = (jobs.has_chord_tokens(model), controls.has_sections(model))
-        defaults = jobs.sampling_defaults(model)
-        return (
-            self.models.summary(label),
-            self.models.card(label),
-            *(
-                gr.update(visible=True) if on else gr.update(visible=False, value="")
-                for on in boxes
-            ),
-            *(defaults[name] for name in inputs.SAMPLING),
-            f"**{self.models.title(label)}** is ready",
-        )
-
-    def reset(self, label):
-        """↺: every sampling setting back to the chosen model's own."""
-        defaults = jobs.sampling_defaults(self.models.get(label or self.default))
-        return tuple(defaults[name] for name in inputs.SAMPLING)
-
-    async def generate(self, model=None, bars=None, num=None, seed=None, chords=None, form=None,
-                       tempo=None, transpose=None, session=None, request: gr.Request = None,
-                       progress=PROGRESS, **sampling):  # fmt: skip
-        """Pieces from scratch. Every argument may be left out (None): the page's value, or
-        the chosen model's own sampling; a form sets the bars."""
-        label = model or self.default
-        start = time.perf_counter()
-
-        def work(flag):
-            pieces = jobs.run_generate(
-                self.models.get(label), session, self.models.title(label), bars=bars, num=num,
-                seed=seed, chords=chords, form=form, tempo=tempo, transpose=transpose,
-                progress=controls.BarProgress(progress), cancel=flag, **sampling,
-            )  # fmt: skip
-            used = self.settings(label, sampling)
-            return _show(session, pieces, _summary(pieces, time.perf_counter() - start, used))
-
-        return await self._job(request, work)
-
-    async def continue_(self, model=None, prompt=None, mode=None, prompt_bars=None,
-                        seconds=None, new_bars=None, num=None, seed=None, chords=None,
-                        form=None, tempo=None, transpose=None, session=None,
-                        request: gr.Request = None, progress=PROGRESS, **sampling):  # fmt: skip
-        """Continuations of `prompt` (a MIDI file); the others as `generate`'s."""
-        label = model or self.default
-        start = time.perf_counter()
-
-        def work(flag):
-            pieces = jobs.run_continue(
-                self.models.get(label), session, self.models.title(label), prompt, mode=mode,
-                prompt_bars=prompt_bars, seconds=seconds, new_bars=new_bars, num=num, seed=seed,
-                chords=chords, form=form, tempo=tempo, transpose=transpose,
-                progress=controls.BarProgress(progress), cancel=flag, **sampling,
-            )  # fmt: skip
-            used = self.settings(label, sampling)
-            return _show(session, pieces, _summary(pieces, time.perf_counter() - start, used))
-
-        return await self._job(request, work)
-
-    def preview(self, label, prompt, mode, prompt_bars, seconds, session):
-        if prompt is None:
-            return session, None
-        model = self.models.get(label or self.default)
-        return session, str(jobs.prompt_preview(model, session, prompt, mode, prompt_bars, seconds))
-
-    def take_on(self, k: int) -> Callable:
-        """'Continue this piece' of slot k: the piece becomes the Continue tab's prompt, all
-        of it as the chosen model's prompt rule counts it (`jobs.whole_prompt_bars`)."""
-
-        def take(label, session):
-            piece = session.shown[k] if k < len(session.shown) else None
-            if piece is None:
-                raise MusicgenError("continue: no piece here to continue")
-            bars = jobs.whole_prompt_bars(self.models.get(label or self.default), piece.midi)
-            return str(piece.midi), gr.Tabs(selected="continue"), "bars", bars
-
-        return take
-
-    def pick(self, label, session):
-        piece = session.find(label)
-        return _show(session, [piece] if piece else [])
-
-    def select(self, session, evt: gr.SelectData):
-        index = evt.index if isinstance(evt.index, int) else 0
-        pieces = session.pieces[index : index + 1]
-        return _show(session, pieces)
-
-    def stop(self, session):
-        """Stop: the page's running jobs end at their next step and keep what they wrote.
-        With none running, it fails unseen, so that the page's waiting jobs are cancelled
-        (`_wire`: the Stop buttons' `failure`)."""
-        if not session.stop():
-            raise gr.Error("nothing running", visible=False, print_exception=False)
-        gr.Info("stopping: the bars written so far are kept")
 
 
 def raw(component):
