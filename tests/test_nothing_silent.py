@@ -363,10 +363,11 @@ def test_ids_the_grammar_did_not_mask_still_write_a_readable_file(
     remi, song_model, tmp_path, which, seed, temperature
 ):
     model = {"remi": remi, "song": song_model}[which]
+    drawn = {} if which == "remi" else {"legato": False}  # remi has no melody to hold
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        music = model.generate(seed=seed, temperature=temperature, grammar=False, legato=False,
-                               max_tokens=80)  # fmt: skip
+        music = model.generate(seed=seed, temperature=temperature, grammar=False, max_tokens=80,
+                               **drawn)  # fmt: skip
     path = music.save(tmp_path / "x.mid")
     pretty_midi.PrettyMIDI(str(path))
     assert symusic.Score(str(path)).start() >= 0
@@ -391,3 +392,70 @@ def test_the_studio_says_a_piece_has_no_new_note(remi, tmp_path):
                                     max_tokens=1)  # fmt: skip
         [full] = jobs.run_generate(remi, jobs.Session(tmp_path), "tiny", bars=1, seed=1)
     assert piece.label.endswith(", no new note") and "no new note" not in full.label
+
+
+# --- an option on a model without what it acts on: refused in one line -------------------------
+
+CKPT = ROOT / "checkpoints"
+LACKS = [  # (checkpoint, option, flag and value, what the model lacks): the audit's 10 cases
+    ("maestro_sine_spe_gated", "melody_range", ["--melody-range", "12"], "melody voice"),
+    ("pop909_piano_sine_spe_gated", "melody_range", ["--melody-range", "12"], "melody voice"),
+    ("pop909_ape", "melody_range", ["--melody-range", "12"], "melody voice"),
+    ("groove_sine_spe_gated", "guidance", ["--guidance", "2"], "phrase labels"),
+    ("groove_sine_spe_gated", "in_key", ["--in-key", "2"], "pitched notes"),
+    ("groove_sine_spe_gated", "melody_range", ["--melody-range", "12"], "melody voice"),
+    ("groove_sine_spe_gated", "legato", ["--no-legato"], "melody voice"),
+    ("pop909_piano_sine_spe_gated", "guidance", ["--guidance", "2"], "phrase labels"),
+]
+API_VALUE = {"melody_range": 12, "guidance": 2.0, "in_key": 2.0, "legato": False}
+
+
+@pytest.mark.parametrize(("ckpt", "option", "flag", "lack"), LACKS)
+def test_an_option_the_model_cannot_act_on_is_refused_on_the_cli(
+    ckpt, option, flag, lack, tmp_path, capsys
+):
+    """Each wrote the same bytes as the run without it (while --chords and --form were
+    refused on the same models)."""
+    from musicgen.cli import main
+
+    argv = ["generate", "--checkpoint", str(CKPT / ckpt), "--bars", "1", "--num", "1"]
+    rc = main([*argv, "--seed", "1", "--out", str(tmp_path), *flag])
+    err = capsys.readouterr().err.strip()
+    assert rc != 0 and not list(tmp_path.glob("*.mid"))
+    assert "\n" not in err and flag[0] in err and lack in err, err
+
+
+@pytest.mark.parametrize(("ckpt", "option", "lack"), [(c, o, w) for c, o, _, w in LACKS])
+def test_an_option_the_model_cannot_act_on_is_refused_by_the_api(ckpt, option, lack):
+    import musicgen
+
+    model = musicgen.load(CKPT / ckpt)
+    with pytest.raises(MusicgenError, match=rf"^{option}: this model has no {lack}") as err:
+        model.generate(bars=1, seed=1, **{option: API_VALUE[option]})
+    assert "\n" not in str(err.value)
+
+
+def test_an_option_at_its_default_passes_on_a_model_without_what_it_needs():
+    """Explicitly the default: nothing asked that the model cannot do."""
+    import musicgen
+
+    model = musicgen.load(CKPT / "groove_sine_spe_gated")
+    plain = model.generate(bars=1, seed=1, max_tokens=40)
+    same = model.generate(bars=1, seed=1, max_tokens=40, melody_range=0, in_key=0.0,
+                          guidance=0.0, legato=True)  # fmt: skip
+    assert same.ids == plain.ids
+
+
+def test_min_tokens_under_a_form_does_not_pile_notes_past_its_end():
+    """`--min-tokens 100000` with a form piled 77 notes on one onset: the end token was masked
+    after the form's last bar, where no new bar may come. The form's end takes precedence."""
+    import collections
+
+    import musicgen
+
+    model = musicgen.load(CKPT / "pop909_sine_spe_gated")
+    plain = model.generate(form="A1", seed=1)
+    piece = model.generate(form="A1", seed=1, min_tokens=100_000)
+    onsets = collections.Counter(n.time for t in piece.score.tracks for n in t.notes)
+    assert piece.ids == plain.ids and piece.stop == "end"
+    assert max(onsets.values()) <= 8

@@ -126,6 +126,7 @@ class Model:
             request = GenerationRequest.build(name, **num, **fields)
         elif fields:
             raise MusicgenError(f"{next(iter(fields))}: give it in the request, not beside it")
+        request.check_model(self.tokenizer)
         prompts = self._prompts(request.num, prompt, request.chords)
         _check_hooks(progress, cancel, grammar_wrap)
         request = request.seeded()

@@ -26,6 +26,7 @@ from musicgen.generation.progression import (
     looks_like_file,
     parse_progression,
 )
+from musicgen.generation.rules.base import MELODY_VOICE, Need
 from musicgen.limits import MAX_BATCH, MAX_NEW_BARS, MAX_NEW_TOKENS, Range, describe_range
 
 BAR_TOKEN_CAP = 512  # with `bars` and no `max_tokens`: at most this many sampled ids per bar
@@ -159,6 +160,18 @@ class _Request:
             raise MusicgenError(f"{unknown[0]}: unknown option (known: {', '.join(NAMES)})")
         return cls(**fields, bars_name=bars_name)
 
+    def check_model(self, tokenizer) -> None:
+        """Refuse, in one line, an option given a value other than its default on a model
+        that lacks what it acts on (`MODEL_NEEDS`: a melody voice, phrase labels, pitched
+        notes): it would change nothing. The default itself passes."""
+        for name, (need, default) in MODEL_NEEDS.items():
+            value = getattr(self, name)
+            if value is not None and value != default and not need.has(tokenizer):
+                raise MusicgenError(
+                    f"{name}: this model has no {need.what}, so it would change nothing "
+                    "(leave it out)"
+                )
+
     def seeded(self) -> GenerationRequest:
         """This request with a seed: its own, or a fresh one (printed and stored, so any piece
         can be made again; drawn here, so not checked again)."""
@@ -209,6 +222,12 @@ GenerationRequest = make_dataclass(
     },
 )
 
+
+# What each option needs of the model (`rules.base.Need`), with the default that may pass
+# without it: the sampling options' own declarations, and the melody's legato.
+MODEL_NEEDS: dict[str, tuple[Need, Any]] = {
+    name: (o.model, o.default) for name, o in OPTIONS.items() if o.model
+} | {"legato": (MELODY_VOICE, True)}
 
 SPECS: dict[str, Spec] = {f.name: f.metadata["spec"] for f in dataclasses.fields(GenerationRequest)}
 NAMES = tuple(SPECS)

@@ -17,10 +17,12 @@ from __future__ import annotations
 import torch
 
 from musicgen.errors import MusicgenError
-from musicgen.generation.rules.base import Option
+from musicgen.generation.rules.base import Need, Option
 from musicgen.limits import Range
 from musicgen.tokenizers.base import Tokenizer
 from musicgen.tokenizers.form import SECTION_LABELS
+
+PHRASE_LABELS = Need("phrase labels", lambda t: bool(label_ids(t)))
 
 GUIDANCE = Option(
     "guidance",
@@ -29,6 +31,7 @@ GUIDANCE = Option(
     "weight of the phrase-label guidance: what a phrase's label changes, that much louder "
     "(models with phrase labels; each step costs up to twice as much)",
     short="g",
+    model=PHRASE_LABELS,
 )
 
 

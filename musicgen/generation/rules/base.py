@@ -11,6 +11,7 @@ grammar's completion). Each effect defaults to none, so a rule says only what it
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
@@ -22,12 +23,25 @@ from musicgen.tokenizers.form import Section
 
 
 @dataclass(frozen=True)
+class Need:
+    """What a model must have for an option to act: `what` names it in the refusal ("a melody
+    voice"), `has` tells whether a tokenizer has it."""
+
+    what: str
+    has: Callable[[Tokenizer], bool]
+
+
+MELODY_VOICE = Need("melody voice", lambda t: t.melody_pitches() is not None)
+
+
+@dataclass(frozen=True)
 class Option:
     """One sampling option, declared once: every surface (the API, the CLI, a config's
     `sample:`, the studio, the evaluate sweep, the cards) is derived from it. `studio`: the
     page shows it (`words`: its label there; `slider`: (low, high, step), else a number box);
     `short`: its label in sweep tables and cards; `needs`: the request field without which it
-    does nothing (a value given without it is an error)."""
+    does nothing (a value given without it is an error); `model`: what the model must have for
+    it to act (a value other than the default on a model without it is an error)."""
 
     name: str
     default: Any
@@ -39,6 +53,7 @@ class Option:
     slider: tuple[float, float, float] | None = None
     short: str = ""
     needs: str = ""
+    model: Need | None = None
 
 
 @dataclass(frozen=True)

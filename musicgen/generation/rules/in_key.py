@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from musicgen.generation.rules.base import Option, Rule, Start
+from musicgen.generation.rules.base import Need, Option, Rule, Start
 from musicgen.limits import Range
 from musicgen.measures.form import MAJOR, scale_sizes
 from musicgen.tokenizers.base import Tokenizer
@@ -36,6 +36,9 @@ def pitch_classes(tokenizer: Tokenizer) -> np.ndarray | None:
     return out
 
 
+PITCH_CLASSES = Need("pitched notes", lambda t: pitch_classes(t) is not None)
+
+
 class KeyKeep(Rule):
     """One sequence's pitch-class counts and the choice of the scale they set (`choice`).
     `ids`: the prompt; `nats`: the bonus, `PROMPT_HOLD` times that where the prompt sets a key."""
@@ -48,6 +51,7 @@ class KeyKeep(Rule):
         f"prompt included, once it has {MIN_NOTES} notes (a piece that keeps its key); "
         f"{PROMPT_HOLD:g}x that for a key a prompt of {MIN_NOTES} notes set",
         short="key",
+        model=PITCH_CLASSES,
     )
 
     @classmethod

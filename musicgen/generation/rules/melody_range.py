@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from musicgen.generation.rules.base import Option, Rule, Start
+from musicgen.generation.rules.base import MELODY_VOICE, Option, Rule, Start
 from musicgen.limits import Range
 from musicgen.tokenizers.base import Tokenizer
 
@@ -26,6 +26,7 @@ class MelodyRange(Rule):
         "(models with a melody voice)",
         kind=int,
         short="m",
+        model=MELODY_VOICE,
     )
 
     @classmethod

@@ -1,5 +1,9 @@
 """The minimum-length rule (`min_tokens`): no end token before a sequence has sampled that many
-ids, so that a long generation runs several context windows instead of stopping early."""
+ids, so that a long generation runs several context windows instead of stopping early.
+
+Under a form the form's end takes precedence: the song ends where the form ends
+(`form_control`), and `min_tokens` does nothing (masking the end token there would pile notes
+onto the last bar's onsets)."""
 
 from __future__ import annotations
 
@@ -16,7 +20,8 @@ class MinTokens(Rule):
         "min_tokens",
         0,
         Range(0, MAX_NEW_TOKENS, integer=True, note="0 = off"),
-        "mask the end token until this many ids are sampled (long generations)",
+        "mask the end token until this many ids are sampled (long generations; none under a "
+        "form, which ends the song)",
         kind=int,
     )
 
@@ -26,6 +31,8 @@ class MinTokens(Rule):
     @classmethod
     def start(cls, at: Start) -> MinTokens | None:
         count = at.value(cls.option)
+        if at.controls.sections:  # the form's end is the song's end
+            return None
         return cls(at.tokenizer.eos_id, count) if count > 0 and at.tokenizer.eos_id >= 0 else None
 
     def push(self, tok: int) -> None:
