@@ -1,5 +1,5 @@
 """The groove card's band table: a music.json's band measure (`musicgen evaluate music --band`,
-`musicgen.evaluate.band`) beside the test songs', every number from that file."""
+`musicgen.measures.band`) beside the test songs', every number from that file."""
 
 from __future__ import annotations
 

@@ -215,19 +215,17 @@ def sampling_text(loaded, source: bool = True) -> str:
     import torch
 
     from musicgen.generation.api import Model
+    from musicgen.generation.options import describe
 
     o = Model(loaded, torch.device("cpu"), "").options()  # the rule generation applies
     own = any(v is not None for v in loaded.config.sample.values())
-    parts = [f"T = {o.temperature:g}"]
-    parts += [f"top-k {o.top_k}"] if o.top_k else []
-    parts += [f"top-p {o.top_p:g}"] if o.top_p < 1 else []
-    parts += [f"bar-copy bonus {o.repeat:g} nats"] if o.repeat > 0 else []
+    text = describe(o)
     where = (
         "the model's own, `sample` in config.json, chosen by measurement: docs/evaluation.md"
         if own
         else "the paper's for these tokens"
     )
-    return f"{', '.join(parts)} ({where})" if source else ", ".join(parts)
+    return f"{text} ({where})" if source else text
 
 
 def nll_section(nll: dict, crop: int) -> list[str]:
@@ -284,10 +282,9 @@ def music_section(d: dict, spec: dict, sampling: str = "") -> list[str]:
 
 def style_section(d: dict, groove: bool = True) -> list[str]:
     """The time-segment table of a style.json (`musicgen evaluate style`)."""
-    o = d["sampling"]
-    t = f"{o['temperature']:g}"
-    t += f", top-k {o['top_k']}" if o.get("top_k") else ""
-    t += f", top-p {o['top_p']:g}" if o.get("top_p", 1) < 1 else ""
+    from musicgen.generation.options import describe
+
+    sampling = describe(d["sampling"])
     songs = (
         f"{len(d['songs'])} test-split trio songs (styles never seen in training)"
         if groove
@@ -295,11 +292,11 @@ def style_section(d: dict, groove: bool = True) -> list[str]:
     )
     out = [
         f"## Style similarity of continuations ({'unseen styles' if groove else 'held-out songs'}, "
-        f"T = {t})",
+        f"{sampling})",
         "",
         f"{songs}, {d['samples']} sample{'s' if d['samples'] > 1 else ''} each: the first 2 bars "
         "as prompt, continued to "
-        f"{d['max_tokens']} tokens at T = {t} with grammar masking; the continuation is cut "
+        f"{d['max_tokens']} tokens at {sampling} with grammar masking; the continuation is cut "
         "into 4 equal time segments, each scored against the whole source song by cosine "
         "similarity of style histograms (`musicgen evaluate style`):",
         "",

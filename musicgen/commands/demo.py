@@ -21,6 +21,7 @@ from pathlib import Path
 from musicgen.commands.generate import ProgressBar
 from musicgen.errors import MusicgenError
 from musicgen.generation.api import GenerationRequest, Model, checkpoint_stem, load
+from musicgen.generation.options import describe
 from musicgen.generation.request import SCRATCH_BARS
 from musicgen.generation.write import write_pieces
 from musicgen.resources import shipped_dir
@@ -86,11 +87,8 @@ def _write(model: Model, pieces, stem: str, args: argparse.Namespace) -> list[Pa
 
 def _defaults(model: Model) -> str:
     """The sampling the model uses by default (its config's `sample:` section, as its card
-    states, else the paper's), as the step titles print it."""
-    opts = model.options()
-    text = f"T={opts.temperature:g}, top-p {opts.top_p:g}"
-    text += f", top-k {opts.top_k}" if opts.top_k else ""
-    return text + (f", repeat {opts.repeat:g}" if opts.repeat else "")
+    states, else the paper's), as its card writes it (`options.describe`)."""
+    return describe(model.options())
 
 
 def _continue(

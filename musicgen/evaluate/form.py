@@ -234,10 +234,6 @@ def run_label(name: str, sampling: dict) -> str:
     return f"{name} {sampling_label(sampling)}"
 
 
-def columns(rows: Sequence[dict[str, float]]) -> dict[str, list[float]]:
-    return {m: [r[m] for r in rows] for m in MEASURES}
-
-
 def summarize_runs(real: dict, runs: dict[str, dict], seed: int = 0) -> dict:
     """Spread per measure of the real continuations and of each run; each run minus real per
     song (bootstrap CI); and each pair of runs (first minus second), paired by song."""
@@ -274,7 +270,7 @@ def score_run(
         save_bars(piece, held + new_bars, folder, case.name)
         cont = window(notes_from_score(piece.score), held, new_bars)
         rows.append(form_measures(cont, case.prompt_notes, new_bars, held))
-    return columns(rows)
+    return fm.columns(rows, MEASURES)
 
 
 def evaluate_form(
@@ -328,8 +324,8 @@ def evaluate_form(
         "held_bars": [c.prompt.bars for c in cases],  # PROMPT_BARS, + 1 with a pickup
         "skipped": skipped,
         "measures": list(MEASURES),
-        "per_song": {"real": columns(real), **runs},
-        **summarize_runs(columns(real), runs, seed),
+        "per_song": {"real": fm.columns(real, MEASURES), **runs},
+        **summarize_runs(fm.columns(real, MEASURES), runs, seed),
     }
     write_json(out / "form.json", results)
     plot_form(results, out / "form.png")

@@ -67,7 +67,7 @@ def evaluate_music(
 
     `reference_bars` compares with each reference song's first N bars (from its first note):
     a whole song repeats its chorus, a 16-bar piece has no chorus to repeat. `band` adds the
-    band measure (`evaluate.band`) of both folders under "band"."""
+    band measure (`measures.band`) of both folders under "band"."""
     from musicgen.evaluate.plots import plot_music_stats
 
     names = list(STATISTICS) + (["grammar_error_rate"] if tokenizer is not None else [])

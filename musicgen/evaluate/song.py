@@ -274,10 +274,6 @@ def prompt_kept(song: Song, real: Song, bars: int) -> float:
     return len(want & keys(song)) / len(want) if want else float("nan")
 
 
-def columns(rows: Sequence[dict[str, float]]) -> dict[str, list[float]]:
-    return {m: [r[m] for r in rows] for m in MEASURES}
-
-
 def piece_seeds(seed: int, songs: int) -> list[int]:
     """The seed of each song's piece: its own per song (one seed for every song would give
     songs whose forms open alike the same opening bars, and so the same texture), the same
@@ -297,7 +293,7 @@ def score_run(model, cases: Sequence[SongCase], run: Run, seed: int, prompt_bars
         piece.save(folder / f"{case.name}.mid")
         rows.append(score_song(piece.score, case, held))
         stops.append(piece.stop)
-    return {"measures": columns(rows), "stops": stops}
+    return {"measures": fm.columns(rows, MEASURES), "stops": stops}
 
 
 def summarize(
@@ -363,7 +359,7 @@ def evaluate_songs(
     cases, skipped = song_cases(
         model.tokenizer, data, structure, split, max_songs, max_bars, prompt_bars
     )
-    real = columns([score_song(c.score, c, prompt_bars) for c in cases])
+    real = fm.columns([score_song(c.score, c, prompt_bars) for c in cases], MEASURES)
     out = Path(out)
     runs, plan = {}, plan_runs(settings, chords, densities)
     for run in plan:

@@ -227,23 +227,26 @@ def evaluate_style(
     bars: int = 2,
     max_tokens: int = 1024,
     samples: int = 3,
-    temperature: float | None = None,
-    top_p: float | None = None,
     seed: int = 0,
     device: str = "auto",
     max_prompts: int | None = None,
+    **sampling,
 ) -> dict:
     """Continue `bars` bars of every prompt song; score 4 time segments against the whole song.
 
     Similarities are computed per track role and averaged over the roles the source has. The
-    continuations are written to out/samples/ as MIDI.
+    continuations are written to out/samples/ as MIDI. `sampling`: options of
+    `generation.options.OPTIONS` by name (None or left out: the model's own, else the paper's).
     """
     # One pass over the prompt songs (`_Tally.add`) fills three score sets in step (sampled,
     # true continuation, other-song sources) with one random stream.
     from musicgen.evaluate.plots import plot_style_boxes
     from musicgen.generation.api import GenerationRequest, load
+    from musicgen.generation.options import OPTIONS
 
-    sampling = {"temperature": temperature, "top_p": top_p}
+    unknown = sorted(set(sampling) - set(OPTIONS))
+    if unknown:
+        raise MusicgenError(f"evaluate style: unknown sampling option {', '.join(unknown)}")
     GenerationRequest.build(num=samples, bars=bars, max_tokens=max_tokens, seed=seed, **sampling)
     model = load(checkpoint, device)
     files = midi_files(prompts)[:max_prompts]

@@ -1,5 +1,6 @@
 """Every sampling option, gathered from where it is declared (`OPTIONS`), and what derives from
-them: `SamplingOptions` (what the sampler reads), `RANGES` and `check`.
+them: `SamplingOptions` (what the sampler reads), `RANGES`, `check` and `describe` (the
+sampling line of the cards, the demo and the style benchmark's table).
 
 Plain decoding declares its own (`filters.DECODING`), each rule its one (`rules.RULES`), the
 phrase guidance its weight (`guidance.GUIDANCE`). The request (`generation.request`: the API
@@ -30,6 +31,19 @@ SWEEP = tuple(name for name, o in OPTIONS.items() if o.short)  # what `evaluate 
 def check(name: str, value, where: str | None = None):
     """`value` checked against its option's range (`limits.check_in_range`); None passes."""
     return check_in_range(where or name, value, RANGES[name])
+
+
+def describe(values) -> str:
+    """The options that declare a `card` format, as a card writes them ("T = 1.2, top-p 0.9"):
+    each where its value is not the default (`card_always`: always). `values`: a
+    `SamplingOptions` or a dict of values by name (an option it lacks is at its default)."""
+    get = values.get if isinstance(values, dict) else lambda name, d: getattr(values, name, d)
+    parts = []
+    for o in OPTIONS.values():
+        value = get(o.name, o.default) if o.card else None
+        if value is not None and (o.card_always or value != o.default):
+            parts.append(o.card.format(value))
+    return ", ".join(parts)
 
 
 def check_sample(sample: dict, where: str = "config: sample") -> dict:

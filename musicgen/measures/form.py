@@ -294,6 +294,11 @@ def bar_similarity(a: Piece, b: Piece, a_bars: int, b_bars: int, groove: bool = 
 # statistics over songs: the spread, and paired differences with a bootstrap CI
 
 
+def columns(rows, names) -> dict[str, list]:
+    """Per-piece rows of measures as one list per measure in `names`, over the pieces."""
+    return {m: [r[m] for r in rows] for m in names}
+
+
 def spread(values) -> dict[str, float]:
     """Mean, sd (ddof 1), quartiles and count of the finite values (NaN where there are none)."""
     arr = np.asarray([v for v in values if v is not None and np.isfinite(v)], np.float64)

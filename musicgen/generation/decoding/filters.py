@@ -35,6 +35,8 @@ DECODING = (
         slider=(0.0, 2.0, 0.05),
         words="temperature: higher is more adventurous",
         short="T",
+        card="T = {:g}",
+        card_always=True,
     ),
     Option(
         "top_k",
@@ -45,6 +47,7 @@ DECODING = (
         studio=True,
         words="top-k: draw only among the k likeliest notes (0: all)",
         short="k",
+        card="top-k {}",
     ),
     Option(
         "top_p",
@@ -55,6 +58,7 @@ DECODING = (
         slider=(0.05, 1.0, 0.01),
         words="top-p: draw only among the likeliest notes that make up this share",
         short="p",
+        card="top-p {:g}",
     ),
     Option("grammar", True, None, "do not mask invalid tokens (ablation)", kind=bool),
 )

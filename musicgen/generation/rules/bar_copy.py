@@ -41,6 +41,7 @@ class BarEcho(Rule):
         slider=(0.0, 8.0, 0.5),
         words="bar repeats: how strongly a bar copies an earlier one (0: off)",
         short="r",
+        card="bar-copy bonus {:g} nats",
     )
 
     @classmethod

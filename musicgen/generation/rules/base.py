@@ -39,9 +39,11 @@ class Option:
     """One sampling option, declared once: every surface (the API, the CLI, a config's
     `sample:`, the studio, the evaluate sweep, the cards) is derived from it. `studio`: the
     page shows it (`words`: its label there; `slider`: (low, high, step), else a number box);
-    `short`: its label in sweep tables and cards; `needs`: the request field without which it
-    does nothing (a value given without it is an error); `model`: what the model must have for
-    it to act (a value other than the default on a model without it is an error)."""
+    `short`: its label in sweep tables; `card`: its words in a model card's and the demo's
+    sampling line, a format of its value ("top-k {}"), shown where the value is not the default
+    (`card_always`: whatever it is); `needs`: the request field without which it does nothing
+    (a value given without it is an error); `model`: what the model must have for it to act (a
+    value other than the default on a model without it is an error)."""
 
     name: str
     default: Any
@@ -52,6 +54,8 @@ class Option:
     words: str = ""
     slider: tuple[float, float, float] | None = None
     short: str = ""
+    card: str = ""
+    card_always: bool = False
     needs: str = ""
     model: Need | None = None
 
