@@ -84,7 +84,8 @@ from musicgen.limits import Range
 
 class Toy(Rule):
     option = Option("toy_nats", 0.0, Range(0.0, 5.0, note="nats; 0 = off"), "a toy rule",
-                    studio=True, slider=(0.0, 5.0, 0.5), words="toy: a toy rule", short="toy")
+                    studio=True, slider=(0.0, 5.0, 0.5), words="toy: a toy rule", short="toy",
+                    card="toy bonus {:g} nats")
 
     @classmethod
     def start(cls, at):
@@ -99,7 +100,7 @@ from musicgen.cli import build_parser
 from musicgen.config import load_config
 from musicgen.errors import MusicgenError
 from musicgen.evaluate.form import SWEPT, sampling_label, sweep
-from musicgen.generation.options import SamplingOptions, check_sample
+from musicgen.generation.options import SamplingOptions, check_sample, describe
 from musicgen.generation.request import GenerationRequest
 from musicgen.generation.rules import Controls
 from musicgen.generation.decoding.steer import Steered
@@ -127,6 +128,8 @@ sweep_args = build_parser().parse_args(
 )
 runs = sweep({n: getattr(sweep_args, n) for n in SWEPT})  # the evaluate sweep
 assert [sampling_label(r) for r in runs] == ["toy=1", "toy=2"], runs
+assert describe(SamplingOptions(toy_nats=1.5)) == "T = 1, toy bonus 1.5 nats"  # cards, demo
+assert describe(SamplingOptions()) == "T = 1"
 tok = build_tokenizer("remi")
 steer = Steered.start(tok, SamplingOptions(toy_nats=1.0), Controls(), [tok.bos_id], tok.grammar())
 assert any(type(r).__name__ == "Toy" for r in steer.rules)  # the sampler starts it
@@ -136,7 +139,8 @@ print("ok")
 
 def test_a_toy_rule_in_one_file_reaches_every_surface(tmp_path):
     """A rule added in one module, with one registry line, is an option of the CLI, the API, a
-    config's `sample:`, the studio and the evaluate sweep, and the sampler starts it."""
+    config's `sample:`, the studio, the evaluate sweep and the cards' sampling line, and the
+    sampler starts it."""
     (tmp_path / "toy_rule.py").write_text(TOY)
     env_path = f"{tmp_path}:{ROOT}"
     out = subprocess.run(
