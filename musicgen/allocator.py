@@ -2,11 +2,11 @@
 
 glibc serves every block over its mmap threshold (32 MiB at most) with a fresh mmap and returns
 it to the kernel on free, and torch's CPU allocator does not cache blocks: each large activation
-of a long sequence is new pages that the kernel zero-fills on first touch. At 8192 tokens of the
-default width that doubled or tripled the time of the memory-bound operators (GELU, additions,
-copies; `scripts/bench/bench_growth.py`) and cost 1.2-1.4x on a training step (docs/benchmarks.md,
-"growth"). Serving them from the heap, and trimming it only past 2 GiB of free space at its top,
-keeps those pages mapped; the process's resident memory then stays near its peak until it exits.
+of a long sequence is new pages that the kernel zero-fills on first touch, which slows the
+memory-bound operators (GELU, additions, copies) and so a training step at long lengths (how
+much: docs/training.md and docs/benchmarks.md, "growth"; `scripts/bench/bench_growth.py`).
+Serving them from the heap, and trimming it only past 2 GiB of free space at its top, keeps
+those pages mapped; the process's resident memory then stays near its peak until it exits.
 """
 
 from __future__ import annotations

@@ -2,12 +2,12 @@
 
 A song's folder holds `human_label1.txt` (its form, e.g. `i4A4B8A4o3`: a letter per phrase, then
 its length in bars), `melody.txt` (the melody on a 16th grid, `pitch duration` a line, pitch 0 a
-rest) and analyses. Their bar 0 is a corrected downbeat that is usually not the MIDI's: on
-POP909's tick grid it falls on a 16th that is a multiple of 16 in only 42 of 850 songs. So each
-song is aligned by matching `melody.txt` against the MIDI's MELODY track on the 16th grid, and the
-score is then delayed by the few 16ths that put the corrected downbeat on a bar line: the
-tokenizer's bars become the song's real bars and each phrase starts on a `Bar`. A song aligns
-when at least `MIN_MATCH` of its annotated melody notes land on a MIDI melody note.
+rest) and analyses. Their bar 0 is a corrected downbeat that is usually not the MIDI's (how
+often: docs/tokenization.md, "POP909's phrases on the MIDI's bars"). So each song is aligned by
+matching `melody.txt` against the MIDI's MELODY track on the 16th grid, and the score is then
+delayed by the few 16ths that put the corrected downbeat on a bar line: the tokenizer's bars
+become the song's real bars and each phrase starts on a `Bar`. A song aligns when at least
+`MIN_MATCH` of its annotated melody notes land on a MIDI melody note.
 """
 
 from __future__ import annotations

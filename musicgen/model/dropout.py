@@ -1,15 +1,15 @@
 """Dropout with a cheaper random mask on CPU.
 
-On this project's CPU machine dropout was the largest cost of a training step after the
-matmuls (12-21 %, docs/profile.md), and nearly all of it is the random draw: `bernoulli_` makes
+On this project's CPU machine dropout was the largest cost of a training step after the matmuls
+(docs/profile.md has the shares), and nearly all of it is the random draw: `bernoulli_` makes
 one random number per element. Here one 64-bit draw (`random_` over the whole int64 range, 64
 uniform bits) feeds four elements, each keeping 16 of its bits, and an element is kept when
 those 16 bits, read as a signed int16, reach a threshold. The drop probability is therefore
-quantised to 1/65536 (`effective_p`) and the kept values are scaled by 1 / (1 - effective_p),
-so the output is an unbiased estimate of the input as with `nn.Dropout`. The scaled mask is
-made in the input's dtype in one pass (`torch.where`), not by a cast and a multiply. Other
-devices use `F.dropout` (CUDA's is fused already). The draw comes from torch's default
-generator, so `torch.manual_seed` fixes it.
+quantised to 1/65536 (`effective_p`) and the kept values are scaled by 1 / (1 - effective_p), so
+the output is an unbiased estimate of the input as with `nn.Dropout`. The scaled mask is made in
+the input's dtype in one pass (`torch.where`), not by a cast and a multiply. Other devices use
+`F.dropout` (CUDA's is fused already). The draw comes from torch's default generator, so
+`torch.manual_seed` fixes it.
 """
 
 from __future__ import annotations

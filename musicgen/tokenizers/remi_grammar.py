@@ -8,8 +8,8 @@ a phrase's `Section` label and its `SectionBars` length (and, in a vocabulary wi
 its `SectionDensity`) come right after its `Bar`, before the bar's first position; EOS ends the
 sequence (allowed after a bar, a position or a complete event).
 Sampling writes the melody as one line: once a melody note is at a position, no other melody
-pitch is drawn there (`sampling_mask`; POP909's melodies have two notes at one onset in 0.4 %
-of their onsets, so a prompt or a scored song is never judged by it).
+pitch is drawn there (`sampling_mask`, a rule of sampling only: a prompt or a scored song is
+never judged by it; how often POP909's melodies break it: docs/generation.md).
 """
 
 from __future__ import annotations
