@@ -28,6 +28,16 @@ STUDIO = tuple(name for name, o in OPTIONS.items() if o.studio)  # the page's ow
 SWEEP = tuple(name for name, o in OPTIONS.items() if o.short)  # what `evaluate form` may vary
 
 
+def paper_defaults(tokenizer_name: str) -> dict[str, Any]:
+    """The options whose paper setting for this tokenizer replaces their default
+    (`Option.paper`; none for a tokenizer no paper used)."""
+    return {
+        n: dict(o.paper)[tokenizer_name]
+        for n, o in OPTIONS.items()
+        if tokenizer_name in dict(o.paper)
+    }
+
+
 def check(name: str, value, where: str | None = None):
     """`value` checked against its option's range (`limits.check_in_range`); None passes."""
     return check_in_range(where or name, value, RANGES[name])

@@ -19,7 +19,7 @@ from typing import Any
 
 from musicgen.errors import SEED_MAX, MusicgenError, check_int
 from musicgen.generation.form import SectionChords, parse_section_chords, read_form_arg
-from musicgen.generation.options import OPTIONS, RANGES, SamplingOptions, check
+from musicgen.generation.options import OPTIONS, RANGES, SamplingOptions, check, paper_defaults
 from musicgen.generation.progression import (
     Progression,
     check_chord_path,
@@ -34,13 +34,6 @@ GENERATE_MAX_TOKENS = 2048  # from scratch without `bars` or `max_tokens`
 CONTINUE_MAX_TOKENS = 1024  # a continuation without `bars` or `max_tokens`
 SCRATCH_BARS = 16  # bars of a piece from scratch where a caller asks for none (API, studio, demo)
 BATCH_SIZE = 8  # sequences decoded together
-
-# Sampling settings of the SPE paper's music experiments (Liutkus et al., ICML 2021), per
-# tokenizer; a model's config (`sample:`) replaces them where it says something.
-PAPER_DEFAULTS: dict[str, dict[str, float]] = {
-    "remi": {"temperature": 1.2, "top_k": 0, "top_p": 0.9},
-    "groove": {"temperature": 0.6, "top_k": 0, "top_p": 1.0},
-}
 
 
 @dataclass(frozen=True)
@@ -191,11 +184,11 @@ class _Request:
         return {k: getattr(self, k) for k in SAMPLER if getattr(self, k) is not None}
 
     def options(self, tokenizer_name: str, model: dict | None = None) -> SamplingOptions:
-        """THE sampling defaults, resolved: the paper's settings for this tokenizer (plain
-        sampling at T = 1 for an unknown one), then the model's own (`model`: its config's
+        """THE sampling defaults, resolved: each option's declared default, or its paper
+        setting for this tokenizer (`Option.paper`), then the model's own (`model`: its config's
         `sample` section, checked when the model was loaded, `options.check_sample`; None keeps
         the paper's), then this request's. Nothing is checked again."""
-        values = dict(PAPER_DEFAULTS.get(tokenizer_name, {}))
+        values = paper_defaults(tokenizer_name)
         values.update({k: v for k, v in (model or {}).items() if v is not None and k in SAMPLER})
         values.update(self.sampling())
         return SamplingOptions(**values)

@@ -24,7 +24,9 @@ Redirect = tuple[torch.Tensor, torch.Tensor]  # (source ids, target ids) of one 
 
 NEG_INF = float("-inf")
 
-# the options of plain decoding, declared once (`generation.options` gathers every option)
+# the options of plain decoding, declared once (`generation.options` gathers every option);
+# `paper`: the settings of the SPE paper's music experiments (Liutkus et al., ICML 2021) per
+# tokenizer, where a model's config says nothing
 DECODING = (
     Option(
         "temperature",
@@ -37,6 +39,7 @@ DECODING = (
         short="T",
         card="T = {:g}",
         card_always=True,
+        paper=(("remi", 1.2), ("groove", 0.6)),
     ),
     Option(
         "top_k",
@@ -59,6 +62,7 @@ DECODING = (
         words="top-p: draw only among the likeliest notes that make up this share",
         short="p",
         card="top-p {:g}",
+        paper=(("remi", 0.9),),
     ),
     Option("grammar", True, None, "do not mask invalid tokens (ablation)", kind=bool),
 )

@@ -58,6 +58,7 @@ class Option:
     card_always: bool = False
     needs: str = ""
     model: Need | None = None
+    paper: tuple[tuple[str, Any], ...] = ()
 
 
 @dataclass(frozen=True)
