@@ -4,9 +4,11 @@ whose written MIDI reads back (pretty_midi, and musicgen's own prompt reader) an
 phrase markers keep to the request.
 
 Tiny untrained models and short pieces (`max_tokens`), a bounded number of examples for
-`make test`; `REQUEST_SPACE_EXAMPLES=10000` runs a long search. Not covered yet: whether each
-option acted (the output differs from the run without it) and the studio's handler giving the
-same outcome (after the sampling rules become one protocol, issue 64).
+`make test`; `REQUEST_SPACE_EXAMPLES=10000` runs a long search. The studio's handler
+(`jobs.run_generate` / `run_continue`, what `Actions` runs) gives the same outcome for every
+request the page can send (`studio_can_ask`): the same one-line refusal (where several fields
+are bad, each side may name a different one of them), or the same written MIDI. Not covered
+yet: whether each option acted (the output differs from the run without it).
 """
 
 from __future__ import annotations
@@ -32,6 +34,7 @@ from tests.paths import ROOT  # noqa: E402
 SONG = ROOT / "data" / "demo" / "pop909_005.mid"
 SONG_TOKENS = ROOT / "configs" / "tokenizer" / "remi_song.yaml"
 EXAMPLES = int(os.environ.get("REQUEST_SPACE_EXAMPLES", "30"))
+PAGE_SIZES = {"bars", "new_bars", "seconds"}  # the page's own, tighter ranges (studio.inputs)
 MAX_TOKENS = 80  # per piece: short pieces keep an example near a tenth of a second
 
 FORMS = (["A2", "i1A2", "A2B2", "auto", "i2A2"], ["A40", "A" + "9" * 50, "Q2", "/dev/zero"])
@@ -145,6 +148,75 @@ def check_piece(model, r: dict, music, folder: Path) -> None:
         assert {(m.time // bar, m.text) for m in score.markers} <= asked
 
 
+def studio_run(model, r: dict, folder: Path) -> Path:
+    """The request through the studio's handler (`jobs.run_generate` / `run_continue`, what
+    `Actions.generate` and `Actions.continue_` run in their worker thread): its written MIDI."""
+    from musicgen.studio import jobs
+
+    fields = dict(r["options"]) | {k: r[k] for k in ("form", "chords") if r[k] is not None}
+    fields |= {"seed": r["seed"], "max_tokens": MAX_TOKENS, "num": 1}
+    session = jobs.Session(folder)
+    if r["prompt"] is None:
+        [piece] = jobs.run_generate(model, session, r["model"], bars=r["bars"], **fields)
+    else:
+        p = r["prompt"]
+        length = {"mode": "seconds", "seconds": p["seconds"]} if "seconds" in p else {
+            "mode": "bars", "prompt_bars": p["bars"]}  # fmt: skip
+        [piece] = jobs.run_continue(model, session, r["model"], SONG, new_bars=r["bars"],
+                                    **length, **fields)  # fmt: skip
+    return piece.midi
+
+
+def studio_can_ask(r: dict) -> bool:
+    """Whether the page can send this request: it has no `prompt_bars=(start, end)` (a range
+    of the prompt: API and CLI only), no continuation-only file (the page always writes the
+    prompt with its continuation) and no continuation left to run to its end token (the page
+    always asks for new bars, its own 4 where left out). Nor bars beside a form: on the page a
+    form sets the bars (its bars box is overruled, `controls.settle_form`), where the API
+    refuses bars that disagree with the form."""
+    if r["form"] is not None and r["bars"] is not None:
+        return False
+    if r["prompt"] is None:
+        return True
+    return "prompt_bars" not in r["prompt"] and not r["only"] and r["bars"] is not None
+
+
+def notes(path: Path) -> list:
+    score = symusic.Score(str(path))
+    return sorted((t.name, t.is_drum, n.time, n.duration, n.pitch, n.velocity)
+                  for t in score.tracks for n in t.notes)  # fmt: skip
+
+
+def same_in_studio(model, r: dict, outcome, folder: Path) -> None:
+    """The studio's handler gives the API's outcome: the same one-line refusal, or the same
+    written MIDI (the same bytes, else the same notes)."""
+    if not studio_can_ask(r):
+        return
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", EmptyPiece)
+            midi = studio_run(model, r, folder / "studio")
+    except MusicgenError as exc:
+        assert isinstance(outcome, MusicgenError), f"the studio refuses what the API takes: {exc}"
+        studio, api = (str(e).split(":")[0] for e in (exc, outcome))
+        if str(exc) == str(outcome):
+            pass
+        elif studio == api and studio in PAGE_SIZES:  # the page's tighter range, same field
+            assert str(exc).startswith(f"{studio}: must be"), (str(exc), str(outcome))
+        elif studio == api:
+            assert str(exc) == str(outcome)
+        else:  # several bad fields, checked in another order: each names one the request set
+            asked = {*r["options"], *r, *(r["prompt"] or {}), "new_bars", "prompt_bars"}
+            assert {studio.split()[0], api.split()[0]} <= asked, (str(exc), str(outcome))
+        return
+    assert not isinstance(outcome, MusicgenError), (
+        f"the studio takes what the API refuses: {outcome}"
+    )
+    api = outcome.save(folder / "api.mid")
+    if midi.read_bytes() != api.read_bytes():
+        assert notes(midi) == notes(api)
+
+
 def prompt_end(model, r: dict) -> int:
     """The bar after the prompt, counted from the file's time 0 (a bound: leading silent bars
     skipped by `bars` count too)."""
@@ -161,14 +233,16 @@ def prompt_end(model, r: dict) -> int:
 @given(r=requests())
 def test_a_request_is_refused_in_one_line_or_reads_back(models, r):
     model = models[r["model"]]
-    try:
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore", EmptyPiece)
-            music = run(model, r)
-    except MusicgenError as exc:
-        assert str(exc) and "\n" not in str(exc), repr(exc)
-        event(f"refused: {str(exc).split(':')[0]}")
-        return
-    event("a piece" + (" (no new note)" if music.new_notes == 0 else ""))
     with tempfile.TemporaryDirectory() as folder:
+        try:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore", EmptyPiece)
+                music = run(model, r)
+        except MusicgenError as exc:
+            assert str(exc) and "\n" not in str(exc), repr(exc)
+            event(f"refused: {str(exc).split(':')[0]}")
+            same_in_studio(model, r, exc, Path(folder))
+            return
+        event("a piece" + (" (no new note)" if music.new_notes == 0 else ""))
         check_piece(model, r, music, Path(folder))
+        same_in_studio(model, r, music, Path(folder))
