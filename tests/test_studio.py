@@ -565,3 +565,17 @@ def test_the_command_checks_its_options(capsys):
     assert "--max-upload-mb: must be > 0" in capsys.readouterr().err
     assert main(["studio", "--checkpoint", "nope"]) == 1
     assert "nope: model not found" in capsys.readouterr().err
+
+
+def test_a_handler_bound_by_name_gets_its_page_request():
+    """Gradio passes the page's request to a handler by its type hint (not its signature):
+    without it a job is not tied to its page, and reloading the page does not stop it."""
+    import gradio as gr
+    from gradio.utils import get_type_hints
+
+    from musicgen.studio.app import _by_name
+
+    async def act(bars=None, request=None, progress=None):
+        return request
+
+    assert get_type_hints(_by_name(act, ("bars",))).get("request") is gr.Request

@@ -125,6 +125,7 @@ def _by_name(action: Callable, names: tuple[str, ...]) -> Callable:
         return await action(**sig.bind(*args, **kwargs).arguments)
 
     run.__signature__ = sig
+    run.__annotations__ = {"request": gr.Request}  # gradio finds the request by type hint
     run.__name__ = run.__qualname__ = action.__name__
     return run
 
