@@ -54,9 +54,9 @@ def test_probe_returns_the_passage_after_the_song_bars_that_precede_it():
     q = ids[starts[6] : starts[8]]  # bars 6-7: after bars 1-2 and the 3 gap bars 3-5
     assert seq[0] == 1 and np.array_equal(seq[slice(*p.first[3])], q)
     assert np.array_equal(seq[slice(*p.back[3])], q)
-    assert np.array_equal(p.control[slice(*p.alone[3])], q)
+    assert np.array_equal(p.controls[3][slice(*p.alone[3])], q)
     assert np.array_equal(seq[p.first[3][1] : p.back[3][0]], ids[starts[3] : starts[6]])
-    assert np.array_equal(p.control, np.concatenate([[1], ids[starts[1] : starts[8]]]))
+    assert np.array_equal(p.controls[3], np.concatenate([[1], ids[starts[1] : starts[8]]]))
     assert make_probes(ids, starts, first=1, bars=8, gaps=[0]) is None
 
 
@@ -70,6 +70,23 @@ def test_a_model_that_copies_scores_far_below_one_and_one_without_memory_scores_
         assert copied[g]["ratio"] < 0.3, copied[g]
         assert forgot[g]["ratio"] == pytest.approx(1.0)
         assert copied[g]["nll_return"] == pytest.approx(0.05, abs=0.1)
+
+
+def test_a_phrase_probe_brings_a_whole_phrase_back_after_the_bars_before_it(song):
+    tok, ids = song
+    p = song_probes(tok, ids, 8, [0, 16], "001", phrases=True)
+    for g in (0, 16):
+        seq, bars = p.probes[g], p.bars[g]
+        q = seq[slice(*p.back[g])]
+        assert np.array_equal(seq[slice(*p.first[g])], q)
+        assert np.array_equal(p.controls[g][slice(*p.alone[g])], q)
+        phrase = tok.sections(q)
+        assert [(s.bar, s.bars) for s in phrase] == [(0, bars)] and 4 <= bars <= 8
+        gap = seq[p.first[g][1] : p.back[g][0]]
+        assert len(tok.bar_starts(gap)) == g
+    copied, forgot = probe_song(copier, p), probe_song(forgetter, p)
+    assert all(copied[g]["ratio"] < 0.3 and forgot[g]["ratio"] == pytest.approx(1.0)
+               for g in (0, 16))  # fmt: skip
 
 
 def test_the_song_is_read_with_its_phrases_as_training_read_it(song):

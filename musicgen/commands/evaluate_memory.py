@@ -31,6 +31,12 @@ def add_memory(tasks: argparse._SubParsersAction) -> argparse.ArgumentParser:
     p.add_argument(
         "--gaps", type=int, nargs="+", default=list(GAPS), help="bars between passage and return"
     )
+    p.add_argument(
+        "--phrases",
+        action="store_true",
+        help="the passage is a whole phrase of 4-8 bars, its phrase tokens included (a section "
+        "that comes back; needs --structure and a model with phrase tokens)",
+    )
     p.add_argument("--seed", type=int, default=0, help="seed of the SPE noise draws")
     p.add_argument("--out", default="out/eval", help="output folder (default: out/eval)")
     p.add_argument("--device", default="auto", help="auto | cpu | cuda | mps")
@@ -46,11 +52,12 @@ def run_memory(args: argparse.Namespace) -> int:
     res = evaluate_memory(
         args.checkpoint, args.data, args.out, split=args.split, structure=args.structure,
         max_songs=args.max_songs, bars=args.passage_bars, gaps=args.gaps, seed=args.seed,
-        device=args.device,
+        device=args.device, phrases=args.phrases,
     )  # fmt: skip
     phrases = "with phrase tokens" if res["phrases"] else "without phrase tokens"
     print(f"{args.checkpoint} on {res['songs_asked']} {args.split} songs ({phrases}; "
-          f"{len(res['skipped'])} unreadable); {args.passage_bars}-bar passage")  # fmt: skip
+          f"{len(res['skipped'])} unreadable); "
+          f"{'a phrase' if args.phrases else f'{args.passage_bars}-bar passage'}")  # fmt: skip
     print(table(res))
     print(f"wrote {args.out}/memory.json")
     return 0

@@ -16,6 +16,7 @@ from torch.utils.data import Dataset
 from musicgen.data import layout
 from musicgen.errors import MusicgenError
 from musicgen.tokenizers import Tokenizer, load_tokenizer
+from musicgen.tokenizers.recall import recall_context
 
 IGNORE_INDEX = -100  # target value the loss skips (padding)
 TRANSPOSE_TRIES = 5  # redraws when a shift pushes a note out of range, then no shift
@@ -150,7 +151,10 @@ class CropDataset(SongDataset):
     of k, so a model's bar-mod-phrase embedding (counted from the crop's first bar) agrees with
     the song's own bar count mod k, as it does when a song is scored or generated from its head.
     With `start_at_sections` a song that has section tokens starts its crops where a phrase
-    starts (its Section token in the crop, the bar count from the phrase's first bar).
+    starts (its Section token in the crop, the bar count from the phrase's first bar). With
+    recall marks in the vocabulary, a crop is cut from the song's context (`tokenizers.recall`:
+    returning phrases preceded by their last telling, remembered from the whole song) and the
+    recalled ids are never targets.
     """
 
     def __init__(
@@ -174,6 +178,7 @@ class CropDataset(SongDataset):
         self.random_start_bar = random_start_bar
         self.start_bar_every = int(start_bar_every)
         self.start_at_sections = start_at_sections
+        self.context = recall_context(self.tokenizer)  # None without recall marks
 
     def _crop_bars(self, song: np.ndarray) -> np.ndarray:
         """Where crops of `song` may start: its phrases' bars, or every k-th bar."""
@@ -193,11 +198,16 @@ class CropDataset(SongDataset):
             bars = self._crop_bars(song)
             starts = np.concatenate([[0], bars[bars <= len(song) - n_take]])
             start = int(starts[rng.integers(len(starts))])
+        said = None  # bool per id of the chunk: the song's own (False: recalled context)
         if self.drop_instrument_p > 0:
             chunk = np.asarray(
                 self.tokenizer.drop_tracks(song[start:], rng, self.drop_instrument_p)
             )
             chunk = chunk[:n_take]
+        elif self.context is not None:  # recall blocks from the whole song's phrases
+            ctx, is_song = self.context(song)
+            at = int(np.flatnonzero(is_song)[start]) if len(song) else 0
+            chunk, said = ctx[at : at + n_take], is_song[at : at + n_take]
         else:
             chunk = song[start : start + n_take]
         chunk = self.transposed(chunk, rng)
@@ -207,4 +217,6 @@ class CropDataset(SongDataset):
         if n > 0:
             inp[:n] = torch.from_numpy(np.ascontiguousarray(chunk[:-1], dtype=np.int64))
             tgt[:n] = torch.from_numpy(np.ascontiguousarray(chunk[1:], dtype=np.int64))
+            if said is not None:  # the model never learns to write a recalled phrase
+                tgt[:n][torch.from_numpy(~said[1:])] = IGNORE_INDEX
         return {"input": inp, "target": tgt}

@@ -15,6 +15,7 @@ from torch.utils.data import Dataset
 
 from musicgen.data.dataset import IGNORE_INDEX, CropDataset, PreparedSplit, SongDataset
 from musicgen.errors import MusicgenError
+from musicgen.tokenizers.recall import recall_context
 
 
 def end_range(length: int, n_queries: int) -> tuple[int, int]:
@@ -99,6 +100,11 @@ def make_train_dataset(cfg, split: PreparedSplit, num_samples: int) -> Dataset:
     """The training dataset the model head needs: fixed crops ('lm'), or for 'perceiver_s'
     segments (`perceiver.segmentation: effective`) or uniform crops (`uniform`)."""
     if cfg.model.head == "perceiver_s":
+        if recall_context(split.tokenizer) is not None:
+            raise MusicgenError(
+                f"{split.path}: a vocabulary with recall marks trains an 'lm' head only "
+                "(Perceiver-S segments do not place recalled phrases)"
+            )
         p = cfg.model.perceiver
         cls = UniformCropDataset if p.segmentation == "uniform" else SegmentDataset
         return cls(

@@ -34,19 +34,22 @@ from musicgen.measures.form import paired_difference
 
 PASSAGE_BARS = 8
 GAPS = (0, 16, 32)
+PHRASE_BARS = (4, 8)  # --phrases: the lengths of phrase a probe takes as its passage
 Scorer = Callable[[np.ndarray], np.ndarray]  # ids [N] -> NLL of ids[1:], [N - 1]
 
 
 @dataclass(frozen=True)
 class Probes:
-    """One song's sequences: the control and, per gap, the probe and where Q lies (index
-    ranges of tokens: Q's first time and its return in the probe, Q alone in the control)."""
+    """One song's sequences: per gap, the control, the probe and where Q lies (index ranges
+    of tokens: Q's first time and its return in the probe, Q alone in the control); gaps may
+    share one control array (scored once)."""
 
-    control: np.ndarray
+    controls: dict[int, np.ndarray]
     probes: dict[int, np.ndarray]
     first: dict[int, tuple[int, int]]
     back: dict[int, tuple[int, int]]
     alone: dict[int, tuple[int, int]]
+    bars: dict[int, int]  # Q's bars per gap
 
 
 def make_probes(ids: np.ndarray, starts: np.ndarray, first: int, bars: int, gaps: Sequence[int]):
@@ -71,7 +74,37 @@ def make_probes(ids: np.ndarray, starts: np.ndarray, first: int, bars: int, gaps
         n, m = len(head), len(passage)
         first_at[g], back[g] = (n, n + m), (len(probes[g]) - m, len(probes[g]))
         alone[g] = (starts[q] - starts[first] + n, ends[q + bars - 1] - starts[first] + n)
-    return Probes(control, probes, first_at, back, alone)
+    return Probes({g: control for g in fits}, probes, first_at, back, alone,
+                  {g: bars for g in fits})  # fmt: skip
+
+
+def make_phrase_probes(ids: np.ndarray, starts: np.ndarray, first: int, sections, gaps):
+    """`make_probes` with Q a whole phrase, its phrase tokens included: per gap, the first
+    phrase of PHRASE_BARS bars that starts at least its bars + the gap after `first`; the
+    return is Q, the G bars that precede Q in the song, Q again (a section that comes back).
+    None when no phrase fits any gap."""
+    ends = np.append(starts[1:], len(ids))
+
+    def span(a: int, b: int) -> np.ndarray:  # bars a..b-1
+        return ids[starts[a] : ends[b - 1]] if b > a else ids[:0]
+
+    head = ids[: starts[0]]
+    n = len(head)
+    out: dict[str, dict] = {k: {} for k in ("controls", "probes", "first", "back", "alone", "bars")}
+    for g in gaps:
+        fit = [s for s in sections if PHRASE_BARS[0] <= s.bars <= PHRASE_BARS[1]
+               and s.bar >= first + s.bars + g and s.bar + s.bars <= len(starts)]  # fmt: skip
+        if not fit:
+            continue
+        q, p = fit[0].bar, fit[0].bars
+        passage = span(q, q + p)
+        probe = np.concatenate([head, passage, span(q - g, q), passage])
+        m = len(passage)
+        out["controls"][g] = np.concatenate([head, span(first, q + p)])
+        out["probes"][g], out["bars"][g] = probe, p
+        out["first"][g], out["back"][g] = (n, n + m), (len(probe) - m, len(probe))
+        out["alone"][g] = (starts[q] - starts[first] + n, ends[q + p - 1] - starts[first] + n)
+    return Probes(**out) if out["probes"] else None
 
 
 def span_nll(nll: np.ndarray, where: tuple[int, int]) -> float:
@@ -81,18 +114,22 @@ def span_nll(nll: np.ndarray, where: tuple[int, int]) -> float:
 
 def probe_song(score: Scorer, p: Probes) -> dict[int, dict[str, float]]:
     """Per gap: the summed NLL of Q alone, on its return and its first time, and the ratios."""
-    control = score(p.control)
+    scored: dict[int, np.ndarray] = {}  # id of a control array -> its NLL
     out = {}
     for g, seq in p.probes.items():
+        control = p.controls[g]
+        if id(control) not in scored:
+            scored[id(control)] = score(control)
         nll = score(seq)
         alone, back, first = (
-            span_nll(control, p.alone[g]),
+            span_nll(scored[id(control)], p.alone[g]),
             span_nll(nll, p.back[g]),
             span_nll(nll, p.first[g]),
         )
         tokens = p.back[g][1] - p.back[g][0]
         out[g] = {
             "tokens": tokens,
+            "bars": p.bars[g],
             "nll_alone": alone / tokens,
             "nll_return": back / tokens,
             "nll_first": first / tokens,
@@ -121,11 +158,17 @@ def read_song(tokenizer, path: Path, structure: str | Path | None) -> np.ndarray
     return arr[:-1] if len(arr) and arr[-1] == tokenizer.eos_id else arr
 
 
-def song_probes(tokenizer, ids: np.ndarray, bars: int, gaps: Sequence[int], where: str):
-    """`make_probes` of a song's ids, from its first bar with music (the prompt rule's)."""
+def song_probes(
+    tokenizer, ids: np.ndarray, bars: int, gaps: Sequence[int], where: str, phrases: bool = False
+):
+    """`make_probes` (with `phrases`: `make_phrase_probes`) of a song's ids, from its first
+    bar with music (the prompt rule's)."""
     from musicgen.generation.prompt import music_start
 
     first, _pickup = music_start(tokenizer, ids.tolist(), where)
+    if phrases:
+        sections = tokenizer.sections(ids)
+        return make_phrase_probes(ids, tokenizer.bar_starts(ids), first, sections, gaps)
     return make_probes(ids, tokenizer.bar_starts(ids), first, bars, gaps)
 
 
@@ -159,6 +202,7 @@ def probe_songs(
     structure,
     bars: int,
     gaps: Sequence[int],
+    phrases: bool = False,
 ) -> tuple[dict[str, dict], list[dict]]:
     """Every song read, with its probes per gap (none for a song too short for every gap;
     `score_for(k)`: the scorer of song k), and the songs that could not be read, with why."""
@@ -166,7 +210,7 @@ def probe_songs(
     for k, path in enumerate(tqdm(songs, desc="memory", unit="song", disable=None)):
         try:
             ids = read_song(tokenizer, path, structure)
-            probes = song_probes(tokenizer, ids, bars, gaps, str(path))
+            probes = song_probes(tokenizer, ids, bars, gaps, str(path), phrases)
         except MusicgenError as exc:
             skipped.append({"song": path.stem, "reason": str(exc)})
             continue
@@ -208,9 +252,11 @@ def evaluate_memory(
     gaps: Sequence[int] = GAPS,
     seed: int = 0,
     device: str = "auto",
+    phrases: bool = False,
 ) -> dict:
     """The memory probe of one checkpoint on the POP909 songs of `split` in `data`; writes
-    OUT/memory.json (atomic) and returns what it holds."""
+    OUT/memory.json (atomic) and returns what it holds. `phrases`: the passage is a whole
+    phrase (`make_phrase_probes`; needs `structure` and a model with phrase tokens)."""
     from musicgen.evaluate.form import benchmark_songs
     from musicgen.generation.api import load
 
@@ -219,14 +265,25 @@ def evaluate_memory(
         raise MusicgenError(f"{structure}: structure folder not found")
     songs = benchmark_songs(data, split)[:max_songs]
     model = load(checkpoint, device=device)
+    if phrases and (structure is None or not _has_sections(model.tokenizer)):
+        raise MusicgenError(
+            "--phrases: needs --structure and a model with phrase tokens (the passage is a phrase)"
+        )
     per_song, skipped = probe_songs(
-        lambda k: model_scorer(model, seed, k), model.tokenizer, songs, structure, bars, gaps
+        lambda k: model_scorer(model, seed, k),
+        model.tokenizer,
+        songs,
+        structure,
+        bars,
+        gaps,
+        phrases,
     )
     result = {
         "checkpoint": str(checkpoint), "data": str(data), "split": split,
         "structure": None if structure is None else str(structure),
         "phrases": bool(structure) and _has_sections(model.tokenizer),
-        "passage_bars": bars, "gaps": gaps, "seed": seed, "songs_asked": len(songs),
+        "passage_bars": "a phrase" if phrases else bars, "passage": "phrase" if phrases else "bars",
+        "gaps": gaps, "seed": seed, "songs_asked": len(songs),
         "gap_summary": summarize(per_song, gaps), "per_song": per_song, "skipped": skipped,
     }  # fmt: skip
     write_json(Path(out) / "memory.json", result)

@@ -25,6 +25,7 @@ from musicgen.measures.likelihood import (  # noqa: F401  (re-exported)
     seeded_nll,
     segment_means,
 )
+from musicgen.tokenizers.recall import recall_context
 
 
 def forbidden_masks(tokenizer, song: np.ndarray) -> np.ndarray:
@@ -183,7 +184,8 @@ def _score_checkpoint(
     crop = loaded.config.data.crop_len
     length = max_len or 2 * crop
     sums, counts, per_song = _song_by_song(loaded.model, songs, length, crop, dev, seeds, seed,
-                                           batch_size, Path(ckpt).name)  # fmt: skip
+                                           batch_size, Path(ckpt).name,
+                                           recall_context(loaded.tokenizer))  # fmt: skip
     with torch.random.fork_rng():
         torch.manual_seed(seed)
         forbidden = forbidden_mass(loaded.model, loaded.tokenizer, songs, length, dev)
@@ -205,18 +207,31 @@ def _score_checkpoint(
 
 
 def _song_by_song(
-    model, songs: list, length: int, crop: int, dev, seeds: int, seed: int, batch_size: int, desc
+    model,
+    songs: list,
+    length: int,
+    crop: int,
+    dev,
+    seeds: int,
+    seed: int,
+    batch_size: int,
+    desc,
+    context=None,
 ) -> tuple[np.ndarray, np.ndarray, dict | None]:
     """`seeded_nll` over all songs, and with batch_size 1 each song's mean NLL within and
     beyond the training length (the same noise draws, so the same totals): what a paired
     comparison of two models needs. None per song for batches (their noise is shared)."""
     if batch_size != 1:
-        sums, counts = seeded_nll(model, songs, length, dev, seeds, seed, batch_size, desc=desc)
+        sums, counts = seeded_nll(
+            model, songs, length, dev, seeds, seed, batch_size, desc=desc, context=context
+        )
         return sums, counts, None
     sums, counts = np.zeros(length, np.float64), np.zeros(length, np.int64)
     per_song: dict[str, list] = {"within": [], "beyond": []}
     for k in tqdm(range(len(songs)), desc=desc, leave=False):
-        s, c = seeded_nll(model, songs[k : k + 1], length, dev, seeds, seed, first_index=k)
+        s, c = seeded_nll(
+            model, songs[k : k + 1], length, dev, seeds, seed, first_index=k, context=context
+        )
         sums, counts = sums + s, counts + c
         for key, lo, hi in (("within", 0, crop), ("beyond", crop, None)):
             mean = range_mean(s, c, lo, hi)

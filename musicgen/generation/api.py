@@ -57,6 +57,7 @@ from musicgen.generation.request import (
 )
 from musicgen.generation.rules import Controls
 from musicgen.generation.write import checkpoint_stem, write_midi
+from musicgen.tokenizers.recall import recall_context
 
 __all__ = [
     "BAR_TOKEN_CAP",
@@ -332,7 +333,10 @@ class Model:
         ids = np.asarray(ids, dtype=np.int64)
         if ids.ndim != 1 or len(ids) < 2:
             raise MusicgenError(f"ids: need a 1-D sequence of 2 or more ids, got shape {ids.shape}")
-        sums, _counts = per_position_nll(self.model, [ids], len(ids) - 1, self.device)
+        context = recall_context(self.tokenizer)  # a recall model hears its phrases again
+        sums, _counts = per_position_nll(
+            self.model, [ids], len(ids) - 1, self.device, context=context
+        )
         return sums
 
 

@@ -15,6 +15,7 @@ from tqdm import tqdm
 
 from musicgen.errors import MusicgenError
 from musicgen.measures.metrics import notes_from_score
+from musicgen.tokenizers.recall import Context
 
 SEGMENT = 128  # tokens per point of the per-position curves (the paper's figure)
 
@@ -26,6 +27,7 @@ def per_position_nll(
     max_len: int,
     device: torch.device | str,
     batch_size: int = 1,
+    context: Context | None = None,
 ) -> tuple[np.ndarray, np.ndarray]:
     """Summed NLL (nats) and count of predicted tokens at each position 0..max_len-1.
 
@@ -34,7 +36,8 @@ def per_position_nll(
     extrapolation. Songs in a batch are right-padded (causal: padding never changes earlier
     positions) and padded targets are ignored. Models with a `score(ids)` method (Perceiver-S,
     whose forward holds one window) are scored through it. The model is put in eval mode and
-    restored.
+    restored. With `context` (`tokenizers.recall`) a song is scored inside its context (the
+    recalled phrases in place) and position p is still the song's own token p + 1.
     """
     device = torch.device(device)
     sums = np.zeros(max_len, np.float64)
@@ -46,21 +49,23 @@ def per_position_nll(
         order = [s for s in order if len(s) >= 2]
         for b in range(0, len(order), batch_size):
             chunk = order[b : b + batch_size]
-            n = max(len(s) for s in chunk) - 1
+            views = [context(s) if context else (s, np.ones(len(s), bool)) for s in chunk]
+            n = max(len(seq) for seq, _ in views) - 1
             inp = torch.zeros(len(chunk), n, dtype=torch.long)  # [B, N], 0 = pad
             tgt = torch.full((len(chunk), n), -100, dtype=torch.long)  # [B, N]
-            for i, s in enumerate(chunk):
-                t = torch.from_numpy(s)
-                inp[i, : len(s) - 1] = t[:-1]
-                tgt[i, : len(s) - 1] = t[1:]
+            for i, (seq, said) in enumerate(views):
+                t = torch.from_numpy(seq)
+                inp[i, : len(seq) - 1] = t[:-1]
+                tgt[i, : len(seq) - 1] = torch.where(torch.from_numpy(said[1:]), t[1:], -100)
             inp, tgt = inp.to(device), tgt.to(device)
             # a Perceiver-S forward holds one window; its score() slides windows over a song
             scorer = getattr(model, "score", None) or model
             logits = scorer(inp).float()  # [B, N, V]
-            nll = F.cross_entropy(logits.transpose(1, 2), tgt, reduction="none")  # [B, N]
-            valid = tgt != -100
-            sums[:n] += (nll * valid).sum(0).double().cpu().numpy()
-            counts[:n] += valid.sum(0).cpu().numpy()
+            nll = F.cross_entropy(logits.transpose(1, 2), tgt, reduction="none").cpu()  # [B, N]
+            for i, (_seq, said) in enumerate(views):  # back to the song's own positions
+                own = torch.from_numpy(np.flatnonzero(said[1:]))  # [len(song) - 1]
+                sums[: len(own)] += nll[i, own].double().numpy()
+                counts[: len(own)] += 1
     finally:
         model.train(was_training)
     return sums, counts
@@ -82,6 +87,7 @@ def seeded_nll(
     first_index: int = 0,
     step: int = 1,
     desc: str | None = None,
+    context: Context | None = None,
 ) -> tuple[np.ndarray, np.ndarray]:
     """`per_position_nll` averaged over `seeds` SPE noise draws, each a pure function of (seed,
     draw, song index): sums (nats, mean over draws) and counts of one draw per position.
@@ -90,7 +96,8 @@ def seeded_nll(
     first_index=r, step=world), so a song gets the same noise however songs are split over ranks
     (a batch shares the draw of its first song: batch_size 1 makes every song's noise its own),
     and the caller's RNG is left as it was: validation neither consumes nor depends on
-    the training RNG, and best.pt is not picked on one noise draw. `desc`: show a progress bar.
+    the training RNG, and best.pt is not picked on one noise draw. `desc`: show a progress bar;
+    `context`: as in `per_position_nll`.
     """
     if seeds < 1:
         raise MusicgenError(f"seeds: need at least one SPE draw, got {seeds}")
@@ -106,7 +113,7 @@ def seeded_nll(
                 bar.update(1)
                 torch.manual_seed(noise_seed(seed, d, first_index + b * step))
                 s, c = per_position_nll(
-                    model, songs[b : b + batch_size], max_len, device, batch_size
+                    model, songs[b : b + batch_size], max_len, device, batch_size, context
                 )
                 sums += s
                 if d == 0:

@@ -30,6 +30,7 @@ from musicgen.model.spe_noise import SPENoise
 MUSICAL_SPE = ("none", "sine_spe")  # registry names of model.musical.spe
 MUSICAL_TAG = 1000  # noise tags of musical-time SPE modules (token-index SPE uses 0..n_layers-1)
 MAX_NOTES = 15  # notes_at_onset: counts from here on share one embedding
+BLOCK_SPAN = 1 << 40  # recall blocks' keys are offset by this per block (one running max)
 
 
 @dataclass
@@ -41,6 +42,9 @@ class MusicalState:
     shift: Tensor  # (B,) int64
     onset: Tensor  # (B,) int64: the onset after the last id (-1 before any)
     notes: Tensor  # (B,) int64: notes read at that onset
+    depth: Tensor  # (B,) int64: open recall blocks (tokenizers.recall)
+    block_bars: Tensor  # (B,) int64: bars opened inside the current recall block
+    block_key: Tensor  # (B,) int64: its running max key (-1 before its first position)
 
 
 class MusicalTime(nn.Module):
@@ -52,17 +56,44 @@ class MusicalTime(nn.Module):
         for name in ("bar", "position", "shift"):  # derived from the tokenizer: not saved
             buf = torch.as_tensor(getattr(tables, name), dtype=torch.long)
             self.register_buffer(name, buf, persistent=False)
-        note = tables.note if tables.note is not None else torch.zeros(len(tables.bar))
-        self.register_buffer("note", torch.as_tensor(note, dtype=torch.long), persistent=False)
+        zeros = torch.zeros(len(tables.bar))
+        for name in ("note", "recall"):  # absent from a tokenizer: all zero
+            buf = getattr(tables, name, None)
+            buf = torch.as_tensor(zeros if buf is None else buf, dtype=torch.long)
+            self.register_buffer(name, buf, persistent=False)
 
-    def _key(self, bars: Tensor, ids: Tensor) -> Tensor:
+    def _key(self, bars: Tensor, ids: Tensor, out: Tensor | None = None) -> Tensor:
         pos = self.position[ids]
-        return torch.where(pos >= 0, (bars - 1) * self.per_bar + pos, -1)
+        keep = pos >= 0 if out is None else (pos >= 0) & ~out
+        return torch.where(keep, (bars - 1) * self.per_bar + pos, -1)
+
+    def inside(self, ids: Tensor) -> Tensor:
+        """ids (B, N) -> bool (B, N): True from a Recall_Start through its Recall_End (a
+        recalled phrase, tokenizers.recall)."""
+        marks = self.recall[ids]
+        closes = (marks < 0).long()
+        return ((marks > 0).long().cumsum(-1) - closes.cumsum(-1) + closes) > 0
 
     def onsets(self, ids: Tensor) -> Tensor:
-        """ids (B, N) -> onset (B, N) int64 after reading each token."""
-        key = self._key(self.bar[ids].cumsum(-1), ids)
-        return key.cummax(-1).values.clamp_min(0) + self.shift[ids].cumsum(-1)
+        """ids (B, N) -> onset (B, N) int64 after reading each token. A recalled phrase leaves
+        the song's time as it was and runs on its own time from the bar where it is recalled
+        (its ids sit where their counterparts in the returning phrase will: `_recalled`)."""
+        inside = self.inside(ids)
+        key = self._key((self.bar[ids] * ~inside).cumsum(-1), ids, inside)
+        song = key.cummax(-1).values.clamp_min(0) + (self.shift[ids] * ~inside).cumsum(-1)
+        return self._recalled(ids, inside, song) if bool(inside.any()) else song
+
+    def _recalled(self, ids: Tensor, inside: Tensor, song: Tensor) -> Tensor:
+        """Onsets inside recall blocks: the bar the song is in, plus the block's own running
+        time (bars it opens, positions it sets), which restarts at every Recall_Start."""
+        opens = self.recall[ids] > 0
+        bars = (self.bar[ids] * inside).cumsum(-1)
+        bars = bars - torch.where(opens, bars, 0).cummax(-1).values  # bars into the block
+        block = opens.long().cumsum(-1) * BLOCK_SPAN  # a block's keys exceed every earlier's
+        pos = self.position[ids]
+        key = torch.where(inside & (pos >= 0), bars * self.per_bar + pos + block, -1)
+        own = (key.cummax(-1).values - block).clamp_min(0)
+        return torch.where(inside, song - song % self.per_bar + own, song)
 
     def notes_at_onset(self, ids: Tensor, onset: Tensor) -> Tensor:
         """ids, onset (B, N) -> notes read at each token's onset up to and including it (B, N):
@@ -80,15 +111,28 @@ class MusicalTime(nn.Module):
             return torch.full((batch_size,), v, dtype=torch.long, device=device)
 
         return MusicalState(
-            bars=full(0), key=full(-1), shift=full(0), onset=full(-1), notes=full(0)
-        )
+            bars=full(0), key=full(-1), shift=full(0), onset=full(-1), notes=full(0),
+            depth=full(0), block_bars=full(0), block_key=full(-1),
+        )  # fmt: skip
 
     def step(self, ids: Tensor, state: MusicalState) -> Tensor:
         """ids (B,) -> onset (B,) after reading them; advances `state` (and its note count)."""
-        state.bars = state.bars + self.bar[ids]
-        state.key = torch.maximum(state.key, self._key(state.bars, ids))
-        state.shift = state.shift + self.shift[ids]
+        marks = self.recall[ids]
+        opens = marks > 0
+        state.depth = state.depth + opens.long()
+        inside = state.depth > 0  # inside a recalled phrase, its marks included
+        state.depth = state.depth - (marks < 0).long()
+        state.bars = state.bars + self.bar[ids] * ~inside
+        state.key = torch.maximum(state.key, self._key(state.bars, ids, inside))
+        state.shift = state.shift + self.shift[ids] * ~inside
         onset = state.key.clamp_min(0) + state.shift
+        if bool(inside.any()):  # the block's own time (`_recalled`)
+            state.block_bars = torch.where(opens, 0, state.block_bars) + self.bar[ids] * inside
+            pos = self.position[ids]
+            key = torch.where(inside & (pos >= 0), state.block_bars * self.per_bar + pos, -1)
+            state.block_key = torch.maximum(torch.where(opens, -1, state.block_key), key)
+            own = onset - onset % self.per_bar + state.block_key.clamp_min(0)
+            onset = torch.where(inside, own, onset)
         kept = torch.where(onset == state.onset, state.notes, 0)
         state.onset, state.notes = onset, kept + self.note[ids]
         return onset

@@ -91,14 +91,32 @@ class TimeTables:
     positions_per_bar: int
     positions_per_beat: int
     note: np.ndarray | None = None  # (V,) int64: 1 for a token that starts a note, else 0
+    # (V,) int64: +1 for Recall_Start, -1 for Recall_End, else 0; the ids from one through the
+    # other (a recalled phrase, tokenizers.recall) leave the time as it was
+    recall: np.ndarray | None = None
 
     def onsets(self, ids: np.ndarray) -> np.ndarray:
         """Onset in sub-beats after reading each id (numpy form of the model's parallel rule)."""
         a = np.asarray(ids, dtype=np.int64)  # (..., N)
-        bars = np.cumsum(self.bar[a], -1)
+        keep = np.ones(a.shape, dtype=bool)
+        if self.recall is not None:  # a recalled phrase leaves the song's time as it was
+            marks = self.recall[a]
+            closes = marks < 0
+            keep = (np.cumsum(marks > 0, -1) - np.cumsum(closes, -1) + closes) <= 0
+        bars = np.cumsum(self.bar[a] * keep, -1)
         pos = self.position[a]
-        key = np.where(pos >= 0, (bars - 1) * self.positions_per_bar + pos, -1)
-        return np.maximum(np.maximum.accumulate(key, -1), 0) + np.cumsum(self.shift[a], -1)
+        key = np.where((pos >= 0) & keep, (bars - 1) * self.positions_per_bar + pos, -1)
+        song = np.maximum(np.maximum.accumulate(key, -1), 0) + np.cumsum(self.shift[a] * keep, -1)
+        if keep.all():
+            return song
+        # inside a block: the bar the song is in plus the block's own running time
+        opens = self.recall[a] > 0
+        bars = np.cumsum(self.bar[a] * ~keep, -1)
+        bars = bars - np.maximum.accumulate(np.where(opens, bars, 0), -1)
+        block = np.cumsum(opens, -1) * (1 << 40)
+        key = np.where(~keep & (pos >= 0), bars * self.positions_per_bar + pos + block, -1)
+        own = np.maximum(np.maximum.accumulate(key, -1) - block, 0)
+        return np.where(keep, song, song - song % self.positions_per_bar + own)
 
 
 class Tokenizer(abc.ABC):

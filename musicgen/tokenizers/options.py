@@ -53,6 +53,9 @@ class RemiOptions:
     # with sections: each phrase's density after its length, SectionDensity_k (k = 1..8 by its
     # notes a bar, tokenizers.form.density_level), which the model learns to play and can be given
     densities: bool = False
+    # with sections: Recall_Start / Recall_End, which mark a returning phrase's last telling
+    # placed in the model's context (tokenizers.recall); never written, never predicted
+    recall: bool = False
 
     def check(self) -> RemiOptions:
         from miditok.constants import CHORD_MAPS
@@ -71,6 +74,8 @@ class RemiOptions:
             raise MusicgenError(
                 f"{LABEL}: densities needs sections (they follow a phrase's tokens)"
             )
+        if self.recall and not self.sections:
+            raise MusicgenError(f"{LABEL}: recall needs sections (it recalls phrases by label)")
         return self
 
 

@@ -40,6 +40,7 @@ from musicgen.tokenizers.form import (
 )
 from musicgen.tokenizers.options import RemiOptions, as_dict, options_from, parse_options
 from musicgen.tokenizers.pedal import fold_pedal
+from musicgen.tokenizers.recall import strip_recall
 from musicgen.tokenizers.remi_controls import RemiControls
 from musicgen.tokenizers.remi_grammar import RemiGrammar, RemiTables
 from musicgen.tokenizers.remi_prepare import (  # noqa: F401 (re-exported: the helpers' old home)
@@ -282,6 +283,7 @@ class RemiTokenizer(RemiControls, Tokenizer):
     def decode(self, ids: list[int] | np.ndarray) -> symusic.Score:
         """A Piano track; with melody notes in `ids`, a Melody track first; with phrase
         tokens, a marker per phrase ("A8", `form.add_markers`)."""
+        ids = strip_recall(self, ids)  # a model's context: its recalled phrases are not music
         score = self._decode_notes(ids)
         add_markers(score, self.sections(ids))
         return score
@@ -290,7 +292,9 @@ class RemiTokenizer(RemiControls, Tokenizer):
         t = self.tables
         arr = np.asarray(ids, dtype=np.int64).reshape(-1)
         arr = arr[(arr >= 0) & (arr < self.vocab_size)]
-        arr = arr[~np.isin(t.family[arr], (RemiTables.SPECIAL, *PHRASE_FAMILIES))]
+        arr = arr[
+            ~np.isin(t.family[arr], (RemiTables.SPECIAL, RemiTables.RECALL, *PHRASE_FAMILIES))
+        ]
         in_melody = self._note_members(arr, t.melody[arr])
         if not in_melody.any():
             return self._mt.decode([TokSequence(ids=arr.tolist())])

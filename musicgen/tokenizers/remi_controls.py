@@ -64,7 +64,15 @@ class RemiControls:
             positions_per_bar=per_bar,
             positions_per_beat=per_beat,
             note=(t.family == RemiTables.PITCH).astype(np.int64),
+            recall=self._recall_marks(),
         )
+
+    def _recall_marks(self) -> np.ndarray | None:
+        if not self.options.get("recall"):
+            return None
+        marks = np.zeros(self.vocab_size, np.int64)
+        marks[self.token_id("Recall_Start")], marks[self.token_id("Recall_End")] = 1, -1
+        return marks
 
     def note_end_mask(self) -> np.ndarray:
         return self.tables.family == RemiTables.DURATION

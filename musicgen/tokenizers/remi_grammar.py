@@ -39,6 +39,7 @@ class RemiTables:
     SECTION = 9  # a phrase's label (Section_A)
     SECTION_BARS = 10  # its length in bars (SectionBars_8)
     SECTION_DENSITY = 11  # its density level (SectionDensity_3)
+    RECALL = 12  # Recall_Start / Recall_End: a recalled phrase in the context (never written)
 
     family: np.ndarray  # (V,) int8: one of the constants above
     pitch: np.ndarray  # (V,) MIDI pitch of Pitch tokens, -1 elsewhere
@@ -72,6 +73,7 @@ class RemiTables:
             "Section": cls.SECTION,
             "SectionBars": cls.SECTION_BARS,
             "SectionDensity": cls.SECTION_DENSITY,
+            "Recall": cls.RECALL,
         }
         n = len(names)
         t = cls(

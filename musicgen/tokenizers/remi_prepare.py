@@ -71,7 +71,8 @@ def _only(score: symusic.Score, track: symusic.Track) -> symusic.Score:
 
 
 def extra_names(options: dict[str, Any]) -> list[str]:
-    """The tokens appended after miditok's vocabulary: melody pitches, then section tokens."""
+    """The tokens appended after miditok's vocabulary: melody pitches, section tokens, then
+    the recall marks (each family after the last, so a vocabulary only grows)."""
     low, high = options["pitch_range"]
     names = [f"MelodyPitch_{p}" for p in range(low, high + 1)] if options["melody"] else []
     if options["sections"]:
@@ -79,6 +80,8 @@ def extra_names(options: dict[str, Any]) -> list[str]:
         names += [f"SectionBars_{n}" for n in range(1, MAX_SECTION_BARS + 1)]
     if options.get("densities"):
         names += [f"SectionDensity_{k}" for k in range(1, DENSITY_LEVELS + 1)]
+    if options.get("recall"):
+        names += ["Recall_Start", "Recall_End"]
     return names
 
 

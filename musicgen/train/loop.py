@@ -26,6 +26,7 @@ from musicgen.checkpoint import save_checkpoint, unwrap
 from musicgen.config import Config
 from musicgen.errors import MusicgenError, Terminated
 from musicgen.measures.likelihood import SEGMENT, range_mean, seeded_nll, segment_means
+from musicgen.tokenizers.recall import Context, recall_context
 from musicgen.train.state import Ranks, Run, StepDone, StopRequest, TrainResult, TrainState
 
 
@@ -171,7 +172,9 @@ def maybe_validate(run: Run, state: TrainState, leave: bool) -> None:
     """Validate when due (every rank: it is a collective); a new best loss is saved as best.pt."""
     if not run.val_songs or not _due(run, state, run.cfg.train.val_every, leave):
         return
-    res = validate(run.wrapped, run.val_songs, run.cfg, run.device, run.ranks)
+    res = validate(
+        run.wrapped, run.val_songs, run.cfg, run.device, run.ranks, recall_context(run.tok)
+    )
     _log(run.log, {"kind": "val", "step": state.step, **res})
     if run.ranks.main:
         tqdm.write(
@@ -184,12 +187,18 @@ def maybe_validate(run: Run, state: TrainState, leave: bool) -> None:
 
 
 def validate(
-    model: torch.nn.Module, songs: list, cfg: Config, device: torch.device, ranks: Ranks
+    model: torch.nn.Module,
+    songs: list,
+    cfg: Config,
+    device: torch.device,
+    ranks: Ranks,
+    context: Context | None = None,
 ) -> dict:
     """Mean loss within the crop length, beyond it (extrapolation), and per 128-token segment,
     over `train.val_seeds` seeded SPE draws (the same draws every time: best.pt is not picked on
     noise). Each rank scores songs[rank::world]; the sums are all-reduced, so every rank gets the
-    numbers a single process would."""
+    numbers a single process would. `context`: recalled phrases in place (`tokenizers.recall`);
+    positions are the songs' own."""
     sums, counts = seeded_nll(
         unwrap(model),
         songs[ranks.rank :: ranks.world],
@@ -199,6 +208,7 @@ def validate(
         seed=cfg.train.seed,
         first_index=ranks.rank,
         step=ranks.world,
+        context=context,
     )
     if ranks.world > 1:
         both = torch.from_numpy(np.stack([sums, counts.astype(np.float64)])).to(device)

@@ -30,6 +30,7 @@ from musicgen.generation.decoding.steer import Steered
 from musicgen.generation.options import SamplingOptions
 from musicgen.generation.rules import Controls
 from musicgen.tokenizers.base import Grammar, Tokenizer
+from musicgen.tokenizers.recall import RecallContext, has_recall
 
 __all__ = ["Generated", "SamplingOptions", "generate", "invalid_rate"]
 
@@ -131,13 +132,13 @@ def generate(
         if lag is not None:
             logits = guide(logits, options.guidance)  # [B, V]
         pos += 1
-        sampling = [r.active and pos >= r.out.prompt_len for r in rows]
+        sampling = [r.active and pos >= len(r.seq) for r in rows]
         if any(sampling):
             drawn = draw(logits, rows, sampling, options, tokenizer.vocab_size, generator)
             for row, tok in zip(rows, drawn, strict=True):
                 if tok is not None:
                     row.accept(tokenizer, tok, bars, max_new_tokens)
-        next_ids = [r.out.ids[pos] if r.active else tokenizer.pad_id for r in rows]
+        next_ids = [r.seq[pos] if r.active else tokenizer.pad_id for r in rows]
         feed = _feed(next_ids, lag, device)
         if progress is not None:
             progress(_steps_done(rows, pos, total_steps, bars), total_steps)
@@ -184,7 +185,7 @@ def _steps_done(rows: list[_Row], pos: int, total: int, bars: int | None) -> int
     if not any(r.active for r in rows):
         return total
     if bars is None:
-        return pos
+        return min(pos, total - 1)  # recalled phrases are steps beyond the estimate
     written = min(
         1.0 if not r.active else (len(r.out.bars.starts) - r.out.bar_base) / bars for r in rows
     )
@@ -203,12 +204,15 @@ def _per_row(first_allowed, n: int) -> list:
 class _Row:
     """One sequence of the batch while it is generated: its output, its grammar with its rules
     and whether it runs. With masking off the grammar still runs, to count errors (the invalid
-    token rate)."""
+    token rate). `seq` is what the model reads: the output's ids, and for a vocabulary with
+    recall marks the recalled phrases (`tokenizers.recall`), which are never written."""
 
     out: Generated
     steer: Steered
     prompt_errors: int
     begin: _Start
+    seq: list[int]
+    recall: RecallContext | None = None
     active: bool = True
     first: np.ndarray | None = None  # bool[vocab]: what the first sampled id may be
 
@@ -233,13 +237,18 @@ class _Row:
             # model: it is the first new bar, not a prompt bar
             opened = len(starts) > 0 and int(starts[-1]) >= len(out.ids) - 1 and len(out.ids) > 1
             out.bar_base = len(starts) - int(opened)
-        return cls(out, steer, steer.errors, begin)
+        recall = RecallContext(begin.tokenizer) if has_recall(begin.tokenizer) else None
+        seq = list(out.ids) if recall is None else recall.build(out.ids)[0].tolist()
+        return cls(out, steer, steer.errors, begin, seq, recall)
 
     def accept(self, tokenizer: Tokenizer, tok: int, bars: int | None, max_new: int) -> None:
         """Append a sampled id; end the row on the end token, a bar past `bars` or `max_new`."""
         out = self.out
         self.steer.advance(tok)
         out.ids.append(tok)
+        self.seq.append(tok)
+        if self.recall is not None:
+            self.seq += self.recall.push(tok)
         out.sampled += 1
         if out.bars is not None:
             out.bars.push(tok)
