@@ -116,8 +116,8 @@ def number(page, elem_id: str) -> float:
     return float(page.locator(f"#{elem_id} input[type=number]").input_value())
 
 
-def open_page(browser, width: int = 1280):
-    page = browser.new_page(accept_downloads=True, viewport={"width": width, "height": 1600})
+def open_page(browser, width: int = 1280, height: int = 1600):
+    page = browser.new_page(accept_downloads=True, viewport={"width": width, "height": height})
     page.set_default_timeout(WAIT_MS)  # a page of a busy machine loads slowly too
     page.goto(STUDIO_URL[0])
     page.wait_for_selector("#generate")
@@ -128,7 +128,7 @@ def open_page(browser, width: int = 1280):
 def open_advanced(page) -> None:
     """Unfold the advanced settings (the seed and the sampling), folded as the page opens."""
     if not page.locator("#seed").is_visible():
-        page.locator("#advanced").get_by_text("advanced settings").click()
+        page.locator("#advanced").get_by_text("Advanced").first.click()
     page.locator("#seed").wait_for()
 
 
@@ -306,17 +306,30 @@ def test_defaults_are_the_model_own_through_the_api_and_the_page(studio, browser
 
 
 def test_words_progression_variations_and_a_narrow_window(studio, browser):
-    page = open_page(browser, width=400)
+    page = open_page(browser, width=400, height=800)  # a phone's first screen
     title = "Pop songs with melody, form and chords"
     assert page.locator("#model input").input_value() == title
+    cut = (
+        "(() => { const i = document.querySelector('#model input');"
+        " return i.scrollWidth > i.clientWidth; })()"
+    )
+    assert not page.evaluate(cut)  # the model's name is not cut
+    box = page.locator("#generate").bounding_box()
+    assert box["y"] >= 0 and box["y"] + box["height"] <= 800  # Generate on the first screen
     assert "POP909" in page.locator("#summary").inner_text()  # what to expect, first
     assert not page.locator("#temperature").is_visible()  # folded: advanced settings
     assert "tokens" not in page.locator("body").inner_text()  # no jargon on the page
     page.locator("#chords textarea").fill("Am | F | C | G x2")
+    page.set_viewport_size({"width": 400, "height": 1600})
     set_number(page, "bars", 8)
     page.locator("#progression").get_by_text("bar by bar").wait_for()
     table = page.locator("#progression").inner_text().split()
     assert table[-8:] == ["Am", "F", "C", "G", "Am", "F", "C", "G"]
+    page.locator("#add-section").click()  # the form builder: a Verse of 8 bars
+    page.wait_for_function("document.querySelector('#form textarea').value === 'A8'")
+    page.locator("#progression").get_by_text("Verse 8").wait_for()
+    page.locator("#clear-form").click()
+    page.wait_for_function("document.querySelector('#form textarea').value === ''")
     set_number(page, "bars", 2)
     set_number(page, "num", 2)
     page.locator("#generate").click()

@@ -13,7 +13,7 @@ import gradio as gr
 
 from musicgen.errors import MusicgenError
 from musicgen.generation.options import OPTIONS
-from musicgen.studio import controls, inputs, jobs
+from musicgen.studio import controls, inputs, jobs, words
 from musicgen.studio.player import svg
 from musicgen.studio.running import JobFlag, PageJobs
 
@@ -119,21 +119,21 @@ class Actions:
 
     def on_model(self, label):
         """The summary, card, chord and form boxes (each emptied for a model it does not
-        control: a hidden box must not send anything) and sampling defaults of the chosen
-        model."""
+        control: a hidden box must not send anything), sampling defaults and form builder of
+        the chosen model: a control the model cannot use is hidden."""
         label = label or self.default
         model = self.models.get(label)
-        boxes = (jobs.has_chord_tokens(model), controls.has_sections(model))
+        chords, form = jobs.has_chord_tokens(model), controls.has_sections(model)
         defaults = jobs.sampling_defaults(model)
+        info = words.form_info(controls.has_densities(model))
         return (
             self.models.summary(label),
             self.models.card(label),
-            *(
-                gr.update(visible=True) if on else gr.update(visible=False, value="")
-                for on in boxes
-            ),
+            gr.update(visible=True) if chords else gr.update(visible=False, value=""),
+            gr.update(visible=True, info=info) if form else gr.update(visible=False, value=""),
             *(defaults[name] for name in inputs.SAMPLING),
             f"**{self.models.title(label)}** is ready",
+            gr.update(visible=form),
         )
 
     def reset(self, label):
