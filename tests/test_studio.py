@@ -366,6 +366,8 @@ def test_a_form_sets_the_bars_and_writes_its_sections(songs, tmp_path):
     [chorded] = jobs.run_generate(model, session, "song", seed=1, form="A2B2",
                                   chords="A: C G; B: F Am")  # fmt: skip
     assert chorded.roll.chords[:3] == ["C", "G", "F"]  # (the untrained model ends in bar 4)
+    names = [name for *_, name in chorded.roll.sections]  # the player's bands, by name
+    assert names and names == ["Verse", "Chorus"][: len(names)]
     [drawn] = jobs.run_generate(model, session, "song", seed=1, form="auto")
     assert drawn.info["form"] == "A2B2"  # the other training form is over the page's 64 bars
     [cont] = jobs.run_continue(model, session, "song", SONG, prompt_bars=2, new_bars=9, seed=0,

@@ -146,7 +146,8 @@ def wait_for_piece(page, starts: str, before: str = "") -> str:
             if (!v.startsWith(starts) || v === before) return false;
             const title = document.querySelector('#player-0 .mg-title');
             const midi = document.querySelector("#downloads-0 a[download$='.mid']");
-            return title !== null && title.innerText === v.slice(v.indexOf(': ') + 2)
+            return title !== null
+                && title.querySelector('b').innerText === v.slice(v.indexOf(': ') + 2)
                 && midi !== null && midi.getAttribute('download') === v.split(':')[0] + '.mid';
         }""",
         arg=[starts, before],
@@ -185,6 +186,7 @@ def test_generate_play_download_continue_and_bad_upload(studio, browser, tmp_pat
     set_number(page, "seed", 3)
     set_number(page, "temperature", 1.0)  # the piece of seed 3 at these opens with a pickup
     set_number(page, "repeat", 5)
+    page.wait_for_timeout(500)  # the values typed reach the page's state (a user is slower)
     page.locator("#generate").click()
     first = wait_for_piece(page, "gen_001")
     assert "seed 3" in first and "2 bars" in first
@@ -199,7 +201,17 @@ def test_generate_play_download_continue_and_bad_upload(studio, browser, tmp_pat
     page.wait_for_function("document.querySelector('#audio-0 audio').currentTime > 0.5")
     assert page.evaluate("document.querySelector('#audio-0 audio').duration") > 1.0
     head = "parseFloat(document.querySelector('#player-0 .mg-playhead').getAttribute('x1'))"
-    page.wait_for_function(f"{head} > 10")  # the playhead follows the audio
+    page.wait_for_function(f"{head} > 60")  # the playhead follows the audio (after the axis)
+    # a click on the roll moves the audio there: 80 % along the time axis
+    page.evaluate("document.querySelector('#audio-0 audio').pause()")
+    roll = page.locator("#player-0 svg")
+    box = roll.bounding_box()
+    left = float(page.locator("#player-0 .mg-roll").get_attribute("data-left"))
+    roll.click(position={"x": box["width"] * (left + 0.8 * (1 - left)), "y": box["height"] / 2})
+    seconds = float(page.locator("#player-0 .mg-roll").get_attribute("data-seconds"))
+    at = page.evaluate("document.querySelector('#audio-0 audio').currentTime")
+    assert abs(at - 0.8 * seconds) < 0.1 * seconds
+    assert "bpm" in page.locator("#player-0 .mg-title").inner_text()  # its tempo in the title
 
     # download: a MIDI file of 2 bars (8 beats)
     made = download_midi(page, tmp_path)

@@ -14,7 +14,7 @@ import gradio as gr
 from musicgen.errors import MusicgenError
 from musicgen.generation.options import OPTIONS
 from musicgen.studio import controls, inputs, jobs, words
-from musicgen.studio.player import svg
+from musicgen.studio.player import meta, svg
 from musicgen.studio.running import JobFlag, PageJobs
 
 # gradio finds a parameter whose default is a gr.Progress and passes a tracker in its place;
@@ -50,7 +50,9 @@ def _player(piece: jobs.Piece | None, k: int) -> str:
     if piece is None or piece.roll is None:
         return ""
     head = html.escape(piece.label.split(": ", 1)[-1])
-    return f"<div class='mg-title'><b>{head}</b></div>" + svg(piece.roll, f"audio-{k}")
+    about = html.escape(meta(piece.roll))
+    about = f" <span class='mg-meta'>{about}</span>" if about else ""
+    return f"<div class='mg-title'><b>{head}</b>{about}</div>" + svg(piece.roll, f"audio-{k}")
 
 
 def _summary(pieces: list[jobs.Piece], seconds: float, settings: dict) -> str:
