@@ -148,7 +148,9 @@ def wait_for_piece(page, starts: str, before: str = "") -> str:
             const midi = document.querySelector("#downloads-0 a[download$='.mid']");
             return title !== null
                 && title.querySelector('b').innerText === v.slice(v.indexOf(': ') + 2)
-                && midi !== null && midi.getAttribute('download') === v.split(':')[0] + '.mid';
+                && midi !== null  // named by model, form or bars, seed and time
+                && midi.getAttribute('download')
+                    .includes('_seed' + v.match(/seed (\\d+)/)[1] + '_');
         }""",
         arg=[starts, before],
         timeout=WAIT_MS,
@@ -228,7 +230,7 @@ def test_generate_play_download_continue_and_bad_upload(studio, browser, tmp_pat
     set_number(page, "new-bars", 2)
     page.locator("#continue").click()
     label = wait_for_piece(page, "cont_", first)
-    assert "continues 1 bar of gen_001.mid" in label
+    assert re.search(r"continues 1 bar of pop909_sine_spe_gated_2bars_seed3_[\d-]+\.mid", label)
     assert page.locator("#player-0 .mg-prompt-end").count() == 1  # where the prompt ends
     continued = download_midi(page, tmp_path)
     assert notes_of(continued, 8) == notes_of(made)
@@ -381,6 +383,33 @@ def test_reloading_a_page_stops_its_job(studio, browser):
     set_number(page, "bars", 2)
     page.locator("#generate").click()
     assert wait_for_piece(page, "gen_").endswith("2 bars")
+    page.close()
+
+
+def test_pieces_survive_a_reload(studio, browser, tmp_path):
+    """Nothing lost: a piece made, the page reloaded, the piece is still listed, shown and
+    downloadable (its browser's session kept on the server), its file named by model, bars,
+    seed and time; a new piece goes on from its number."""
+    page = open_page(browser)
+    set_number(page, "bars", 2)
+    page.wait_for_timeout(300)
+    page.locator("#generate").click()
+    made = wait_for_piece(page, "gen_001")
+    name = page.locator("#downloads-0 a[download$='.mid']").first.get_attribute("download")
+    assert re.fullmatch(r"pop909_sine_spe_gated_2bars_seed\d+_\d{8}-\d{6}\.mid", name)
+    before = download_midi(page, tmp_path).read_bytes()
+    page.reload()
+    page.wait_for_selector("#generate")
+    page.locator("#message").get_by_text("1 piece(s) kept").wait_for(timeout=WAIT_MS)
+    assert shown_piece(page) == made  # listed and shown again
+    page.wait_for_function("document.querySelectorAll('#history img').length === 1")
+    again = page.locator("#downloads-0 a[download$='.mid']").first.get_attribute("download")
+    assert again == name and download_midi(page, tmp_path).read_bytes() == before
+    page.wait_for_function("document.querySelector('#status').innerText.includes('ready')")
+    set_number(page, "bars", 2)  # (the settings are the page's own: a reload resets them)
+    page.wait_for_timeout(300)
+    page.locator("#generate").click()
+    assert wait_for_piece(page, "gen_002", made).endswith("2 bars")
     page.close()
 
 

@@ -14,6 +14,7 @@ import gradio as gr
 from musicgen.errors import MusicgenError
 from musicgen.generation.options import OPTIONS
 from musicgen.studio import controls, inputs, jobs, words
+from musicgen.studio.keep import Kept
 from musicgen.studio.player import meta, svg
 from musicgen.studio.running import JobFlag, PageJobs
 
@@ -79,6 +80,7 @@ class Actions:
         self.default = default
         self.page: gr.Blocks | None = None  # set once built: whose queue says a client left
         self.jobs = PageJobs()  # each page's running jobs, by its session hash
+        self.kept = Kept()  # each browser's pieces, kept across reloads
 
     def flag(self, request: gr.Request | None) -> JobFlag:
         """A new job's stop flag, also set when the request's client has disconnected."""
@@ -102,6 +104,7 @@ class Actions:
         """`work` in a worker thread under a new flag, known by its page until it ends (so
         that closing or reloading the page stops it: `left`)."""
         key = getattr(request, "session_hash", None) or ""
+        self.kept.sweep()  # browsers gone for an hour free their files
         return await self.jobs.run(key, work, self.flag(request))
 
     def left(self, request: gr.Request):
@@ -200,6 +203,15 @@ class Actions:
             return str(piece.midi), gr.Tabs(selected="continue"), "bars", bars
 
         return take
+
+    def restore(self, key, session):
+        """A page opened: the pieces its browser made before (a reload, a reopened tab) are
+        its again, the last shown (`keep.Kept`); the key goes back to the browser."""
+        key, session = self.kept.restore(key, session)
+        last = session.shown or session.pieces[-1:]
+        kept = len(session.pieces)
+        note = f"{kept} piece(s) kept from before this page was reloaded" if kept else ""
+        return (key, *_show(session, last, note))
 
     def pick(self, label, session):
         piece = session.find(label)

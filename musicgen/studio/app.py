@@ -6,8 +6,9 @@ concurrency group sized to the machine (`concurrency`). Every endpoint argument 
 out: None means the page's own value (`inputs.PAGE`) or the chosen model's own sampling
 setting, which is what the page shows; the sampling widgets open empty so that the API's
 defaults are None, and the page fills them with the model's values as it loads.
-Every page has its own `jobs.Session` (gr.State: folder, pieces, stop flags); its files are
-deleted when the page closes, and closing or reloading it stops its jobs (`Actions.left`).
+Every page has its own `jobs.Session` (gr.State: folder, pieces, stop flags), kept for its
+browser across reloads (`keep.Kept`, a key in a gr.BrowserState) and deleted once idle;
+closing or reloading a page stops its jobs (`Actions.left`).
 Stop keeps what a job wrote. Bad input raises `gr.Error` with the library's one-line message;
 the server keeps running. The actions themselves (`Actions`, and the outputs each ends with)
 are in `actions.py`; this module lays the page out and wires them.
@@ -38,6 +39,7 @@ from musicgen.studio.actions import (  # noqa: F401 (re-exported: the page's act
     _summary,
 )
 from musicgen.studio.guard import Guard
+from musicgen.studio.keep import release
 from musicgen.studio.player import PLAYER_CSS, PLAYHEAD_JS
 from musicgen.studio.running import page_line
 
@@ -133,6 +135,7 @@ def _wire(page: gr.Blocks, ui: SimpleNamespace, act: Actions) -> None:
              *ui.audios[1:], *ui.files[1:], *ui.slots, ui.message]  # fmt: skip
     model_out = [ui.summary, ui.card, ui.chords, ui.form, *ui.sampling, ui.status, ui.builder]
     page.load(_guarded(act.on_model), [ui.model], model_out, **private)
+    page.load(_guarded(act.restore), [ui.keep, ui.session], [ui.keep, *shown], **private)
     ui.model.change(_guarded(act.on_model), [ui.model], model_out, **private)
     ui.reset.click(_guarded(act.reset), [ui.model], ui.sampling, **private)
     gen = ui.gen_btn.click(
@@ -175,11 +178,12 @@ def build(models: jobs.ModelCache, root: Path, default: str | None = None) -> gr
     # uploads and Gradio's copies older than an hour go (results are served from the pages'
     # own folders, never copied: `gr.set_static_paths` in `launch`)
     with gr.Blocks(title=layout.TITLE, analytics_enabled=False, delete_cache=(600, 3600)) as page:
-        session = gr.State(jobs.Session(root), delete_callback=jobs.Session.close,
+        session = gr.State(jobs.Session(root), delete_callback=release,
                            time_to_live=inputs.SESSION_IDLE_S)  # fmt: skip
+        keep = gr.BrowserState(None, storage_key="musicgen-studio-pieces")
         ui = layout.controls(models, default)
         layout.results(ui)
-        ui.session = session
+        ui.session, ui.keep = session, keep
         act = Actions(models, default)
         _wire(page, ui, act)
     act.page = page

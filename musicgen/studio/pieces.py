@@ -3,6 +3,8 @@ of its bars, and its MIDI, piano roll, audio and player data in the page's folde
 
 from __future__ import annotations
 
+import re
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -78,15 +80,34 @@ def render(
     chords = chords_per_bar(model, music.ids, look.transpose, flats_for(key)) if model else []
     folder = session.dir()
     stem = session.next_stem(kind)
-    midi = music.save(folder / f"{stem}.mid")
+    name = file_name(folder, model, info, kind)
+    midi = music.save(folder / f"{name}.mid")
     title = f"{label} ({midi.name})"
-    png = piano_roll(load_notes(midi), folder / f"{stem}.png", title=title)
-    audio = save_audio(music.score, folder / f"{stem}.wav")
+    png = piano_roll(load_notes(midi), folder / f"{name}.png", title=title)
+    audio = save_audio(music.score, folder / f"{name}.wav")
     end = None if prompt is None else prompt.end_tick / prompt.notes.ticks_per_quarter
     roll = roll_of(music.score, chords, end, prompt.beats if prompt is not None else 4)
     roll.key = key_name(key)
     piece = Piece(f"{stem}: {label}", midi, png, audio, music.seed, info, roll)
     return session.add(piece)
+
+
+def file_name(folder: Path, model: Model | None, info: dict, kind: str) -> str:
+    """A result's file name, by model, form (else its bars), seed and time, so downloads from
+    different pages, reloads and days never clash: pop909_sine_spe_gated_i4A8B8_seed7_
+    20261207-223015 (-2, -3... for another with the same name in the folder)."""
+    source = getattr(model, "source", None)
+    model_name = Path(str(source)).name if source else str(info.get("model", "piece"))
+    bars = info.get("new_bars") if kind == "cont" else info.get("bars")
+    shape = info.get("form") or (f"{bars}bars" if bars else "")
+    shape = f"cont{shape}" if kind == "cont" else shape
+    parts = [model_name, shape, f"seed{info.get('seed', '')}", time.strftime("%Y%m%d-%H%M%S")]
+    name = re.sub(r"[^A-Za-z0-9_-]+", "-", "_".join(p for p in parts if p)).strip("-")
+    taken, k = name, 1
+    while (folder / f"{taken}.mid").exists():
+        k += 1
+        taken = f"{name}-{k}"
+    return taken
 
 
 def save_audio(score, path: Path, seconds: float | None = None) -> Path | None:
