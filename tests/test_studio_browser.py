@@ -333,6 +333,13 @@ def test_words_progression_variations_and_a_narrow_window(studio, browser):
     assert "POP909" in page.locator("#summary").inner_text()  # what to expect, first
     assert not page.locator("#temperature").is_visible()  # folded: advanced settings
     assert "tokens" not in page.locator("body").inner_text()  # no jargon on the page
+    page.locator("#about").get_by_text("About this model").first.click()  # the card
+    page.wait_for_function(
+        "(() => { const imgs = [...document.querySelectorAll('#card img')];"
+        " return imgs.length === 3 && imgs.every((i) => i.complete && i.naturalWidth > 0); })()"
+    )  # its pictures show (none broken)
+    assert "NLL" not in page.locator("#card").inner_text()
+    page.locator("#about").get_by_text("About this model").first.click()
     page.locator("#chords textarea").fill("Am | F | C | G x2")
     page.set_viewport_size({"width": 400, "height": 1600})
     set_number(page, "bars", 8)

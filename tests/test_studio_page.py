@@ -99,3 +99,22 @@ def test_the_classical_model_shows_no_chord_or_form_box(tmp_path):
     assert not classical[2]["visible"] and not classical[3]["visible"]
     assert not classical[-1]["visible"]  # the form builder too
     assert "1 sparse" not in song[3]["info"]
+
+
+def test_a_musician_s_card_with_pictures_that_show(cache):
+    """The card on the page: a few plain lines and the card's pictures, in the card itself
+    (the server serves no model file: its links were broken images)."""
+    import base64
+    import re
+
+    from musicgen.studio.cards import musician_card
+
+    song = musician_card(cache, LABEL)
+    images = re.findall(r"!\[[^\]]*\]\(data:image/png;base64,([^)]+)\)", song)
+    assert len(images) == 3 and all(base64.b64decode(x)[:4] == b"\x89PNG" for x in images)
+    assert "](" not in re.sub(r"\]\(data:image/png;base64,[^)]+\)", "", song)  # no other link
+    text = re.sub(r"\(data:[^)]+\)", "", song)
+    assert "song form" in text and "chords" in text and "Adventure 0.9" in text
+    assert "NLL" not in text and words.jargon_in(text) == []
+    classical = musician_card(cache, CLASSICAL)
+    assert "takes no form or chords" in classical and "data:" not in classical

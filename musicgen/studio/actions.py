@@ -14,6 +14,7 @@ import gradio as gr
 from musicgen.errors import MusicgenError
 from musicgen.generation.options import OPTIONS
 from musicgen.studio import controls, inputs, jobs, words
+from musicgen.studio.cards import musician_card
 from musicgen.studio.keep import Kept
 from musicgen.studio.player import meta, svg
 from musicgen.studio.running import JobFlag, PageJobs
@@ -133,7 +134,7 @@ class Actions:
         info = words.form_info(controls.has_densities(model))
         return (
             self.models.summary(label),
-            self.models.card(label),
+            musician_card(self.models, label),
             gr.update(visible=True) if chords else gr.update(visible=False, value=""),
             gr.update(visible=True, info=info) if form else gr.update(visible=False, value=""),
             *(defaults[name] for name in inputs.SAMPLING),

@@ -124,7 +124,7 @@ def controls(models: jobs.ModelCache, default: str) -> SimpleNamespace:
         ui.sampling = [_sampling_widget(name) for name in inputs.SAMPLING]
         ui.reset = gr.Button("↺ the model's own settings", size="sm", elem_id="reset-sampling")
     with gr.Accordion("About this model", open=False, elem_id="about"):
-        ui.card = gr.Markdown(models.card(default), elem_id="card")
+        ui.card = gr.Markdown(elem_id="card")  # the musician's card, as the model loads
     numbers = (ui.num, ui.seed, *ui.sampling, ui.bars, ui.prompt_bars, ui.seconds, ui.new_bars,
                ui.tempo, ui.transpose, ui.section_bars)  # fmt: skip
     for component in numbers:
