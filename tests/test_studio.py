@@ -366,6 +366,8 @@ def test_a_form_sets_the_bars_and_writes_its_sections(songs, tmp_path):
     [chorded] = jobs.run_generate(model, session, "song", seed=1, form="A2B2",
                                   chords="A: C G; B: F Am")  # fmt: skip
     assert chorded.roll.chords[:3] == ["C", "G", "F"]  # (the untrained model ends in bar 4)
+    names = [name for *_, name in chorded.roll.sections]  # the player's bands, by name
+    assert names and names == ["Verse", "Chorus"][: len(names)]
     [drawn] = jobs.run_generate(model, session, "song", seed=1, form="auto")
     assert drawn.info["form"] == "A2B2"  # the other training form is over the page's 64 bars
     [cont] = jobs.run_continue(model, session, "song", SONG, prompt_bars=2, new_bars=9, seed=0,
@@ -412,13 +414,15 @@ def test_the_form_box_shows_for_song_models_only(cache, songs, tmp_path):
     assert pop[2]["visible"] is True and pop[3] == {"__type__": "update", "visible": False,
                                                     "value": ""}  # fmt: skip
     assert song[2]["visible"] is True and song[3]["visible"] is True
-    assert len(song) == 5 + len(inputs.SAMPLING)
+    assert len(song) == 6 + len(inputs.SAMPLING)
+    assert song[-1]["visible"] is True and pop[-1]["visible"] is False  # the form builder
     assert act.on_model(LABEL)[3]["visible"] is True  # the default model writes sections
 
 
 def test_the_form_preview_lays_chords_over_the_sections():
     table = controls.preview("A: C G; B: F", "A2 B2", 16)
-    assert "**Form**: A2 B2, 4 bars" in table and "| 1 A | 2 | 3 B | 4 |" in table
+    assert "**Form**: Verse 2, Chorus 2, 4 bars" in table
+    assert "| 1 Verse | 2 | 3 Chorus | 4 |" in table
     assert "| C | G | F | F |" in table
     assert "2 bars" not in controls.preview("Am F", "", 2) and "Am | F" in controls.preview(
         "Am F", "", 2

@@ -116,8 +116,8 @@ def number(page, elem_id: str) -> float:
     return float(page.locator(f"#{elem_id} input[type=number]").input_value())
 
 
-def open_page(browser, width: int = 1280):
-    page = browser.new_page(accept_downloads=True, viewport={"width": width, "height": 1600})
+def open_page(browser, width: int = 1280, height: int = 1600):
+    page = browser.new_page(accept_downloads=True, viewport={"width": width, "height": height})
     page.set_default_timeout(WAIT_MS)  # a page of a busy machine loads slowly too
     page.goto(STUDIO_URL[0])
     page.wait_for_selector("#generate")
@@ -128,7 +128,7 @@ def open_page(browser, width: int = 1280):
 def open_advanced(page) -> None:
     """Unfold the advanced settings (the seed and the sampling), folded as the page opens."""
     if not page.locator("#seed").is_visible():
-        page.locator("#advanced").get_by_text("advanced settings").click()
+        page.locator("#advanced").get_by_text("Advanced").first.click()
     page.locator("#seed").wait_for()
 
 
@@ -146,8 +146,11 @@ def wait_for_piece(page, starts: str, before: str = "") -> str:
             if (!v.startsWith(starts) || v === before) return false;
             const title = document.querySelector('#player-0 .mg-title');
             const midi = document.querySelector("#downloads-0 a[download$='.mid']");
-            return title !== null && title.innerText === v.slice(v.indexOf(': ') + 2)
-                && midi !== null && midi.getAttribute('download') === v.split(':')[0] + '.mid';
+            return title !== null
+                && title.querySelector('b').innerText === v.slice(v.indexOf(': ') + 2)
+                && midi !== null  // named by model, form or bars, seed and time
+                && midi.getAttribute('download')
+                    .includes('_seed' + v.match(/seed (\\d+)/)[1] + '_');
         }""",
         arg=[starts, before],
         timeout=WAIT_MS,
@@ -185,6 +188,7 @@ def test_generate_play_download_continue_and_bad_upload(studio, browser, tmp_pat
     set_number(page, "seed", 3)
     set_number(page, "temperature", 1.0)  # the piece of seed 3 at these opens with a pickup
     set_number(page, "repeat", 5)
+    page.wait_for_timeout(500)  # the values typed reach the page's state (a user is slower)
     page.locator("#generate").click()
     first = wait_for_piece(page, "gen_001")
     assert "seed 3" in first and "2 bars" in first
@@ -199,7 +203,17 @@ def test_generate_play_download_continue_and_bad_upload(studio, browser, tmp_pat
     page.wait_for_function("document.querySelector('#audio-0 audio').currentTime > 0.5")
     assert page.evaluate("document.querySelector('#audio-0 audio').duration") > 1.0
     head = "parseFloat(document.querySelector('#player-0 .mg-playhead').getAttribute('x1'))"
-    page.wait_for_function(f"{head} > 10")  # the playhead follows the audio
+    page.wait_for_function(f"{head} > 60")  # the playhead follows the audio (after the axis)
+    # a click on the roll moves the audio there: 80 % along the time axis
+    page.evaluate("document.querySelector('#audio-0 audio').pause()")
+    roll = page.locator("#player-0 svg")
+    box = roll.bounding_box()
+    left = float(page.locator("#player-0 .mg-roll").get_attribute("data-left"))
+    roll.click(position={"x": box["width"] * (left + 0.8 * (1 - left)), "y": box["height"] / 2})
+    seconds = float(page.locator("#player-0 .mg-roll").get_attribute("data-seconds"))
+    at = page.evaluate("document.querySelector('#audio-0 audio').currentTime")
+    assert abs(at - 0.8 * seconds) < 0.1 * seconds
+    assert "bpm" in page.locator("#player-0 .mg-title").inner_text()  # its tempo in the title
 
     # download: a MIDI file of 2 bars (8 beats)
     made = download_midi(page, tmp_path)
@@ -216,7 +230,7 @@ def test_generate_play_download_continue_and_bad_upload(studio, browser, tmp_pat
     set_number(page, "new-bars", 2)
     page.locator("#continue").click()
     label = wait_for_piece(page, "cont_", first)
-    assert "continues 1 bar of gen_001.mid" in label
+    assert re.search(r"continues 1 bar of pop909_sine_spe_gated_2bars_seed3_[\d-]+\.mid", label)
     assert page.locator("#player-0 .mg-prompt-end").count() == 1  # where the prompt ends
     continued = download_midi(page, tmp_path)
     assert notes_of(continued, 8) == notes_of(made)
@@ -306,17 +320,37 @@ def test_defaults_are_the_model_own_through_the_api_and_the_page(studio, browser
 
 
 def test_words_progression_variations_and_a_narrow_window(studio, browser):
-    page = open_page(browser, width=400)
+    page = open_page(browser, width=400, height=800)  # a phone's first screen
     title = "Pop songs with melody, form and chords"
     assert page.locator("#model input").input_value() == title
+    cut = (
+        "(() => { const i = document.querySelector('#model input');"
+        " return i.scrollWidth > i.clientWidth; })()"
+    )
+    assert not page.evaluate(cut)  # the model's name is not cut
+    box = page.locator("#generate").bounding_box()
+    assert box["y"] >= 0 and box["y"] + box["height"] <= 800  # Generate on the first screen
     assert "POP909" in page.locator("#summary").inner_text()  # what to expect, first
     assert not page.locator("#temperature").is_visible()  # folded: advanced settings
     assert "tokens" not in page.locator("body").inner_text()  # no jargon on the page
+    page.locator("#about").get_by_text("About this model").first.click()  # the card
+    page.wait_for_function(
+        "(() => { const imgs = [...document.querySelectorAll('#card img')];"
+        " return imgs.length === 3 && imgs.every((i) => i.complete && i.naturalWidth > 0); })()"
+    )  # its pictures show (none broken)
+    assert "NLL" not in page.locator("#card").inner_text()
+    page.locator("#about").get_by_text("About this model").first.click()
     page.locator("#chords textarea").fill("Am | F | C | G x2")
+    page.set_viewport_size({"width": 400, "height": 1600})
     set_number(page, "bars", 8)
     page.locator("#progression").get_by_text("bar by bar").wait_for()
     table = page.locator("#progression").inner_text().split()
     assert table[-8:] == ["Am", "F", "C", "G", "Am", "F", "C", "G"]
+    page.locator("#add-section").click()  # the form builder: a Verse of 8 bars
+    page.wait_for_function("document.querySelector('#form textarea').value === 'A8'")
+    page.locator("#progression").get_by_text("Verse 8").wait_for()
+    page.locator("#clear-form").click()
+    page.wait_for_function("document.querySelector('#form textarea').value === ''")
     set_number(page, "bars", 2)
     set_number(page, "num", 2)
     page.locator("#generate").click()
@@ -356,6 +390,33 @@ def test_reloading_a_page_stops_its_job(studio, browser):
     set_number(page, "bars", 2)
     page.locator("#generate").click()
     assert wait_for_piece(page, "gen_").endswith("2 bars")
+    page.close()
+
+
+def test_pieces_survive_a_reload(studio, browser, tmp_path):
+    """Nothing lost: a piece made, the page reloaded, the piece is still listed, shown and
+    downloadable (its browser's session kept on the server), its file named by model, bars,
+    seed and time; a new piece goes on from its number."""
+    page = open_page(browser)
+    set_number(page, "bars", 2)
+    page.wait_for_timeout(300)
+    page.locator("#generate").click()
+    made = wait_for_piece(page, "gen_001")
+    name = page.locator("#downloads-0 a[download$='.mid']").first.get_attribute("download")
+    assert re.fullmatch(r"pop909_sine_spe_gated_2bars_seed\d+_\d{8}-\d{6}\.mid", name)
+    before = download_midi(page, tmp_path).read_bytes()
+    page.reload()
+    page.wait_for_selector("#generate")
+    page.locator("#message").get_by_text("1 piece(s) kept").wait_for(timeout=WAIT_MS)
+    assert shown_piece(page) == made  # listed and shown again
+    page.wait_for_function("document.querySelectorAll('#history img').length === 1")
+    again = page.locator("#downloads-0 a[download$='.mid']").first.get_attribute("download")
+    assert again == name and download_midi(page, tmp_path).read_bytes() == before
+    page.wait_for_function("document.querySelector('#status').innerText.includes('ready')")
+    set_number(page, "bars", 2)  # (the settings are the page's own: a reload resets them)
+    page.wait_for_timeout(300)
+    page.locator("#generate").click()
+    assert wait_for_piece(page, "gen_002", made).endswith("2 bars")
     page.close()
 
 

@@ -360,9 +360,10 @@ def test_a_server_over_its_disk_budget_refuses_new_jobs(tmp_path):
 def test_a_closed_or_expired_session_stops_its_job_and_deletes_its_files(tmp_path):
     session = jobs.Session(tmp_path)
     flag = session.start_job()
-    (session.dir() / "gen_001.mid").write_bytes(b"x")
-    session.close()  # what Gradio's delete_callback calls
-    assert flag.is_set() and not session.folder.exists()
+    folder = session.dir()
+    (folder / "gen_001.mid").write_bytes(b"x")
+    session.close()  # what Gradio's delete_callback calls for a session not kept
+    assert flag.is_set() and not folder.exists() and session.folder is None
 
 
 def test_an_api_clients_session_expires(tmp_path, monkeypatch):

@@ -2,7 +2,8 @@
 
 `inputs.py` checks what a page sends (values, uploads) and `jobs.py` does the work (the
 generation API with its progress and cancel hooks) on `models.py` (which models the page may
-reach), `session.py` (per-page folders, pieces and stop flags) and `pieces.py` (how a result is
+reach), `session.py` (per-page folders, pieces and stop flags), `keep.py` (a browser's
+pieces kept across reloads) and `pieces.py` (how a result is
 written), all testable without a browser; `app.py` lays out the page and wires it to them.
 Gradio is an optional extra (`pip install "musicgen[studio]"`): nothing here imports it at
 package import.

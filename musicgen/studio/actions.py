@@ -13,8 +13,10 @@ import gradio as gr
 
 from musicgen.errors import MusicgenError
 from musicgen.generation.options import OPTIONS
-from musicgen.studio import controls, inputs, jobs
-from musicgen.studio.player import svg
+from musicgen.studio import controls, inputs, jobs, words
+from musicgen.studio.cards import musician_card
+from musicgen.studio.keep import Kept
+from musicgen.studio.player import meta, svg
 from musicgen.studio.running import JobFlag, PageJobs
 
 # gradio finds a parameter whose default is a gr.Progress and passes a tracker in its place;
@@ -50,7 +52,9 @@ def _player(piece: jobs.Piece | None, k: int) -> str:
     if piece is None or piece.roll is None:
         return ""
     head = html.escape(piece.label.split(": ", 1)[-1])
-    return f"<div class='mg-title'><b>{head}</b></div>" + svg(piece.roll, f"audio-{k}")
+    about = html.escape(meta(piece.roll))
+    about = f" <span class='mg-meta'>{about}</span>" if about else ""
+    return f"<div class='mg-title'><b>{head}</b>{about}</div>" + svg(piece.roll, f"audio-{k}")
 
 
 def _summary(pieces: list[jobs.Piece], seconds: float, settings: dict) -> str:
@@ -77,6 +81,7 @@ class Actions:
         self.default = default
         self.page: gr.Blocks | None = None  # set once built: whose queue says a client left
         self.jobs = PageJobs()  # each page's running jobs, by its session hash
+        self.kept = Kept()  # each browser's pieces, kept across reloads
 
     def flag(self, request: gr.Request | None) -> JobFlag:
         """A new job's stop flag, also set when the request's client has disconnected."""
@@ -100,6 +105,7 @@ class Actions:
         """`work` in a worker thread under a new flag, known by its page until it ends (so
         that closing or reloading the page stops it: `left`)."""
         key = getattr(request, "session_hash", None) or ""
+        self.kept.sweep()  # browsers gone for an hour free their files
         return await self.jobs.run(key, work, self.flag(request))
 
     def left(self, request: gr.Request):
@@ -119,21 +125,21 @@ class Actions:
 
     def on_model(self, label):
         """The summary, card, chord and form boxes (each emptied for a model it does not
-        control: a hidden box must not send anything) and sampling defaults of the chosen
-        model."""
+        control: a hidden box must not send anything), sampling defaults and form builder of
+        the chosen model: a control the model cannot use is hidden."""
         label = label or self.default
         model = self.models.get(label)
-        boxes = (jobs.has_chord_tokens(model), controls.has_sections(model))
+        chords, form = jobs.has_chord_tokens(model), controls.has_sections(model)
         defaults = jobs.sampling_defaults(model)
+        info = words.form_info(controls.has_densities(model))
         return (
             self.models.summary(label),
-            self.models.card(label),
-            *(
-                gr.update(visible=True) if on else gr.update(visible=False, value="")
-                for on in boxes
-            ),
+            musician_card(self.models, label),
+            gr.update(visible=True) if chords else gr.update(visible=False, value=""),
+            gr.update(visible=True, info=info) if form else gr.update(visible=False, value=""),
             *(defaults[name] for name in inputs.SAMPLING),
             f"**{self.models.title(label)}** is ready",
+            gr.update(visible=form),
         )
 
     def reset(self, label):
@@ -198,6 +204,15 @@ class Actions:
             return str(piece.midi), gr.Tabs(selected="continue"), "bars", bars
 
         return take
+
+    def restore(self, key, session):
+        """A page opened: the pieces its browser made before (a reload, a reopened tab) are
+        its again, the last shown (`keep.Kept`); the key goes back to the browser."""
+        key, session = self.kept.restore(key, session)
+        last = session.shown or session.pieces[-1:]
+        kept = len(session.pieces)
+        note = f"{kept} piece(s) kept from before this page was reloaded" if kept else ""
+        return (key, *_show(session, last, note))
 
     def pick(self, label, session):
         piece = session.find(label)

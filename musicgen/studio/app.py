@@ -6,8 +6,9 @@ concurrency group sized to the machine (`concurrency`). Every endpoint argument 
 out: None means the page's own value (`inputs.PAGE`) or the chosen model's own sampling
 setting, which is what the page shows; the sampling widgets open empty so that the API's
 defaults are None, and the page fills them with the model's values as it loads.
-Every page has its own `jobs.Session` (gr.State: folder, pieces, stop flags); its files are
-deleted when the page closes, and closing or reloading it stops its jobs (`Actions.left`).
+Every page has its own `jobs.Session` (gr.State: folder, pieces, stop flags), kept for its
+browser across reloads (`keep.Kept`, a key in a gr.BrowserState) and deleted once idle;
+closing or reloading a page stops its jobs (`Actions.left`).
 Stop keeps what a job wrote. Bad input raises `gr.Error` with the library's one-line message;
 the server keeps running. The actions themselves (`Actions`, and the outputs each ends with)
 are in `actions.py`; this module lays the page out and wires them.
@@ -26,9 +27,8 @@ from types import SimpleNamespace
 import gradio as gr
 from starlette.middleware import Middleware
 
-from musicgen.errors import SEED_MAX, MusicgenError
-from musicgen.generation.request import SPECS
-from musicgen.studio import controls, inputs, jobs
+from musicgen.errors import MusicgenError
+from musicgen.studio import controls, inputs, jobs, layout, words
 from musicgen.studio.actions import (  # noqa: F401 (re-exported: the page's actions)
     PROGRESS,
     SETTINGS,
@@ -39,17 +39,9 @@ from musicgen.studio.actions import (  # noqa: F401 (re-exported: the page's act
     _summary,
 )
 from musicgen.studio.guard import Guard
+from musicgen.studio.keep import release
 from musicgen.studio.player import PLAYER_CSS, PLAYHEAD_JS
 from musicgen.studio.running import page_line
-
-TITLE = "musicgen studio"
-INTRO = (
-    "Pick a model, then **generate** pieces from scratch or upload a MIDI file and "
-    "**continue** it. Each piece comes with a player, its chords and downloads (MIDI, WAV); "
-    "**Continue this piece** takes it on, and the pieces made on this page stay in the list "
-    "below to compare."
-)
-
 
 # Piano-roll pictures are 3:1; the list of pieces shows four a row at that shape, two on a
 # phone. The variations sit side by side and stack on a narrow window.
@@ -130,133 +122,6 @@ def _by_name(action: Callable, names: tuple[str, ...]) -> Callable:
     return run
 
 
-def raw(component):
-    """`component` handing its value to the studio's checks as sent: a typed or scripted 'abc',
-    None or 1.5 gets the one-line message naming the parameter (`inputs.whole`), not Gradio's
-    rounding (seed 1.5 would become 2) or its multi-line preprocessing error."""
-    component.preprocess = lambda payload: payload
-    return component
-
-
-def _sampling_widget(name: str) -> gr.components.Component:
-    """A sampling option's widget: a slider over the request's span for it (inside its range,
-    `request.SPECS`), else a number box. It opens empty (None: the model's own, which the
-    page fills in as it loads): the API's default for it is then None too."""
-    spec = SPECS[name]
-    label = f"{WORDS.get(name, name)} ({spec.range.note})"
-    elem_id = name.replace("_", "-")
-    if spec.widget is None:
-        return gr.Number(None, label=label, precision=0, minimum=spec.range.low, elem_id=elem_id)
-    low, high, step = spec.widget
-    slider = gr.Slider(low, high, value=None, step=step, label=label, elem_id=elem_id, buttons=[])
-    slider.value = None  # a slider fills an empty value with its minimum: keep it empty
-    return slider
-
-
-def _continue_tab(ui: SimpleNamespace) -> None:
-    """The Continue tab: the prompt file and how much of it, the new bars (inside gr.Tabs)."""
-    with gr.Tab("Continue", id="continue"):
-        with gr.Row():
-            ui.prompt = gr.File(label="prompt (MIDI)", file_types=[".mid", ".midi"],
-                                type="filepath", elem_id="prompt-file")  # fmt: skip
-            ui.prompt_roll = gr.Image(label="the prompt as the model reads it",
-                                      type="filepath", interactive=False,
-                                      elem_id="prompt-roll")  # fmt: skip
-        with gr.Row():
-            ui.mode = gr.Radio(["bars", "seconds"], value=inputs.PAGE["mode"],
-                               label="prompt length in", elem_id="mode")  # fmt: skip
-            ui.prompt_bars = gr.Slider(1, inputs.MAX_PROMPT_BARS,
-                                       value=inputs.PAGE["prompt_bars"], step=1,
-                                       label="prompt bars", elem_id="prompt-bars")  # fmt: skip
-            ui.seconds = gr.Slider(0.5, inputs.MAX_SECONDS, value=inputs.PAGE["seconds"],
-                                   step=0.5, label="prompt seconds")  # fmt: skip
-            ui.new_bars = gr.Slider(1, inputs.MAX_NEW_BARS, value=inputs.PAGE["new_bars"],
-                                    step=1, label="new bars", elem_id="new-bars")  # fmt: skip
-        with gr.Row():
-            ui.cont_btn = gr.Button("Continue", variant="primary", elem_id="continue")
-            ui.cont_stop = gr.Button("Stop", variant="stop", elem_id="stop-continue")
-
-
-def _controls(models: jobs.ModelCache, default: str) -> SimpleNamespace:
-    """The model choice, the musician's settings, the two tabs and the folded advanced
-    settings (inside an open gr.Blocks)."""
-    ui = SimpleNamespace()
-    gr.Markdown(f"# {TITLE}\n{INTRO}")
-    with gr.Row():
-        choices = [(models.title(label), label) for label in models.choices]
-        ui.model = gr.Dropdown(choices, value=default, label="model", scale=2, elem_id="model")
-        ui.status = gr.Markdown(elem_id="status")
-    ui.summary = gr.Markdown(models.summary(default), elem_id="summary")
-    with gr.Accordion("about this model (its card)", open=False):
-        ui.card = gr.Markdown(models.card(default))
-    ui.chords = gr.Textbox(
-        label="chords, one a bar (e.g. Am F C G; '|' between bars: C | G D; x2 at the end of a "
-        "line repeats it)",
-        visible=False, elem_id="chords", lines=1,
-    )  # fmt: skip
-    ui.form = gr.Textbox(label=controls.FORM_LABEL, info=controls.FORM_INFO, visible=False,
-                         elem_id="form", lines=1)  # fmt: skip
-    ui.progression = gr.Markdown(elem_id="progression")
-    with gr.Row():
-        ui.num = gr.Slider(1, inputs.MAX_NUM, value=inputs.PAGE["num"], step=1,
-                           label="variations", elem_id="num")  # fmt: skip
-        ui.tempo = gr.Number(
-            inputs.PAGE["tempo"], label="tempo (beats a minute; 0: the piece's own)",
-            elem_id="tempo",
-        )  # fmt: skip
-        ui.transpose = gr.Slider(-inputs.MAX_TRANSPOSE, inputs.MAX_TRANSPOSE,
-                                 value=inputs.PAGE["transpose"], step=1,
-                                 label="transpose (semitones)", elem_id="transpose")  # fmt: skip
-    with gr.Tabs(selected="generate") as ui.tabs:
-        with gr.Tab("Generate", id="generate"):
-            ui.bars = gr.Slider(1, inputs.MAX_BARS, value=inputs.PAGE["bars"], step=1,
-                                label="bars (a song form sets its own)",
-                                elem_id="bars")  # fmt: skip
-            with gr.Row():
-                ui.gen_btn = gr.Button("Generate", variant="primary", elem_id="generate")
-                ui.gen_stop = gr.Button("Stop", variant="stop", elem_id="stop-generate")
-        _continue_tab(ui)
-    with gr.Accordion("advanced settings", open=False, elem_id="advanced"):
-        with gr.Row():
-            ui.seed = gr.Number(inputs.PAGE["seed"], label="seed (-1: a new one each time)",
-                                precision=0, minimum=-1, maximum=SEED_MAX,
-                                elem_id="seed")  # fmt: skip
-            ui.sampling = [_sampling_widget(name) for name in inputs.SAMPLING]
-        ui.reset = gr.Button("↺ the model's own settings", size="sm", elem_id="reset-sampling")
-    numbers = (ui.num, ui.seed, *ui.sampling, ui.bars, ui.prompt_bars, ui.seconds, ui.new_bars,
-               ui.tempo, ui.transpose)  # fmt: skip
-    for component in numbers:
-        raw(component)
-    return ui
-
-
-def _results(ui: SimpleNamespace) -> None:
-    """The variations side by side (player, audio, downloads, 'Continue this piece'), the
-    shown piece's choice and the page's list."""
-    ui.message = gr.Markdown(label="message", elem_id="message")
-    ui.roll = gr.Image(
-        label="piano roll", type="filepath", interactive=False, visible=False, elem_id="roll"
-    )  # fmt: skip (the API's picture; the page draws players)
-    ui.slots, ui.players, ui.audios, ui.files, ui.take = [], [], [], [], []
-    with gr.Row(elem_id="variations", equal_height=False):
-        for k in range(inputs.MAX_NUM):
-            with gr.Column(visible=False, min_width=300, elem_id=f"variation-{k}") as slot:
-                ui.slots.append(slot)
-                ui.players.append(gr.HTML(elem_id=f"player-{k}"))
-                # the browser's own player (no waveform to decode before it plays)
-                ui.audios.append(gr.Audio(
-                    label="listen", type="filepath", interactive=False, elem_id=f"audio-{k}",
-                    waveform_options=gr.WaveformOptions(show_recording_waveform=False),
-                ))  # fmt: skip
-                ui.files.append(gr.File(label="download", file_count="multiple",
-                                        interactive=False, elem_id=f"downloads-{k}"))  # fmt: skip
-                ui.take.append(gr.Button("Continue this piece", size="sm",
-                                         elem_id=f"continue-this-{k}"))  # fmt: skip
-    ui.pieces = gr.Dropdown([], label="show a piece made on this page", elem_id="piece")
-    ui.history = gr.Gallery(label="pieces made on this page", columns=4, object_fit="contain",
-                            height=240, allow_preview=False, elem_id="history")  # fmt: skip
-
-
 def _inputs(ui: SimpleNamespace, names: tuple[str, ...]) -> list[gr.components.Component]:
     """The page's components for an action's inputs, by name (the sampling ones by option)."""
     by_name = {**vars(ui), **dict(zip(inputs.SAMPLING, ui.sampling, strict=True))}
@@ -268,8 +133,9 @@ def _wire(page: gr.Blocks, ui: SimpleNamespace, act: Actions) -> None:
     private = {"api_visibility": "private"}
     shown = [ui.session, ui.roll, ui.audios[0], ui.files[0], ui.pieces, ui.history, *ui.players,
              *ui.audios[1:], *ui.files[1:], *ui.slots, ui.message]  # fmt: skip
-    model_out = [ui.summary, ui.card, ui.chords, ui.form, *ui.sampling, ui.status]
+    model_out = [ui.summary, ui.card, ui.chords, ui.form, *ui.sampling, ui.status, ui.builder]
     page.load(_guarded(act.on_model), [ui.model], model_out, **private)
+    page.load(_guarded(act.restore), [ui.keep, ui.session], [ui.keep, *shown], **private)
     ui.model.change(_guarded(act.on_model), [ui.model], model_out, **private)
     ui.reset.click(_guarded(act.reset), [ui.model], ui.sampling, **private)
     gen = ui.gen_btn.click(
@@ -287,6 +153,9 @@ def _wire(page: gr.Blocks, ui: SimpleNamespace, act: Actions) -> None:
         stopping.failure(None, None, None, cancels=[gen, cont], queue=False, **private)
     for trigger in (ui.chords.change, ui.form.change, ui.bars.release):
         trigger(controls.preview, [ui.chords, ui.form, ui.bars], ui.progression, **private)
+    add = [ui.form, ui.section, ui.section_bars]
+    ui.add_section.click(_guarded(words.add_section), add, ui.form, **private)
+    ui.clear_form.click(lambda: "", None, ui.form, **private)
     previewed = [ui.session, ui.prompt_roll]
     for trigger in (ui.prompt.upload, ui.mode.change, ui.prompt_bars.release, ui.seconds.release):
         trigger(_guarded(act.preview), [ui.model, *prompt, ui.session], previewed, **private)
@@ -308,12 +177,13 @@ def build(models: jobs.ModelCache, root: Path, default: str | None = None) -> gr
     default = default if default in models.choices else next(iter(models.choices))
     # uploads and Gradio's copies older than an hour go (results are served from the pages'
     # own folders, never copied: `gr.set_static_paths` in `launch`)
-    with gr.Blocks(title=TITLE, analytics_enabled=False, delete_cache=(600, 3600)) as page:
-        session = gr.State(jobs.Session(root), delete_callback=jobs.Session.close,
+    with gr.Blocks(title=layout.TITLE, analytics_enabled=False, delete_cache=(600, 3600)) as page:
+        session = gr.State(jobs.Session(root), delete_callback=release,
                            time_to_live=inputs.SESSION_IDLE_S)  # fmt: skip
-        ui = _controls(models, default)
-        _results(ui)
-        ui.session = session
+        keep = gr.BrowserState(None, storage_key="musicgen-studio-pieces")
+        ui = layout.controls(models, default)
+        layout.results(ui)
+        ui.session, ui.keep = session, keep
         act = Actions(models, default)
         _wire(page, ui, act)
     act.page = page

@@ -20,19 +20,9 @@ from musicgen.generation.form import model_forms, parse_section_chords
 from musicgen.generation.progression import Progression, parse_progression
 from musicgen.generation.request import GenerationRequest
 from musicgen.studio import inputs
+from musicgen.studio.words import section_name
 from musicgen.tokenizers.form import Phrase, form_text, parse_form, place
 
-FORM_LABEL = (
-    "song form: sections and their bars, e.g. i4 A8 B8 A8 o4 (intro, verse, chorus, verse, "
-    "outro), or 'auto' (the form of one of the songs the model learnt from)"
-)
-FORM_INFO = (
-    "Letters name the sections (A, B, C... the same letter for the same music; i intro, o "
-    "outro; lower case for a section without melody), numbers their bars. A form sets the "
-    "length: the bars sliders are not used. Chords may follow it per section: "
-    "A: C G Am F; B: F G C Am. A model that learnt section densities also takes @1 (sparse) "
-    "to @8 (full) after a section: A8@3 B8@6"
-)
 PROGRESS_EVERY_S = 0.2  # the API reports every decoding step; the page needs a few a second
 
 
@@ -41,6 +31,13 @@ def has_sections(model) -> bool:
     models a form controls."""
     tok = getattr(model, "tokenizer", None)
     return tok is not None and bool(tok.section_mask().any())
+
+
+def has_densities(model) -> bool:
+    """Whether the model learnt how busy each section is (density tokens): the models whose
+    form help offers densities."""
+    tables = getattr(getattr(model, "tokenizer", None), "tables", None)
+    return bool(getattr(tables, "section_density_to_id", None))
 
 
 def check_form(text) -> str | None:
@@ -131,11 +128,11 @@ def preview(chords, form, bars) -> str:
 
 def _form_line(shape: str | None, phrases: list[Phrase] | None) -> str:
     if shape == "auto":
-        return "**Form**: one of the model's song forms, drawn from the seed (it sets the length)."
+        return "**Form**: one of the model's song forms, drawn anew each take (it sets the length)."
     if not phrases:
         return ""
     return (
-        f"**Form**: {' '.join(f'{p.label}{p.bars}' for p in phrases)}, "
+        f"**Form**: {', '.join(f'{section_name(p.label)} {p.bars}' for p in phrases)}, "
         f"{sum(p.bars for p in phrases)} bars (the form sets the length)."
     )
 
@@ -156,7 +153,8 @@ def _table(cells: list[str], starts: dict[int, str]) -> str:
     out = []
     for first in range(0, len(cells), 8):
         row = cells[first : first + 8]
-        heads = [f"{first + i + 1}" + (f" {starts[first + i]}" if first + i in starts else "")
+        names = {bar: section_name(label) for bar, label in starts.items()}
+        heads = [f"{first + i + 1}" + (f" {names[first + i]}" if first + i in names else "")
                  for i in range(len(row))]  # fmt: skip
         out += ["| " + " | ".join(heads) + " |", "|" + "---|" * len(row),
                 "| " + " | ".join(row) + " |", ""]  # fmt: skip

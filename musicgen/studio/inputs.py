@@ -20,6 +20,7 @@ from musicgen.errors import SEED_MAX, MusicgenError
 from musicgen.generation.options import STUDIO
 from musicgen.generation.request import SCRATCH_BARS, GenerationRequest
 from musicgen.limits import check_score
+from musicgen.studio.words import section_letters
 
 MAX_UPLOAD_MB = 2.0  # a POP909 song is 20-60 kB; the bundled MAESTRO excerpt 4 kB
 MAX_BARS = 64  # per piece from scratch
@@ -112,7 +113,7 @@ def check_chords(text) -> str | None:
         return None
     if text.lower().endswith((".mid", ".midi", ".txt")) or "chord_midi" in text.lower():
         raise MusicgenError("chords: give chord symbols (C G Am F); files cannot be named here")
-    return text
+    return section_letters(text)
 
 
 def check_upload(path: str | Path, tokenizer_name: str, max_mb: float = MAX_UPLOAD_MB):

@@ -198,7 +198,7 @@ def prompt_preview(model: Model, session: Session, path, mode="bars", bars=2, se
     prompt = model.prompt(path, **prompt_length(mode, bars, seconds))
     folder = session.dir()
     stem = session.next_stem("prompt")
-    title = f"prompt: {Path(path).name}, {bars_text(prompt.bars)} as the model reads them"
+    title = f"the opening of {Path(path).name}: {bars_text(prompt.bars)}, as the model hears it"
     return piano_roll(notes_from_score(prompt.notes), folder / f"{stem}.png", title=title)
 
 

@@ -124,9 +124,13 @@ class ModelCache:
 
 
 def has_chord_tokens(model: Model) -> bool:
-    """Whether the model's vocabulary has Chord tokens (what a chord progression controls)."""
-    tok = model.tokenizer
-    return any(tok.token_name(i).startswith("Chord") for i in range(tok.vocab_size))
+    """Whether the model takes a chord progression: the library's own answer
+    (`progression.chords_unsupported`: chord tokens, and bars of a score, which a
+    performance model such as the classical one lacks), so the page hides the box it would
+    refuse."""
+    from musicgen.generation.progression import chords_unsupported
+
+    return chords_unsupported(model.tokenizer) is None
 
 
 def sampling_defaults(model: Model) -> dict:

@@ -7,6 +7,7 @@ import os
 import secrets
 import shutil
 import threading
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -61,6 +62,8 @@ class Session:
         self.running: set[threading.Event] = set()  # one stop flag per running job
         self.shown: list[Piece] = []  # the variations the page shows side by side
         self.made = 0
+        self.kept = False  # kept for its browser across reloads (`keep.Kept`)
+        self.used = time.monotonic()  # when a page last used it (`keep.Kept` expires it)
 
     def __deepcopy__(self, memo) -> Session:
         return Session(self.root, self.budget_mb)
@@ -96,6 +99,7 @@ class Session:
 
     def add(self, piece: Piece) -> Piece:
         """Keep `piece`; the oldest pieces go (files deleted) past the count or disk budget."""
+        self.used = time.monotonic()
         self.pieces.append(piece)
         while len(self.pieces) > MAX_SESSION_PIECES or (
             len(self.pieces) > 1 and self.bytes() > self.budget_mb * 1e6
@@ -118,7 +122,9 @@ class Session:
         self.stop()
         if self.folder is not None:
             shutil.rmtree(self.folder, ignore_errors=True)
+        self.folder = None  # a page still holding it writes to a new folder
         self.pieces.clear()
+        self.shown.clear()
 
 
 def check_disk(session: Session, server_mb: float = SERVER_MB) -> None:
