@@ -406,8 +406,11 @@ LACKS = [  # (checkpoint, option, flag and value, what the model lacks): the aud
     ("groove_sine_spe_gated", "melody_range", ["--melody-range", "12"], "melody voice"),
     ("groove_sine_spe_gated", "legato", ["--no-legato"], "melody voice"),
     ("pop909_piano_sine_spe_gated", "guidance", ["--guidance", "2"], "phrase labels"),
+    ("maestro_sine_spe_gated", "melody_program", ["--melody-program", "73"], "melody voice"),
+    ("groove_sine_spe_gated", "transpose", ["--transpose", "3"], "pitched notes"),
 ]
-API_VALUE = {"melody_range": 12, "guidance": 2.0, "in_key": 2.0, "legato": False}
+API_VALUE = {"melody_range": 12, "guidance": 2.0, "in_key": 2.0, "legato": False,
+             "melody_program": 73, "transpose": 3}  # fmt: skip
 
 
 @pytest.mark.parametrize(("ckpt", "option", "flag", "lack"), LACKS)
@@ -442,7 +445,7 @@ def test_an_option_at_its_default_passes_on_a_model_without_what_it_needs():
     model = musicgen.load(CKPT / "groove_sine_spe_gated")
     plain = model.generate(bars=1, seed=1, max_tokens=40)
     same = model.generate(bars=1, seed=1, max_tokens=40, melody_range=0, in_key=0.0,
-                          guidance=0.0, legato=True)  # fmt: skip
+                          guidance=0.0, legato=True, transpose=0)  # fmt: skip
     assert same.ids == plain.ids
 
 

@@ -1,7 +1,8 @@
 """The request space, sampled (issue 66): any combination of model, form, chords, prompt,
-lengths and sampling options either is refused in one line (`MusicgenError`) or gives a piece
-whose written MIDI reads back (pretty_midi, and musicgen's own prompt reader) and whose bars and
-phrase markers keep to the request.
+lengths, sampling options, tempo, transposition and
+melody instrument either is refused in one line (`MusicgenError`) or gives a piece whose written
+MIDI reads back (pretty_midi, and musicgen's own prompt reader) and whose bars and phrase
+markers keep to the request.
 
 Tiny untrained models and short pieces (`max_tokens`), a bounded number of examples for
 `make test`; `REQUEST_SPACE_EXAMPLES=10000` runs a long search. The studio's handler
@@ -51,6 +52,11 @@ NUMBERS = {  # the valid values more often than the invalid ones
     "min_tokens": [0, 5],
     "chord_tones": [0.0, 2.0],
 }
+SOUND = {  # how the written piece sounds (`generation.finish`; issue 65)
+    "tempo": [100.0, 60, 300, 10.0],
+    "transpose": [0, 3, -12, 48, 100],
+    "melody_program": [0, 73, 81, 128],
+}
 
 
 @pytest.fixture(scope="module")
@@ -82,6 +88,7 @@ def requests():
         {},
         optional={
             **{name: st.sampled_from(values) for name, values in NUMBERS.items()},
+            **{name: st.sampled_from(values) for name, values in SOUND.items()},
             "grammar": st.booleans(),
             "legato": st.booleans(),
         },
@@ -137,6 +144,12 @@ def check_piece(model, r: dict, music, folder: Path) -> None:
     if has_notes:
         reread = model.prompt(path, prompt_bars=(0, bars_of(score)))  # every bar, as written
         assert reread.bars == bars_of(score)
+    if "tempo" in r["options"]:  # a set tempo is held: one tempo event
+        assert [round(t.qpm, 3) for t in score.tempos] == [r["options"]["tempo"]]
+    if "melody_program" in r["options"]:
+        assert {t.program for t in score.tracks if t.name == "Melody"} <= {
+            r["options"]["melody_program"]
+        }
     if r["bars"] is not None:
         held = 0 if r["prompt"] is None else prompt_end(model, r)
         if r["only"] and r["prompt"] is not None:  # the bar holding a cut in seconds is bar 0
@@ -175,6 +188,8 @@ def studio_can_ask(r: dict) -> bool:
     form sets the bars (its bars box is overruled, `controls.settle_form`), where the API
     refuses bars that disagree with the form."""
     if r["form"] is not None and r["bars"] is not None:
+        return False
+    if set(SOUND) & set(r["options"]):  # the page applies its own tempo and transposition
         return False
     if r["prompt"] is None:
         return True

@@ -36,6 +36,7 @@ from musicgen.generation.decoding.sample import (
     SamplingOptions,
     generate,
 )
+from musicgen.generation.finish import finish
 from musicgen.generation.form import (
     SectionChords,
     form_sections,
@@ -202,7 +203,9 @@ class Model:
                 cancel=cancel, grammar_wrap=grammar_wrap, controls=controls,
             )  # fmt: skip
             for res, p in zip(results, prompts[part], strict=True):
-                yield self.music(res, request.seed, p, only_continuation, request.legato)
+                music = self.music(res, request.seed, p, only_continuation, request.legato)
+                finish(music.score, request)  # tempo, transposition, instruments
+                yield music
 
     @staticmethod
     def _prompts(num: int, prompt, chords) -> list[Prompt | None]:
