@@ -1,5 +1,5 @@
-"""The request space, sampled (issue 66): any combination of model, form, chords, prompt,
-lengths, sampling options, tempo, transposition and
+"""The request space, sampled (issue 66): any combination of model, form, chords, prompt
+(extending the piece from its end too), lengths, sampling options, tempo, transposition and
 melody instrument either is refused in one line (`MusicgenError`) or gives a piece whose written
 MIDI reads back (pretty_midi, and musicgen's own prompt reader) and whose bars and phrase
 markers keep to the request.
@@ -99,6 +99,7 @@ def requests():
         st.fixed_dictionaries({"prompt_bars": st.sampled_from([(0, 2), (8, 12), (3, 1)])}),
         st.fixed_dictionaries({"bars": st.sampled_from([1, 2])}),
         st.fixed_dictionaries({"seconds": st.sampled_from([2.0, 3.3, -1.0])}),
+        st.fixed_dictionaries({"extend": st.just(True)}),
     )
     return st.fixed_dictionaries(
         {
@@ -191,6 +192,8 @@ def studio_can_ask(r: dict) -> bool:
         return False
     if set(SOUND) & set(r["options"]):  # the page applies its own tempo and transposition
         return False
+    if r["prompt"] is not None and "extend" in r["prompt"]:  # not on the page yet
+        return False
     if r["prompt"] is None:
         return True
     return "prompt_bars" not in r["prompt"] and not r["only"] and r["bars"] is not None
@@ -235,6 +238,8 @@ def same_in_studio(model, r: dict, outcome, folder: Path) -> None:
 def prompt_end(model, r: dict) -> int:
     """The bar after the prompt, counted from the file's time 0 (a bound: leading silent bars
     skipped by `bars` count too)."""
+    if "extend" in r["prompt"]:  # the whole song
+        return bars_of(symusic.Score(str(SONG)))
     p = model.prompt(SONG, **r["prompt"])
     return p.first_bar + p.bars
 

@@ -20,6 +20,7 @@ from tqdm import tqdm
 from musicgen.errors import EMPTY_EXIT, EmptyPiece, MusicgenError
 from musicgen.generation.api import Model, checkpoint_stem, load
 from musicgen.generation.decoding.sample import invalid_rate
+from musicgen.generation.extend import check_extend, extended
 from musicgen.generation.prompt import Prompt
 from musicgen.generation.request import GenerationRequest, add_flags, from_args
 from musicgen.generation.write import write_pieces
@@ -69,6 +70,14 @@ def register(sub: argparse._SubParsersAction) -> None:
         "--continuation-only",
         action="store_true",
         help="write only the continuation, without the prompt",
+    )
+    c.add_argument(
+        "--extend",
+        action="store_true",
+        help="extend the piece from its end: its last bars (as many as the model's window "
+        "holds) as the prompt, the output the WHOLE file then --new-bars N new bars (or a "
+        "--form's, naming the new sections); not with --bars, --prompt-bars, --seconds or "
+        "--continuation-only",
     )
     _add_common(c, continuation=True)
     c.set_defaults(func=run_continue)
@@ -184,6 +193,8 @@ def describe(prompt: Prompt, seconds: float | None) -> str:
 def run_continue(args: argparse.Namespace) -> int:
     """`musicgen continue`: its exit code (`write_all`)."""
     prompt_bars = parse_prompt_bars(args.prompt_bars)
+    if args.extend:
+        return run_extend(args)
     model, request = prepare(args, continuation=True)
     path = Path(args.prompt)
     prompt = model.prompt(path, args.bars, prompt_bars=prompt_bars, seconds=args.seconds)
@@ -192,4 +203,17 @@ def run_continue(args: argparse.Namespace) -> int:
     pieces = model.pieces(
         request, prompt=prompt, only_continuation=args.continuation_only, progress=ProgressBar()
     )
+    return write_all(args, model, pieces, f"{checkpoint_stem(model.source)}_{path.stem}")
+
+
+def run_extend(args: argparse.Namespace) -> int:
+    """`musicgen continue --extend`: the whole prompt file, then its new bars (`write_all`)."""
+    request = from_args(args, continuation=True)
+    given = {"--bars": args.bars, "--prompt-bars": args.prompt_bars, "--seconds": args.seconds,
+             "--continuation-only": args.continuation_only}  # fmt: skip
+    check_extend(request, **given)
+    model, request = prepare(args, continuation=True)
+    path = Path(args.prompt)
+    print(f"seed {request.seed}; extending {path.name} from its end")
+    pieces = extended(model, path, request, progress=ProgressBar())
     return write_all(args, model, pieces, f"{checkpoint_stem(model.source)}_{path.stem}")

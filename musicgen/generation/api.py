@@ -36,6 +36,7 @@ from musicgen.generation.decoding.sample import (
     SamplingOptions,
     generate,
 )
+from musicgen.generation.extend import extend_many
 from musicgen.generation.finish import finish
 from musicgen.generation.form import (
     SectionChords,
@@ -292,6 +293,7 @@ class Model:
         seconds: float | None = None,
         new_bars: int | None = None,
         only_continuation: bool = False,
+        extend: bool = False,
         progress: Progress | None = None,
         cancel=None,
         grammar_wrap: GrammarWrap | None = None,
@@ -299,9 +301,14 @@ class Model:
     ) -> list[Music]:
         """`num` continuations of the prompt `self.prompt(path, bars, prompt_bars=, seconds=)`:
         the prompt, then what the model writes: `new_bars` bars (None: until the end token or
-        `max_tokens`, default 1024 ids); `fields`: the other `GenerationRequest` fields."""
+        `max_tokens`, default 1024 ids); `fields`: the other `GenerationRequest` fields.
+        `extend`: the whole file, then `new_bars` bars after its last (`generation.extend`)."""
         request = GenerationRequest.build("new_bars", num=num, bars=new_bars, **fields)
         _check_hooks(progress, cancel, grammar_wrap)  # both before the file is read
+        if extend is not False:
+            return extend_many(self, path, request, bars=bars, prompt_bars=prompt_bars,
+                               seconds=seconds, only_continuation=only_continuation,
+                               hooks=(progress, cancel, grammar_wrap), extend=extend)  # fmt: skip
         prompt = self.prompt(path, bars, prompt_bars=prompt_bars, seconds=seconds)
         return list(
             self.pieces(
