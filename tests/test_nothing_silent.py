@@ -14,6 +14,7 @@ import pytest
 import symusic
 
 from musicgen.errors import MusicgenError
+from musicgen.generation.chord_marks import CHORD_MARK, phrase_marks
 from tests.paths import DATA, ROOT
 
 SONG = ROOT / "data" / "demo" / "pop909_005.mid"
@@ -195,9 +196,9 @@ def test_a_continuation_writes_its_new_notes_into_the_prompt_tracks(song_model):
 
 def test_continuing_a_form_made_file_keeps_its_phrase_markers(song_model, tmp_path):
     made = song_model.generate(form="A2B2", seed=1).save(tmp_path / "form.mid")
-    assert [m.text for m in symusic.Score(str(made)).markers] == ["A2", "B2"]
+    assert phrase_marks(symusic.Score(str(made))) == ["A2", "B2"]
     out = song_model.continue_midi(made, bars=2, new_bars=1, seed=1).save(tmp_path / "c.mid")
-    markers = reads_back(song_model, out).markers
+    markers = [m for m in reads_back(song_model, out).markers if not m.text.startswith(CHORD_MARK)]
     assert [(m.time, m.text) for m in markers][:1] == [(0, "A2")]
 
 

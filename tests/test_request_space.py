@@ -159,7 +159,10 @@ def check_piece(model, r: dict, music, folder: Path) -> None:
     if r["form"] is not None and r["form"] != "auto" and r["prompt"] is None:
         asked = {(s.bar, f"{s.label}{s.bars}") for s in place(parse_form(r["form"]))}
         bar = 4 * score.ticks_per_quarter
-        assert {(m.time // bar, m.text) for m in score.markers} <= asked
+        phrases = {
+            (m.time // bar, m.text) for m in score.markers if not m.text.startswith("Chord ")
+        }
+        assert phrases <= asked  # chord markers ("Chord Am") aside
 
 
 def studio_run(model, r: dict, folder: Path) -> Path:

@@ -205,7 +205,7 @@ class Model:
             )  # fmt: skip
             for res, p in zip(results, prompts[part], strict=True):
                 music = self.music(res, request.seed, p, only_continuation, request.legato)
-                finish(music.score, request)  # tempo, transposition, instruments
+                finish(music.score, request, written=(self.tokenizer, music.ids))
                 yield music
 
     @staticmethod

@@ -1,7 +1,8 @@
 """How a written piece sounds, after sampling: a tempo held through it, a transposition, the
-instruments of its tracks. The request's `tempo`, `transpose` and `melody_program` fields
-(`generation.request`) act here, once, for `generate`, `continue` (`--extend` too), the API and
-the studio; none of them changes what the model is fed or samples.
+instruments of its tracks, its chords as markers (`chord_marks`). The request's `tempo`,
+`transpose` and `melody_program` fields (`generation.request`) act here, once, for `generate`,
+`continue` (`--extend` too), the API and the studio; none of them changes what the model is fed
+or samples.
 
 The melody's default instrument is General MIDI program 73 (0-based; "Flute", 74 in the GM
 list's 1-based numbering): a breathy, sustained lead in the singing range that articulates each
@@ -11,16 +12,19 @@ through as hard as a synthesizer; a choir (52) smears the notes together.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 import symusic
 
 from musicgen.errors import MusicgenError
+from musicgen.generation.chord_marks import add_chord_marks, transpose_marks
 from musicgen.generation.written import PIANO_NAMES
 from musicgen.measures.song import MELODY_NAME
 
 if TYPE_CHECKING:
     from musicgen.generation.request import GenerationRequest
+    from musicgen.tokenizers.base import Tokenizer
 
 LEAD_PROGRAM = 73  # General MIDI "Flute" (0-based): the melody's instrument by default
 PIANO_PROGRAM = 0  # "Acoustic Grand Piano"
@@ -37,8 +41,8 @@ def hold_tempo(score: symusic.Score, qpm: float | None) -> symusic.Score:
 
 
 def transpose(score: symusic.Score, semitones: int | None) -> symusic.Score:
-    """Every pitched note (drum tracks untouched) moved `semitones` (in place); a note that
-    would leave MIDI's 0..127 is a one-line error and nothing is moved."""
+    """Every pitched note (drum tracks untouched) and chord marker moved `semitones` (in
+    place); a note that would leave MIDI's 0..127 is a one-line error and nothing is moved."""
     if not semitones:
         return score
     pitched = [t for t in score.tracks if not t.is_drum]
@@ -52,6 +56,7 @@ def transpose(score: symusic.Score, semitones: int | None) -> symusic.Score:
     for track in pitched:
         for note in track.notes:
             note.pitch += semitones
+    transpose_marks(score, semitones)
     return score
 
 
@@ -70,9 +75,18 @@ def set_programs(score: symusic.Score, melody: int | None, keep: bool = False) -
     return score
 
 
-def finish(score: symusic.Score, request: GenerationRequest, keep: bool = False) -> None:
-    """The request's sound on a written score (in place): its instruments (`set_programs`),
-    transposition and held tempo. `keep`: the score is a file extended as it was."""
+def finish(
+    score: symusic.Score,
+    request: GenerationRequest,
+    keep: bool = False,
+    written: tuple[Tokenizer, Sequence[int]] | None = None,
+) -> None:
+    """The request's sound on a written score (in place): the chords the ids write as markers
+    (`written`: the tokenizer and the ids that decode to the score), its instruments
+    (`set_programs`), transposition (chord markers too) and held tempo. `keep`: the score is a
+    file extended as it was."""
+    if written is not None:
+        add_chord_marks(score, *written)
     set_programs(score, request.melody_program, keep)
     transpose(score, request.transpose)
     hold_tempo(score, request.tempo)

@@ -1,0 +1,100 @@
+"""The chords of a written piece as MIDI markers ("Chord Am"), one per chord change, as the
+phrases are ("A8", `tokenizers.form.add_markers`): a DAW's marker lane and `mido` show them
+(pretty_midi reads the file, though its API has no markers). The chords are those the piece's
+ids write (a REMI model's Chord tokens: the model's own, or a requested progression's). The
+"Chord " prefix keeps a chord apart from a phrase marker ("A7" would read as a 7-bar phrase A).
+
+Spelling: one name per pitch class, C C# D Eb E F F# G Ab A Bb B (the common pop spelling),
+and miditok's chord kinds as chord symbols: maj "", min "m", 7dom "7", 7maj "maj7", 7min "m7",
+7halfdim "m7b5", 7dim "dim7", dim, aug, sus2, sus4.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import symusic
+
+from musicgen.tokenizers.base import Tokenizer
+
+CHORD_MARK = "Chord "  # a chord marker's text: "Chord Am"
+NOTE_NAMES = ("C", "C#", "D", "Eb", "E", "F", "F#", "G", "Ab", "A", "Bb", "B")
+SHARPS = ("C", "C#", "D", "D#", "E", "F", "F#", "G", "G#", "A", "A#", "B")
+FLATS = ("C", "Db", "D", "Eb", "E", "F", "Gb", "G", "Ab", "A", "Bb", "B")
+SUFFIXES = {  # miditok's chord kinds, and Harte's, as chord symbols
+    "maj": "", "min": "m", "7dom": "7", "7maj": "maj7", "7min": "m7", "7halfdim": "m7b5",
+    "7dim": "dim7", "dim": "dim", "aug": "aug", "sus2": "sus2", "sus4": "sus4",
+    "7": "7", "maj7": "maj7", "min7": "m7", "hdim7": "m7b5", "dim7": "dim7",
+}  # fmt: skip
+
+
+def pitch_class(root: str) -> int | None:
+    """A root's pitch class (C# and Db alike), None if it is no note name."""
+    for names in (SHARPS, FLATS):
+        if root in names:
+            return names.index(root)
+    return None
+
+
+def chord_symbol(label: str, transpose: int = 0) -> str:
+    """A tokenizer's chord label ('A:min', 'C#:7dom') as a chord symbol ('Am', 'C#7'), moved
+    `transpose` semitones; a label it cannot read comes back as it is."""
+    root, _, kind = label.partition(":")
+    pc = pitch_class(root)
+    if pc is None:
+        return label
+    return NOTE_NAMES[(pc + transpose) % 12] + SUFFIXES.get(kind, kind)
+
+
+def split_symbol(symbol: str) -> tuple[int, str] | None:
+    """(root pitch class, the rest) of a chord symbol ('Bbm7' -> (10, 'm7')); None if none."""
+    for n in (2, 1):
+        pc = pitch_class(symbol[:n])
+        if pc is not None:
+            return pc, symbol[n:]
+    return None
+
+
+def add_chord_marks(score: symusic.Score, tokenizer: Tokenizer, ids: Sequence[int]) -> None:
+    """A marker per chord change that `ids` write (bar 0 of the ids at time 0 of `score`),
+    in place; nothing for a tokenizer without chords or without score bars, or a score
+    without a track (no note to name)."""
+    from musicgen.generation.progression import chord_events, chords_unsupported
+
+    if chords_unsupported(tokenizer) is not None or not len(score.tracks):
+        return  # symusic writes a track-less score's markers after its tempos, out of order
+    per_beat = tokenizer.time_tables().positions_per_beat
+    tpq = score.ticks_per_quarter
+    at: dict[int, str] = {}  # time -> the chord written there (the last of several)
+    for bar, pos, cid in chord_events(tokenizer, ids):
+        if bar < 0:  # a chord before the first Bar (ids the grammar did not mask)
+            continue
+        name = chord_symbol(tokenizer.token_name(cid).removeprefix("Chord_"))
+        at[bar * 4 * tpq + pos * tpq // per_beat] = name
+    last = None
+    for time, name in sorted(at.items()):
+        if name != last:
+            score.markers.append(symusic.TextMeta(time, CHORD_MARK + name))
+        last = name
+    _sort_markers(score)
+
+
+def transpose_marks(score: symusic.Score, semitones: int) -> None:
+    """The chord markers renamed `semitones` up (in place), as their notes are moved."""
+    for m in score.markers:
+        if not m.text.startswith(CHORD_MARK):
+            continue
+        parts = split_symbol(m.text[len(CHORD_MARK) :])
+        if parts is not None:
+            m.text = CHORD_MARK + NOTE_NAMES[(parts[0] + semitones) % 12] + parts[1]
+
+
+def _sort_markers(score: symusic.Score) -> None:
+    markers = sorted(score.markers, key=lambda m: m.time)  # stable: a phrase first
+    score.markers.clear()
+    score.markers.extend(markers)
+
+
+def phrase_marks(score: symusic.Score) -> list[str]:
+    """The texts of a score's markers other than its chords (its phrases: "A8")."""
+    return [m.text for m in score.markers if not m.text.startswith(CHORD_MARK)]
