@@ -65,3 +65,15 @@ def test_extending_keeps_the_chord_and_phrase_markers(song_model, tmp_path):
     before = [(m.time, m.text) for m in made.score.markers]
     assert [(m.time, m.text) for m in longer.score.markers][: len(before)] == before
     assert phrase_marks(longer.score)[:2] == ["A2", "B2"]
+
+
+def test_a_continuation_keeps_its_prompt_files_chord_markers(song_model, tmp_path):
+    made = song_model.generate(bars=4, seed=4, chords="Bb Gm7 Ebmaj7 F")
+    path = made.save(tmp_path / "song.mid")
+    for prompt in ({"bars": 1}, {"prompt_bars": (0, 2)}):
+        longer = song_model.continue_midi(path, **prompt, new_bars=2, seed=5)
+        held = song_model.prompt(path, **prompt).bars
+        kept = [(b, t) for b, t in chord_marks(longer.score) if b < held]
+        assert kept == [(b, t) for b, t in chord_marks(made.score) if b < held]
+    moved = song_model.continue_midi(path, prompt_bars=(1, 3), new_bars=1, seed=5)
+    assert chord_marks(moved.score)[:2] == [(0, "Chord Gm7"), (1, "Chord Ebmaj7")]

@@ -205,7 +205,8 @@ class Model:
             )  # fmt: skip
             for res, p in zip(results, prompts[part], strict=True):
                 music = self.music(res, request.seed, p, only_continuation, request.legato)
-                finish(music.score, request, written=(self.tokenizer, music.ids))
+                kept = None if p is None or only_continuation else p  # its file's chords
+                finish(music.score, request, written=(self.tokenizer, music.ids, kept))
                 yield music
 
     @staticmethod

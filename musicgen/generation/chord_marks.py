@@ -12,10 +12,15 @@ and miditok's chord kinds as chord symbols: maj "", min "m", 7dom "7", 7maj "maj
 from __future__ import annotations
 
 from collections.abc import Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING
 
 import symusic
 
 from musicgen.tokenizers.base import Tokenizer
+
+if TYPE_CHECKING:
+    from musicgen.generation.prompt import Prompt
 
 CHORD_MARK = "Chord "  # a chord marker's text: "Chord Am"
 NOTE_NAMES = ("C", "C#", "D", "Eb", "E", "F", "F#", "G", "Ab", "A", "Bb", "B")
@@ -55,10 +60,13 @@ def split_symbol(symbol: str) -> tuple[int, str] | None:
     return None
 
 
-def add_chord_marks(score: symusic.Score, tokenizer: Tokenizer, ids: Sequence[int]) -> None:
+def add_chord_marks(
+    score: symusic.Score, tokenizer: Tokenizer, ids: Sequence[int], prompt: Prompt | None = None
+) -> None:
     """A marker per chord change that `ids` write (bar 0 of the ids at time 0 of `score`),
     in place; nothing for a tokenizer without chords or without score bars, or a score
-    without a track (no note to name)."""
+    without a track (no note to name). A `prompt` whose file has chord markers keeps them:
+    they replace the ids' chords over its bars."""
     from musicgen.generation.progression import chord_events, chords_unsupported
 
     if chords_unsupported(tokenizer) is not None or not len(score.tracks):
@@ -66,11 +74,14 @@ def add_chord_marks(score: symusic.Score, tokenizer: Tokenizer, ids: Sequence[in
     per_beat = tokenizer.time_tables().positions_per_beat
     tpq = score.ticks_per_quarter
     at: dict[int, str] = {}  # time -> the chord written there (the last of several)
+    own = prompt is not None and bool(prompt.chords)
     for bar, pos, cid in chord_events(tokenizer, ids):
-        if bar < 0:  # a chord before the first Bar (ids the grammar did not mask)
+        time = bar * 4 * tpq + pos * tpq // per_beat
+        if bar < 0 or (own and time < prompt.end_tick):  # before the first Bar; the file's
             continue
-        name = chord_symbol(tokenizer.token_name(cid).removeprefix("Chord_"))
-        at[bar * 4 * tpq + pos * tpq // per_beat] = name
+        at[time] = chord_symbol(tokenizer.token_name(cid).removeprefix("Chord_"))
+    if own:
+        at |= {time * tpq // prompt.notes.ticks_per_quarter: name for time, name in prompt.chords}
     last = None
     for time, name in sorted(at.items()):
         if name != last:
@@ -98,3 +109,17 @@ def _sort_markers(score: symusic.Score) -> None:
 def phrase_marks(score: symusic.Score) -> list[str]:
     """The texts of a score's markers other than its chords (its phrases: "A8")."""
     return [m.text for m in score.markers if not m.text.startswith(CHORD_MARK)]
+
+
+def file_chords(path: Path, first_bar: int, tpq: int, end: int) -> list[tuple[int, str]]:
+    """(tick, chord symbol) of a file's chord markers from bar `first_bar` (4/4 from time 0)
+    to `end`, in ticks of `tpq` from that bar: what a continuation of it keeps."""
+    score = symusic.Score(str(path))
+    origin = first_bar * 4 * score.ticks_per_quarter
+    out = []
+    for m in score.markers:
+        if m.text.startswith(CHORD_MARK) and m.time >= origin:
+            time = (m.time - origin) * tpq // score.ticks_per_quarter
+            if time < end:
+                out.append((time, m.text[len(CHORD_MARK) :]))
+    return out

@@ -23,6 +23,7 @@ from musicgen.generation.written import PIANO_NAMES
 from musicgen.measures.song import MELODY_NAME
 
 if TYPE_CHECKING:
+    from musicgen.generation.prompt import Prompt
     from musicgen.generation.request import GenerationRequest
     from musicgen.tokenizers.base import Tokenizer
 
@@ -79,10 +80,11 @@ def finish(
     score: symusic.Score,
     request: GenerationRequest,
     keep: bool = False,
-    written: tuple[Tokenizer, Sequence[int]] | None = None,
+    written: tuple[Tokenizer, Sequence[int], Prompt | None] | None = None,
 ) -> None:
     """The request's sound on a written score (in place): the chords the ids write as markers
-    (`written`: the tokenizer and the ids that decode to the score), its instruments
+    (`written`: the tokenizer, the ids that decode to the score and the prompt whose file's
+    chord markers it keeps, `chord_marks.add_chord_marks`), its instruments
     (`set_programs`), transposition (chord markers too) and held tempo. `keep`: the score is a
     file extended as it was."""
     if written is not None:
