@@ -7,6 +7,7 @@
     m.continue_midi("song.mid", bars=2, seed=1).save("y.mid")   # the first 2 bars of music
     m.continue_midi("song.mid", prompt_bars=(4, 6), new_bars=8)  # exactly bars 4-5, 8 new bars
     m.continue_midi("performance.mid", seconds=8, seed=1)   # the first 8 s, then the model
+    m.regenerate("song.mid", bars=(8, 16), seed=1)           # bars 8-15 written again
     m.score("song.mid")                                      # -> {"nll_per_token": ..., ...}
 
 `musicgen generate`, `musicgen continue`, `musicgen demo`, `evaluate style` and the studio call
@@ -50,6 +51,7 @@ from musicgen.generation.legato import hold_melody
 from musicgen.generation.music import Music, apply_tempo
 from musicgen.generation.options import check_sample
 from musicgen.generation.prompt import Prompt, continuation_only, encode_song, load_prompt, merge
+from musicgen.generation.regenerate import regenerate as regenerate_bars
 from musicgen.generation.request import (
     BAR_TOKEN_CAP,
     CONTINUE_MAX_TOKENS,
@@ -311,12 +313,11 @@ class Model:
                                seconds=seconds, only_continuation=only_continuation,
                                hooks=(progress, cancel, grammar_wrap), extend=extend)  # fmt: skip
         prompt = self.prompt(path, bars, prompt_bars=prompt_bars, seconds=seconds)
-        return list(
-            self.pieces(
-                request, prompt=prompt, only_continuation=only_continuation, progress=progress,
-                cancel=cancel, grammar_wrap=grammar_wrap,
-            )
-        )  # fmt: skip
+        hooks = {"progress": progress, "cancel": cancel, "grammar_wrap": grammar_wrap}
+        return list(self.pieces(request, prompt=prompt, only_continuation=only_continuation,
+                                **hooks))  # fmt: skip
+
+    regenerate = regenerate_bars  # bars (a, b) or a section of a file written again
 
     def score(self, path: str | Path) -> dict:
         """How likely the model finds a song: mean NLL per token (nats) and per note, the song

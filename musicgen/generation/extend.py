@@ -124,7 +124,7 @@ def whole(original: symusic.Score, written: symusic.Score, prompt: Prompt, total
         new = [n for n in track.notes if n.time >= cut]
         if not new:
             continue
-        own = _own_track(out, track)
+        own = own_track(out, track)
         moved = [symusic.Note(n.time + shift, n.duration, n.pitch, n.velocity) for n in new]
         notes = sorted([*own.notes, *moved], key=lambda n: (n.time, n.pitch))
         own.notes.clear()
@@ -135,7 +135,7 @@ def whole(original: symusic.Score, written: symusic.Score, prompt: Prompt, total
     return out
 
 
-def _own_track(score: symusic.Score, track) -> symusic.Track:
+def own_track(score: symusic.Score, track) -> symusic.Track:
     """The file's track for a written one: the melody's (by name), the first drum track for
     drums, else the piano's (by name, else the first other pitched track); new if none."""
     name = track.name.strip().lower()
