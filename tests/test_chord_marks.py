@@ -77,3 +77,12 @@ def test_a_continuation_keeps_its_prompt_files_chord_markers(song_model, tmp_pat
         assert kept == [(b, t) for b, t in chord_marks(made.score) if b < held]
     moved = song_model.continue_midi(path, prompt_bars=(1, 3), new_bars=1, seed=5)
     assert chord_marks(moved.score)[:2] == [(0, "Chord Gm7"), (1, "Chord Ebmaj7")]
+
+
+def test_the_new_parts_first_chord_is_marked_where_it_goes_on(song_model, tmp_path):
+    made = song_model.generate(bars=2, seed=6, chords="C")
+    assert [t for _, t in chord_marks(made.score)] == ["Chord C"]  # held over both bars: one
+    path = made.save(tmp_path / "c.mid")
+    longer = song_model.continue_midi(path, extend=True, new_bars=1, chords="C", seed=1)
+    marks = chord_marks(longer.score)
+    assert [t for _, t in marks] == ["Chord C", "Chord C"] and marks[1][0] > 0

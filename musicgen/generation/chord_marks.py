@@ -66,26 +66,30 @@ def add_chord_marks(
     """A marker per chord change that `ids` write (bar 0 of the ids at time 0 of `score`),
     in place; nothing for a tokenizer without chords or without score bars, or a score
     without a track (no note to name). A `prompt` whose file has chord markers keeps them:
-    they replace the ids' chords over its bars."""
+    they replace the ids' chords over its bars; the new part's first chord is marked even
+    where it goes on from the prompt's (an extended file, which keeps only the new part's
+    markers, then names it)."""
     from musicgen.generation.progression import chord_events, chords_unsupported
 
     if chords_unsupported(tokenizer) is not None or not len(score.tracks):
         return  # symusic writes a track-less score's markers after its tempos, out of order
     per_beat = tokenizer.time_tables().positions_per_beat
     tpq = score.ticks_per_quarter
+    cut = -1 if prompt is None else prompt.end_tick * tpq // prompt.notes.ticks_per_quarter
     at: dict[int, str] = {}  # time -> the chord written there (the last of several)
     own = prompt is not None and bool(prompt.chords)
     for bar, pos, cid in chord_events(tokenizer, ids):
         time = bar * 4 * tpq + pos * tpq // per_beat
-        if bar < 0 or (own and time < prompt.end_tick):  # before the first Bar; the file's
+        if bar < 0 or (own and time < cut):  # before the first Bar; the file's own chords
             continue
         at[time] = chord_symbol(tokenizer.token_name(cid).removeprefix("Chord_"))
     if own:
         at |= {time * tpq // prompt.notes.ticks_per_quarter: name for time, name in prompt.chords}
+    first_new = min((t for t in at if t >= cut), default=None) if prompt is not None else None
     last = None
     for time, name in sorted(at.items()):
-        if name != last:
-            score.markers.append(symusic.TextMeta(time, CHORD_MARK + name))
+        if name != last or time == first_new:  # the new part's first chord, marked even where
+            score.markers.append(symusic.TextMeta(time, CHORD_MARK + name))  # it goes on
         last = name
     _sort_markers(score)
 
