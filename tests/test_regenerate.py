@@ -78,6 +78,7 @@ def test_bars_from_the_start_are_written_from_scratch(song):
         ({}, "bars: give the bars"),
         ({"bars": (0, 2), "section": "B"}, "bars: give the bars"),
         ({"bars": (0, 2), "bars_name": "x"}, "bars_name: unknown option"),
+        ({"bars": (0, 2), "num": 2}, "num: Model.regenerate writes one piece"),
     ],
 )
 def test_regenerate_refuses_in_one_line(song, args, message):

@@ -149,6 +149,8 @@ def regenerate(model: Model, path, bars=None, *, section: str | None = None, pro
     `section`, "B" or "B8") written again; `fields`: the `GenerationRequest` fields."""
     if "bars_name" in fields:  # the request's own argument, not a field
         raise MusicgenError("bars_name: unknown option (regenerate's bars are `bars`)")
+    if fields.get("num", 1) != 1:
+        raise MusicgenError("num: Model.regenerate writes one piece (call it once a version)")
     request = GenerationRequest.build("new_bars", **fields)
     hooks = {"progress": progress, "cancel": cancel, "grammar_wrap": grammar_wrap}
     return next(iter(regenerated(model, path, request, bars, section, **hooks)))
