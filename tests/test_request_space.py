@@ -1,7 +1,8 @@
-"""The request space, sampled (issue 66): any combination of model, form, chords, prompt,
-lengths and sampling options either is refused in one line (`MusicgenError`) or gives a piece
-whose written MIDI reads back (pretty_midi, and musicgen's own prompt reader) and whose bars and
-phrase markers keep to the request.
+"""The request space, sampled (issue 66): any combination of model, form, chords, prompt
+(extending the piece from its end too), lengths, sampling options, tempo, transposition and
+melody instrument either is refused in one line (`MusicgenError`) or gives a piece whose written
+MIDI reads back (pretty_midi, and musicgen's own prompt reader) and whose bars and phrase
+markers keep to the request.
 
 Tiny untrained models and short pieces (`max_tokens`), a bounded number of examples for
 `make test`; `REQUEST_SPACE_EXAMPLES=10000` runs a long search. The studio's handler
@@ -51,6 +52,11 @@ NUMBERS = {  # the valid values more often than the invalid ones
     "min_tokens": [0, 5],
     "chord_tones": [0.0, 2.0],
 }
+SOUND = {  # how the written piece sounds (`generation.finish`; issue 65)
+    "tempo": [100.0, 60, 300, 10.0],
+    "transpose": [0, 3, -12, 48, 100],
+    "melody_program": [0, 73, 81, 128],
+}
 
 
 @pytest.fixture(scope="module")
@@ -82,6 +88,7 @@ def requests():
         {},
         optional={
             **{name: st.sampled_from(values) for name, values in NUMBERS.items()},
+            **{name: st.sampled_from(values) for name, values in SOUND.items()},
             "grammar": st.booleans(),
             "legato": st.booleans(),
         },
@@ -92,6 +99,7 @@ def requests():
         st.fixed_dictionaries({"prompt_bars": st.sampled_from([(0, 2), (8, 12), (3, 1)])}),
         st.fixed_dictionaries({"bars": st.sampled_from([1, 2])}),
         st.fixed_dictionaries({"seconds": st.sampled_from([2.0, 3.3, -1.0])}),
+        st.fixed_dictionaries({"extend": st.just(True)}),
     )
     return st.fixed_dictionaries(
         {
@@ -137,6 +145,12 @@ def check_piece(model, r: dict, music, folder: Path) -> None:
     if has_notes:
         reread = model.prompt(path, prompt_bars=(0, bars_of(score)))  # every bar, as written
         assert reread.bars == bars_of(score)
+    if "tempo" in r["options"]:  # a set tempo is held: one tempo event
+        assert [round(t.qpm, 3) for t in score.tempos] == [r["options"]["tempo"]]
+    if "melody_program" in r["options"]:
+        assert {t.program for t in score.tracks if t.name == "Melody"} <= {
+            r["options"]["melody_program"]
+        }
     if r["bars"] is not None:
         held = 0 if r["prompt"] is None else prompt_end(model, r)
         if r["only"] and r["prompt"] is not None:  # the bar holding a cut in seconds is bar 0
@@ -145,7 +159,10 @@ def check_piece(model, r: dict, music, folder: Path) -> None:
     if r["form"] is not None and r["form"] != "auto" and r["prompt"] is None:
         asked = {(s.bar, f"{s.label}{s.bars}") for s in place(parse_form(r["form"]))}
         bar = 4 * score.ticks_per_quarter
-        assert {(m.time // bar, m.text) for m in score.markers} <= asked
+        phrases = {
+            (m.time // bar, m.text) for m in score.markers if not m.text.startswith("Chord ")
+        }
+        assert phrases <= asked  # chord markers ("Chord Am") aside
 
 
 def studio_run(model, r: dict, folder: Path) -> Path:
@@ -175,6 +192,10 @@ def studio_can_ask(r: dict) -> bool:
     form sets the bars (its bars box is overruled, `controls.settle_form`), where the API
     refuses bars that disagree with the form."""
     if r["form"] is not None and r["bars"] is not None:
+        return False
+    if set(SOUND) & set(r["options"]):  # the page applies its own tempo and transposition
+        return False
+    if r["prompt"] is not None and "extend" in r["prompt"]:  # not on the page yet
         return False
     if r["prompt"] is None:
         return True
@@ -220,6 +241,8 @@ def same_in_studio(model, r: dict, outcome, folder: Path) -> None:
 def prompt_end(model, r: dict) -> int:
     """The bar after the prompt, counted from the file's time 0 (a bound: leading silent bars
     skipped by `bars` count too)."""
+    if "extend" in r["prompt"]:  # the whole song
+        return bars_of(symusic.Score(str(SONG)))
     p = model.prompt(SONG, **r["prompt"])
     return p.first_bar + p.bars
 

@@ -20,7 +20,9 @@ from tqdm import tqdm
 from musicgen.errors import EMPTY_EXIT, EmptyPiece, MusicgenError
 from musicgen.generation.api import Model, checkpoint_stem, load
 from musicgen.generation.decoding.sample import invalid_rate
+from musicgen.generation.extend import check_extend, extended
 from musicgen.generation.prompt import Prompt
+from musicgen.generation.regenerate import regenerated
 from musicgen.generation.request import GenerationRequest, add_flags, from_args
 from musicgen.generation.write import write_pieces
 
@@ -70,8 +72,30 @@ def register(sub: argparse._SubParsersAction) -> None:
         action="store_true",
         help="write only the continuation, without the prompt",
     )
+    c.add_argument(
+        "--extend",
+        action="store_true",
+        help="extend the piece from its end: its last bars (as many as the model's window "
+        "holds) as the prompt, the output the WHOLE file then --new-bars N new bars (or a "
+        "--form's, naming the new sections); not with --bars, --prompt-bars, --seconds or "
+        "--continuation-only",
+    )
     _add_common(c, continuation=True)
     c.set_defaults(func=run_continue)
+
+    r = sub.add_parser(
+        "regenerate",
+        help="write bars (or a section) of a MIDI file again, the rest kept",
+        description="Write bars A..B-1 of FILE (or its phrase NAME, by its marker) again: the "
+        "bars before them as the prompt, the bars after kept as they are; writes the whole "
+        "piece (REMI checkpoints).",
+    )
+    r.add_argument("file", help="the MIDI file")
+    which = r.add_mutually_exclusive_group(required=True)
+    which.add_argument("--bars", dest="span", metavar="A:B", help="bars A..B-1 (0-based)")
+    which.add_argument("--section", help="the phrase named so by the file's markers (B or B8)")
+    _add_common(r, continuation=True)
+    r.set_defaults(func=run_regenerate, flags={"section": "--section"})
 
 
 def _add_common(p: argparse.ArgumentParser, continuation: bool = False) -> None:
@@ -163,14 +187,14 @@ def run_generate(args: argparse.Namespace) -> int:
     return write_all(args, model, pieces, checkpoint_stem(model.source))
 
 
-def parse_prompt_bars(text: str | None) -> tuple[int, int] | None:
-    """--prompt-bars START:END as the API's (start, end)."""
+def parse_prompt_bars(text: str | None, flag: str = "--prompt-bars") -> tuple[int, int] | None:
+    """--prompt-bars START:END (or `flag`'s) as the API's (start, end)."""
     if text is None:
         return None
     try:
         start, end = (int(v) for v in str(text).split(":"))
     except ValueError:
-        raise MusicgenError(f"--prompt-bars: expected START:END (e.g. 0:2), got '{text}'") from None
+        raise MusicgenError(f"{flag}: expected START:END (e.g. 0:2), got '{text}'") from None
     return start, end
 
 
@@ -184,6 +208,8 @@ def describe(prompt: Prompt, seconds: float | None) -> str:
 def run_continue(args: argparse.Namespace) -> int:
     """`musicgen continue`: its exit code (`write_all`)."""
     prompt_bars = parse_prompt_bars(args.prompt_bars)
+    if args.extend:
+        return run_extend(args)
     model, request = prepare(args, continuation=True)
     path = Path(args.prompt)
     prompt = model.prompt(path, args.bars, prompt_bars=prompt_bars, seconds=args.seconds)
@@ -193,3 +219,26 @@ def run_continue(args: argparse.Namespace) -> int:
         request, prompt=prompt, only_continuation=args.continuation_only, progress=ProgressBar()
     )
     return write_all(args, model, pieces, f"{checkpoint_stem(model.source)}_{path.stem}")
+
+
+def run_extend(args: argparse.Namespace) -> int:
+    """`musicgen continue --extend`: the whole prompt file, then its new bars (`write_all`)."""
+    request = from_args(args, continuation=True)
+    given = {"--bars": args.bars, "--prompt-bars": args.prompt_bars, "--seconds": args.seconds,
+             "--continuation-only": args.continuation_only}  # fmt: skip
+    check_extend(request, **given)
+    model, request = prepare(args, continuation=True)
+    path = Path(args.prompt)
+    print(f"seed {request.seed}; extending {path.name} from its end")
+    pieces = extended(model, path, request, progress=ProgressBar())
+    return write_all(args, model, pieces, f"{checkpoint_stem(model.source)}_{path.stem}")
+
+
+def run_regenerate(args: argparse.Namespace) -> int:
+    """`musicgen regenerate`: the file with its bars written again (`write_all`)."""
+    span = parse_prompt_bars(args.span, "--bars")
+    model, request = prepare(args, continuation=True)
+    path = Path(args.file)
+    print(f"seed {request.seed}; regenerating {args.span or args.section} of {path.name}")
+    pieces = regenerated(model, path, request, span, args.section, progress=ProgressBar())
+    return write_all(args, model, pieces, f"{checkpoint_stem(model.source)}_{path.stem}_regen")

@@ -7,6 +7,7 @@
     m.continue_midi("song.mid", bars=2, seed=1).save("y.mid")   # the first 2 bars of music
     m.continue_midi("song.mid", prompt_bars=(4, 6), new_bars=8)  # exactly bars 4-5, 8 new bars
     m.continue_midi("performance.mid", seconds=8, seed=1)   # the first 8 s, then the model
+    m.regenerate("song.mid", bars=(8, 16), seed=1)           # bars 8-15 written again
     m.score("song.mid")                                      # -> {"nll_per_token": ..., ...}
 
 `musicgen generate`, `musicgen continue`, `musicgen demo`, `evaluate style` and the studio call
@@ -36,6 +37,8 @@ from musicgen.generation.decoding.sample import (
     SamplingOptions,
     generate,
 )
+from musicgen.generation.extend import extend_many
+from musicgen.generation.finish import finish
 from musicgen.generation.form import (
     SectionChords,
     form_sections,
@@ -48,6 +51,7 @@ from musicgen.generation.legato import hold_melody
 from musicgen.generation.music import Music, apply_tempo
 from musicgen.generation.options import check_sample
 from musicgen.generation.prompt import Prompt, continuation_only, encode_song, load_prompt, merge
+from musicgen.generation.regenerate import regenerate as regenerate_bars
 from musicgen.generation.request import (
     BAR_TOKEN_CAP,
     CONTINUE_MAX_TOKENS,
@@ -203,7 +207,10 @@ class Model:
                 cancel=cancel, grammar_wrap=grammar_wrap, controls=controls,
             )  # fmt: skip
             for res, p in zip(results, prompts[part], strict=True):
-                yield self.music(res, request.seed, p, only_continuation, request.legato)
+                music = self.music(res, request.seed, p, only_continuation, request.legato)
+                kept = None if p is None or only_continuation else p  # its file's chords
+                finish(music.score, request, written=(self.tokenizer, music.ids, kept))
+                yield music
 
     @staticmethod
     def _prompts(num: int, prompt, chords) -> list[Prompt | None]:
@@ -290,6 +297,7 @@ class Model:
         seconds: float | None = None,
         new_bars: int | None = None,
         only_continuation: bool = False,
+        extend: bool = False,
         progress: Progress | None = None,
         cancel=None,
         grammar_wrap: GrammarWrap | None = None,
@@ -297,16 +305,20 @@ class Model:
     ) -> list[Music]:
         """`num` continuations of the prompt `self.prompt(path, bars, prompt_bars=, seconds=)`:
         the prompt, then what the model writes: `new_bars` bars (None: until the end token or
-        `max_tokens`, default 1024 ids); `fields`: the other `GenerationRequest` fields."""
+        `max_tokens`, default 1024 ids); `fields`: the other `GenerationRequest` fields.
+        `extend`: the whole file, then `new_bars` bars after its last (`generation.extend`)."""
         request = GenerationRequest.build("new_bars", num=num, bars=new_bars, **fields)
         _check_hooks(progress, cancel, grammar_wrap)  # both before the file is read
+        if extend is not False:
+            return extend_many(self, path, request, bars=bars, prompt_bars=prompt_bars,
+                               seconds=seconds, only_continuation=only_continuation,
+                               hooks=(progress, cancel, grammar_wrap), extend=extend)  # fmt: skip
         prompt = self.prompt(path, bars, prompt_bars=prompt_bars, seconds=seconds)
-        return list(
-            self.pieces(
-                request, prompt=prompt, only_continuation=only_continuation, progress=progress,
-                cancel=cancel, grammar_wrap=grammar_wrap,
-            )
-        )  # fmt: skip
+        hooks = {"progress": progress, "cancel": cancel, "grammar_wrap": grammar_wrap}
+        return list(self.pieces(request, prompt=prompt, only_continuation=only_continuation,
+                                **hooks))  # fmt: skip
+
+    regenerate = regenerate_bars  # bars (a, b) or a section of a file written again
 
     def score(self, path: str | Path) -> dict:
         """How likely the model finds a song: mean NLL per token (nats) and per note, the song

@@ -23,6 +23,7 @@ import numpy as np
 import symusic
 
 from musicgen.errors import MusicgenError, check_int, check_range
+from musicgen.generation.chord_marks import file_chords
 from musicgen.generation.prompt_merge import (  # noqa: F401 (re-exported: what comes back)
     continuation_only,
     merge,
@@ -57,6 +58,7 @@ class Prompt:
     first_allowed: np.ndarray | None = field(default=None, repr=False, compare=False)
     solo_lead: list[int] = field(default_factory=list)  # opens the continuation written alone
     first_bar: int = 0  # the song's bar (from its first bar line) where the prompt begins
+    chords: list = field(default_factory=list)  # the file's chord markers it holds (`notes` ticks)
 
     @property
     def end_tick(self) -> int:
@@ -259,6 +261,7 @@ def prompt_from_seconds(
             f"(the first at {first:.2f} s)"
         )
     prompt.tempo = prompt_tempo(path, 0, beats_per_bar(tokenizer))
+    prompt.chords = file_chords(path, 0, prompt.notes.ticks_per_quarter, prompt.end_tick)
     return prompt
 
 
@@ -374,4 +377,6 @@ def load_prompt(
     prompt.tempo = prompt_tempo(
         path, prompt.first_bar, beats_per_bar(tokenizer), tokenizer.name == "groove"
     )
+    tpq = prompt.notes.ticks_per_quarter
+    prompt.chords = file_chords(path, prompt.first_bar, tpq, prompt.end_tick)
     return prompt

@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from musicgen.errors import SEED_MAX, MusicgenError, check_int
+from musicgen.generation.finish import LEAD_PROGRAM
 from musicgen.generation.form import SectionChords, parse_section_chords, read_form_arg
 from musicgen.generation.options import OPTIONS, RANGES, SamplingOptions, check, paper_defaults
 from musicgen.generation.progression import (
@@ -27,11 +28,21 @@ from musicgen.generation.progression import (
     parse_progression,
 )
 from musicgen.generation.rules.base import MELODY_VOICE, Need
-from musicgen.limits import MAX_BATCH, MAX_NEW_BARS, MAX_NEW_TOKENS, Range, describe_range
+from musicgen.generation.rules.in_key import PITCH_CLASSES
+from musicgen.limits import (
+    MAX_BATCH,
+    MAX_NEW_BARS,
+    MAX_NEW_TOKENS,
+    Range,
+    check_in_range,
+    describe_range,
+)
 
 BAR_TOKEN_CAP = 512  # with `bars` and no `max_tokens`: at most this many sampled ids per bar
 GENERATE_MAX_TOKENS = 2048  # from scratch without `bars` or `max_tokens`
 CONTINUE_MAX_TOKENS = 1024  # a continuation without `bars` or `max_tokens`
+TEMPO_QPM = (20.0, 300.0)  # a tempo a request may set (beats a minute)
+MAX_TRANSPOSE = 48  # semitones up or down (four octaves; the notes' range bounds it too)
 SCRATCH_BARS = 16  # bars of a piece from scratch where a caller asks for none (API, studio, demo)
 BATCH_SIZE = 8  # sequences decoded together
 
@@ -121,6 +132,38 @@ _FIELDS = [
             "force a song form: phrases with a label and a length in bars, e.g. 'i4A8B8A8B8o4' "
             "(sets the bars), 'auto' (one of the training songs' forms), or a POP909 "
             "human_label*.txt (models with section tokens; docs/generation.md, 'Form control')",
+        ),
+    ),
+    (
+        "tempo",
+        float | None,
+        _field(
+            None,
+            "the piece's tempo in beats (quarter notes) a minute, held from its first bar to "
+            "its last (the prompt's own tempo changes go; default: the prompt's or the model's)",
+            Range(TEMPO_QPM[0], TEMPO_QPM[1]),
+        ),
+    ),
+    (
+        "transpose",
+        int | None,
+        _whole_field(
+            None,
+            "move every pitched note by N semitones (drums stay; refused if a note would leave "
+            "MIDI's 0..127)",
+            -MAX_TRANSPOSE,
+            MAX_TRANSPOSE,
+        ),
+    ),
+    (
+        "melody_program",
+        int | None,
+        _whole_field(
+            None,
+            "the Melody track's General MIDI instrument, 0..127 (0-based; default "
+            f"{LEAD_PROGRAM}, a flute: a lead heard over the piano; models with a melody voice)",
+            0,
+            127,
         ),
     ),
     ("bars_name", InitVar[str], "bars"),
@@ -220,7 +263,11 @@ GenerationRequest = make_dataclass(
 # without it: the sampling options' own declarations, and the melody's legato.
 MODEL_NEEDS: dict[str, tuple[Need, Any]] = {
     name: (o.model, o.default) for name, o in OPTIONS.items() if o.model
-} | {"legato": (MELODY_VOICE, True)}
+} | {
+    "legato": (MELODY_VOICE, True),
+    "melody_program": (MELODY_VOICE, None),
+    "transpose": (PITCH_CLASSES, 0),
+}
 
 SPECS: dict[str, Spec] = {f.name: f.metadata["spec"] for f in dataclasses.fields(GenerationRequest)}
 NAMES = tuple(SPECS)
@@ -243,6 +290,8 @@ def _check(name: str, value, bars_name: str):
     rng = SPECS[name].range
     if name in RANGES:
         return check(name, value, where)
+    if not rng.integer:  # a number of its own (the tempo)
+        return check_in_range(where, value, rng)
     if value is None and name in _REQUIRED:
         raise MusicgenError(f"{where}: must be >= {rng.low:g}, got None")
     return check_int(where, value, int(rng.low), rng.high)
