@@ -25,7 +25,6 @@ from dataclasses import replace
 from pathlib import Path
 from types import EllipsisType
 
-import numpy as np
 import torch
 
 from musicgen.errors import EmptyPiece, MusicgenError
@@ -50,7 +49,7 @@ from musicgen.generation.form import (
 from musicgen.generation.legato import hold_melody
 from musicgen.generation.music import Music, apply_tempo
 from musicgen.generation.options import check_sample
-from musicgen.generation.prompt import Prompt, continuation_only, encode_song, load_prompt, merge
+from musicgen.generation.prompt import Prompt, continuation_only, load_prompt, merge
 from musicgen.generation.regenerate import regenerate as regenerate_bars
 from musicgen.generation.request import (
     BAR_TOKEN_CAP,
@@ -60,8 +59,8 @@ from musicgen.generation.request import (
     GenerationRequest,
 )
 from musicgen.generation.rules import Controls
+from musicgen.generation.scoring import ids_nll, score_song
 from musicgen.generation.write import checkpoint_stem, write_midi
-from musicgen.tokenizers.recall import recall_context
 
 __all__ = [
     "BAR_TOKEN_CAP",
@@ -320,36 +319,8 @@ class Model:
 
     regenerate = regenerate_bars  # bars (a, b) or a section of a file written again
 
-    def score(self, path: str | Path) -> dict:
-        """How likely the model finds a song: mean NLL per token (nats) and per note, the song
-        read as training reads it (a POP909 chord annotation beside it becomes its chords)."""
-        from musicgen.measures.likelihood import notes_scored
-
-        ids = encode_song(self.tokenizer, Path(path))
-        nll = self.nll(ids)
-        notes = notes_scored(self.tokenizer, [np.asarray(ids)], len(ids) - 1)
-        total = float(nll.sum())
-        return {
-            "tokens": len(nll),
-            "notes": int(notes),
-            "nll_per_token": total / max(len(nll), 1),
-            "nll_per_note": total / max(int(notes), 1),
-        }
-
-    def nll(self, ids: Sequence[int] | np.ndarray) -> np.ndarray:
-        """The NLL (nats) of each id after the first, given the ids before it, in one pass:
-        what `score` sums and `evaluate memory` reads span by span. An SPE model draws its
-        noise from torch's RNG: seed it (`torch.manual_seed`) to score alike twice."""
-        from musicgen.measures.likelihood import per_position_nll
-
-        ids = np.asarray(ids, dtype=np.int64)
-        if ids.ndim != 1 or len(ids) < 2:
-            raise MusicgenError(f"ids: need a 1-D sequence of 2 or more ids, got shape {ids.shape}")
-        context = recall_context(self.tokenizer)  # a recall model hears its phrases again
-        sums, _counts = per_position_nll(
-            self.model, [ids], len(ids) - 1, self.device, context=context
-        )
-        return sums
+    score = score_song  # mean NLL per token and per note of a song (`generation.scoring`)
+    nll = ids_nll  # the NLL of each id after the first
 
 
 def checked_phrases(phrases: list) -> list:
