@@ -321,7 +321,7 @@ def test_a_songs_chord_file_keeps_its_bars_after_the_prompt(tiny):
 
 
 def test_chords_need_the_grammar(tiny):
-    with pytest.raises(MusicgenError, match="^chords: needs the grammar"):
+    with pytest.raises(MusicgenError, match="^chords and grammar: chords need the grammar"):
         tiny.generate(bars=2, chords="C G", grammar=False)
 
 

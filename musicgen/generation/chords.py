@@ -74,7 +74,7 @@ def chord_plan(
     song's bar after the prompt (a progression laid over a form: the form's bar after it). A
     prompt cut inside a bar (`seconds`) leaves that bar's chord to the model."""
     if not grammar:
-        raise MusicgenError("chords: needs the grammar (grammar=False turns off the masking)")
+        raise MusicgenError("chords and grammar: chords need the grammar's masking, which is off")
     prog = check_progression(tokenizer, chords)
     if prog.repeat or (prompt is None and form):
         start = 0
