@@ -132,7 +132,7 @@ def test_evaluate_memory_writes_json_through_the_public_scoring_path(tmp_path, c
     "flags, named",
     [(["--gaps", "-1"], "--gaps"), (["--passage-bars", "0"], "--passage-bars"),
      (["--max-songs", "0"], "--max-songs"), (["--split", "dev"], "split"),
-     (["--structure", "/nonexistent"], "/nonexistent")],
+     (["--structure", "/nonexistent"], "/nonexistent"), (["--phrases"], "--phrases")],
 )  # fmt: skip
 def test_bad_options_are_one_line_errors_naming_them(flags, named, capsys):
     argv = ["evaluate", "memory", "--checkpoint", "pop909_ape", "--data", str(DATA / "pop909")]

@@ -277,7 +277,10 @@ def test_form_auto_on_a_model_without_sections_says_so(remi):
     [
         ({"form": "A40", "bars": 34}, "^form: phrase A40 is longer than the 32 bars"),  # was A32
         ({"form": "i2A2", "bars": 8}, "^bars: 8 asked, but the form i2A2 leaves 4 new bars"),
-        ({"form": "i2A2", "grammar": False}, "^form and grammar: a form needs the grammar"),  # the form was dropped
+        (
+            {"form": "i2A2", "grammar": False},
+            "^form and grammar: a form needs the grammar",
+        ),  # the form was dropped
     ],
 )
 def test_a_form_against_another_option_is_one_line(song_model, fields, message):
@@ -473,4 +476,3 @@ def test_a_form_without_the_grammar_names_both_flags_on_the_cli(tmp_path, capsys
     assert main([*argv, "--no-grammar", "--seed", "1", "--out", str(tmp_path)]) != 0
     err = capsys.readouterr().err.strip()
     assert err.startswith("error: --form and --no-grammar: a form needs the grammar"), err
-

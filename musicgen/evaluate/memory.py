@@ -261,14 +261,14 @@ def evaluate_memory(
     from musicgen.generation.api import load
 
     gaps = check_options(bars, gaps, max_songs)
+    if phrases and structure is None:
+        raise MusicgenError("--phrases: needs --structure (the songs' phrases come from it)")
     if structure is not None and not Path(structure).is_dir():
         raise MusicgenError(f"{structure}: structure folder not found")
     songs = benchmark_songs(data, split)[:max_songs]
     model = load(checkpoint, device=device)
-    if phrases and (structure is None or not _has_sections(model.tokenizer)):
-        raise MusicgenError(
-            "--phrases: needs --structure and a model with phrase tokens (the passage is a phrase)"
-        )
+    if phrases and not _has_sections(model.tokenizer):
+        raise MusicgenError(f"--phrases: {checkpoint} has no phrase tokens (the passage is one)")
     per_song, skipped = probe_songs(
         lambda k: model_scorer(model, seed, k),
         model.tokenizer,

@@ -169,7 +169,9 @@ class Model:
         the song); refused without the grammar or section tokens, and a phrase over the
         longest the section tokens write."""
         if not request.grammar:
-            raise MusicgenError("form and grammar: a form needs the grammar's masking, which is off")
+            raise MusicgenError(
+                "form and grammar: a form needs the grammar's masking, which is off"
+            )
         if not self.tokenizer.section_mask().any():  # before `auto` looks for forms.json
             raise MusicgenError("form: this model has no section tokens (no form control)")
         phrases = checked_phrases(resolve(request.form, self.source, request.seed))
