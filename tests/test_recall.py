@@ -154,3 +154,20 @@ def test_generation_feeds_the_recalled_phrase_and_never_writes_it(tmp_path, monk
     at = fed.index(start)
     assert fed[at + 1 : fed.index(end)] == phrase_ids(tok, written, sections[0])
     assert np.array_equal(strip_recall(tok, np.asarray(fed)), written[: len(written) - 1])
+
+
+def test_growing_into_recall_keeps_every_row_the_model_had(tok):
+    """Growing the song model (475 ids) into recall (477) had re-seeded its learned melody rows
+    from the accompaniment's: its melodies then wandered over four octaves."""
+    from conftest import tiny_model_config
+
+    from musicgen.model import build_model
+    from musicgen.train.vocabulary import extend_vocabulary
+
+    song = build_tokenizer(ROOT / "configs" / "tokenizer" / "remi_song.yaml")
+    torch.manual_seed(0)
+    small = build_model(tiny_model_config(song.vocab_size), song)
+    big = build_model(tiny_model_config(tok.vocab_size), tok)
+    grown = extend_vocabulary(big, small.state_dict(), song.vocab_size, tok)
+    for name in ("embed.weight", "head.weight"):
+        torch.testing.assert_close(grown[name][: song.vocab_size], small.state_dict()[name])

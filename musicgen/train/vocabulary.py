@@ -25,7 +25,7 @@ def extend_vocabulary(
         grown = mine.detach().clone().to(w.dtype)
         grown[:old_size] = w
         for new, seed in seeds.items():
-            if seed < old_size:
+            if new >= old_size > seed:  # a new id only: an id the model had keeps its rows
                 grown[new] = w[seed]
         out[name] = grown
     return out
