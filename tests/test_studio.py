@@ -325,7 +325,8 @@ def test_chord_names_and_the_prompt_end_reach_the_player(cache, tmp_path):
 
 def test_continue_this_piece_hands_it_over_to_be_extended(cache, tmp_path):
     """'Continue this piece' (`Actions.take_on`): the piece becomes the Continue tab's file,
-    to be extended from its end (mode 'end': the whole piece, then the bars to add)."""
+    to be extended from its end (mode 'end': the whole piece, then the bars to add), the form
+    box emptied (a form given then is that of the new bars)."""
     pytest.importorskip("gradio")
     from musicgen.studio import app
 
@@ -333,8 +334,8 @@ def test_continue_this_piece_hands_it_over_to_be_extended(cache, tmp_path):
     midi = session.dir() / "gen_001.mid"
     symusic.Score(str(SONG)).dump_midi(str(midi))
     session.shown = [jobs.Piece("gen_001: a song", midi, midi.with_suffix(".png"), None, 1)]
-    path, _, mode, _ = app.Actions(cache, LABEL).take_on(0)(LABEL, session)
-    assert (path, mode) == (str(midi), "end")
+    path, _, mode, _, form = app.Actions(cache, LABEL).take_on(0)(LABEL, session)
+    assert (path, mode, form) == (str(midi), "end", "")
     with pytest.raises(MusicgenError, match="no piece here"):
         app.Actions(cache, LABEL).take_on(1)(LABEL, session)
 

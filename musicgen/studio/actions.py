@@ -230,13 +230,14 @@ class Actions:
 
     def take_on(self, k: int) -> Callable:
         """'Continue this piece' of slot k: the piece becomes the Continue tab's file, to be
-        extended from its end (mode 'end': the whole piece, then the bars to add)."""
+        extended from its end (mode 'end': the whole piece, then the bars to add); the form
+        box is emptied (the piece has its form: one given now is that of the new bars)."""
 
         def take(label, session):
             piece = session.shown[k] if k < len(session.shown) else None
             if piece is None:
                 raise MusicgenError("continue: no piece here to continue")
-            return str(piece.midi), gr.Tabs(selected="continue"), "end", gr.update()
+            return str(piece.midi), gr.Tabs(selected="continue"), "end", gr.update(), ""
 
         return take
 

@@ -165,13 +165,15 @@ def _wire(page: gr.Blocks, ui: SimpleNamespace, act: Actions) -> None:
     ui.add_section.click(_guarded(words.add_section), add, ui.form, **private)
     ui.clear_form.click(lambda: "", None, ui.form, **private)
     previewed = [ui.session, ui.prompt_roll]
-    for trigger in (ui.prompt.upload, ui.mode.change, ui.prompt_bars.release, ui.seconds.release):
+    # the mode on a user's change only (`input`): 'Continue this piece' sets it and previews
+    # once itself (two previews at once leave Gradio's image hidden)
+    for trigger in (ui.prompt.upload, ui.mode.input, ui.prompt_bars.release, ui.seconds.release):
         trigger(_guarded(act.preview), [ui.model, *prompt, ui.session], previewed, **private)
     for k, btn in enumerate(ui.take):
         btn.click(
             _guarded(act.take_on(k)),
             [ui.model, ui.session],
-            [ui.prompt, ui.tabs, ui.mode, ui.prompt_bars],
+            [ui.prompt, ui.tabs, ui.mode, ui.prompt_bars, ui.form],
             **private,
         ).then(_guarded(act.preview), [ui.model, *prompt, ui.session], previewed, **private)
     ui.pieces.input(act.pick, [ui.pieces, ui.session], shown, **private)

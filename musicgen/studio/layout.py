@@ -60,7 +60,7 @@ def _tabs(ui: SimpleNamespace) -> None:
             with gr.Row():
                 ui.prompt = gr.File(label="MIDI file to continue", file_types=[".mid", ".midi"],
                                     type="filepath", elem_id="prompt-file")  # fmt: skip
-                ui.prompt_roll = gr.Image(label="The opening the model will hear",
+                ui.prompt_roll = gr.Image(label="What the model will hear",
                                           type="filepath", interactive=False,
                                           elem_id="prompt-roll")  # fmt: skip
             with gr.Row():
