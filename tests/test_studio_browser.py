@@ -482,7 +482,7 @@ def phrase_marks(path: Path) -> list[tuple[float, str]]:
 
 
 def test_extend_undo_rewrite_and_reload(studio, browser, tmp_path):
-    """The songwriter's round (issue 65): a song in a form, extended by 8 bars (the whole song
+    """The songwriter's round: a song in a form, extended by 8 bars (the whole song
     and its markers, then 8 bars), undone (the song again), its chorus written again (the rest
     kept), the page reloaded (every piece still there); the melody on its own instrument."""
     import pretty_midi

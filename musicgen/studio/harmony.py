@@ -3,8 +3,9 @@ as that key spells it (Bb in F major, A# in B major; "Am7", never "A:7min").
 
 The key is estimated from the notes (Krumhansl-Kessler profiles, each pitch class weighted by
 how long it sounds): a reading aid for the title, not a measure. The chords are those the
-model's tokens name (`pieces.chords_per_bar`), reduced to the chord sounding as each bar begins,
-carried over a bar where the chord does not change, so every bar shows one.
+written file's chord markers name (`pieces.chords_per_bar`; the library's names,
+`chord_marks.chord_symbol`, respelt for the key), reduced to the chord sounding as each bar
+begins, carried over a bar where the chord does not change, so every bar shows one.
 """
 
 from __future__ import annotations
