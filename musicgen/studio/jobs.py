@@ -99,7 +99,7 @@ def run_generate(
     info = {"model": model_label, "bars": bars, "seed": seed, **given(asked)}
     info |= {"form": shape} if shape else {}
     out = []
-    for i, (music, stopped) in enumerate(_run(model, session, asked, progress, cancel)):
+    for i, (music, stopped) in enumerate(run_pieces(model, session, asked, progress, cancel)):
         what = bars_text(bars) if stopped is None else f"stopped at bar {stopped} of {bars}"
         what = f"form {shape}, {what}" if shape else what
         what += ", no new note" if music.new_notes == 0 else ""  # said, never silent
@@ -110,7 +110,7 @@ def run_generate(
     return out
 
 
-def _run(model: Model, session: Session, asked, progress, cancel, prompt=None):
+def run_pieces(model: Model, session: Session, asked, progress, cancel, prompt=None):
     """The request's pieces (`Model.pieces`) under a stop flag of the session's, each with the
     new bars it holds when Stop ended the job (None when it finished), its sound finished as
     the library finishes a piece (`finish`: chord markers, instruments, tempo); a stopped
@@ -190,7 +190,8 @@ def run_continue(
     label = f"{model_label} continues {what} of {name}" + (f" in form {shape}" if shape else "")
     label += f", seed {asked.seed}"
     out = []
-    for i, (music, stopped) in enumerate(_run(model, session, asked, progress, cancel, prompt)):
+    made = run_pieces(model, session, asked, progress, cancel, prompt)
+    for i, (music, stopped) in enumerate(made):
         end = "" if stopped is None else f", stopped at new bar {stopped} of {new_bars}"
         end += ", no new note" if music.new_notes == 0 else ""  # said, never silent
         piece = render(music, session, "cont", f"{label}, piece {i + 1}{end}", info, model,

@@ -4,8 +4,8 @@ and the page's section choices for that.
 
 Both run the library's own steps (the prompt of the bars before the new ones, the form placed
 after them, the file put back together around the new bars, its sound finished once) through
-the studio's job path (`jobs._run`), so Stop keeps the whole bars written, a page that leaves
-stops the job, and the disk budget holds, as for every other job. The result is a new piece;
+the studio's job path (`jobs.run_pieces`), so Stop keeps the whole bars written, a page that
+leaves stops the job, and the disk budget holds, as for every other job. The result is a new piece;
 the piece it came from is pushed on the session's undo history (`keep.push_undo`).
 """
 
@@ -34,7 +34,7 @@ from musicgen.studio.inputs import (
     request,
 )
 from musicgen.studio.inputs import whole as whole_number
-from musicgen.studio.jobs import _run, bars_text
+from musicgen.studio.jobs import bars_text, run_pieces
 from musicgen.studio.keep import push_undo
 from musicgen.studio.pieces import render, sound
 from musicgen.studio.session import Piece, Session
@@ -66,7 +66,8 @@ def run_extend(model: Model, session: Session, model_label: str, path, *, new_ba
     label = f"{model_label} extends {name} ({bars_text(total)}) by {bars_text(asked.bars)}"
     label += (f" in form {shape}" if shape else "") + f", seed {asked.seed}"
     out = []
-    for i, (music, stopped) in enumerate(_run(model, session, sampled, progress, cancel, prompt)):
+    made = run_pieces(model, session, sampled, progress, cancel, prompt)
+    for i, (music, stopped) in enumerate(made):
         music.score = whole(original, music.score, prompt, total)
         finish(music.score, asked, keep=True)
         end = "" if stopped is None else f", stopped at new bar {stopped} of {asked.bars}"
@@ -102,7 +103,7 @@ def run_regenerate(model: Model, session: Session, model_label: str, path, span,
     info = {"model": model_label, "prompt": name, "regenerate": f"{a}:{b}", "seed": asked.seed}
     info |= given(asked)
     label = f"{model_label} writes bars {a + 1}-{b} of {name} again, seed {asked.seed}"
-    made = _run(model, session, sampled, progress, cancel, prompt)
+    made = run_pieces(model, session, sampled, progress, cancel, prompt)
     if not made:
         return None
     music, stopped = made[0]
