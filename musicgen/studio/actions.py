@@ -24,9 +24,11 @@ from musicgen.studio.running import JobFlag, PageJobs
 # track_tqdm also follows the sampler's tqdm bar (an API without `progress=`).
 PROGRESS = gr.Progress(track_tqdm=True)
 # The sampling widgets in a musician's words (declared with each option, `Option.words`; the
-# request's own range beside them), and the short form the summary line uses.
+# request's own range beside them), and the names the summary line gives them: the page's own
+# labels (`words.SAMPLING`: adventure, focus...), the seed as the take number.
 WORDS = {name: OPTIONS[name].words or name for name in inputs.SAMPLING}
-SETTINGS = {name: words.split(":")[0] for name, words in WORDS.items()}
+SETTINGS = {name: words.SAMPLING.get(name, (name,))[0].lower() for name in inputs.SAMPLING}
+TAKE = words.TAKE[0].lower()
 
 
 def _show(session: jobs.Session, pieces: list[jobs.Piece], message: str = ""):
@@ -70,11 +72,12 @@ def _summary(pieces: list[jobs.Piece], seconds: float, settings: dict) -> str:
     if stopped:
         return (
             f"Stopped at bar {max(stopped)}: {len(pieces)} piece(s) kept with the bars written "
-            f"(seed {', '.join(map(str, seeds))}; {used})"
+            f"({TAKE} {', '.join(map(str, seeds))}; {used})"
         )
     if not pieces:
         return "Stopped before a bar was finished: nothing to keep."
-    return f"{len(pieces)} piece(s) in {seconds:.1f} s (seed {', '.join(map(str, seeds))}; {used})"
+    seeds_text = ", ".join(map(str, seeds))
+    return f"{len(pieces)} piece(s) in {seconds:.1f} s ({TAKE} {seeds_text}; {used})"
 
 
 class Actions:
