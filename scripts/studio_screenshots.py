@@ -4,7 +4,7 @@
     python scripts/studio_screenshots.py http://127.0.0.1:7860/ [--chromium /usr/bin/chromium]
 
 Each page generates two variations (4 bars, `--bars`; seed 7) under `Am | F | C | G x2`, with
-the advanced settings open, and is saved whole to docs/figures/studio_<width>.png.
+the Advanced settings open, and is saved whole to docs/figures/studio_<width>.png.
 """
 
 from __future__ import annotations
@@ -34,7 +34,7 @@ def shoot(browser, url: str, width: int, bars: int = 4) -> Path:
     page.locator("#chords textarea").fill("Am | F | C | G x2")
     set_number(page, "bars", bars)
     set_number(page, "num", 2)
-    page.locator("#advanced").get_by_text("advanced settings").click()
+    page.locator("#advanced").get_by_text("Advanced").first.click()
     set_number(page, "seed", 7)
     page.locator("#generate").click()
     page.locator("#player-1 .mg-roll").wait_for()

@@ -323,31 +323,21 @@ def test_chord_names_and_the_prompt_end_reach_the_player(cache, tmp_path):
     assert "mg-prompt-end" in drawn and ">C<" in drawn and 'data-audio="audio-0"' in drawn
 
 
-def test_continue_this_piece_asks_for_the_bars_the_prompt_rule_finds(cache, tmp_path):
-    """'Continue this piece' (`Actions.take_on`) on a piece of 9 bars whose first is silent,
-    as the whole-song model often writes: it hands the Continue tab the 8 bars from the first
-    note, which the prompt rule takes whole (the piece's own 9 it refuses); a long piece is
-    capped at the page's longest prompt."""
+def test_continue_this_piece_hands_it_over_to_be_extended(cache, tmp_path):
+    """'Continue this piece' (`Actions.take_on`): the piece becomes the Continue tab's file,
+    to be extended from its end (mode 'end': the whole piece, then the bars to add), the form
+    box emptied (a form given then is that of the new bars)."""
     pytest.importorskip("gradio")
     from musicgen.studio import app
 
-    song = symusic.Score(str(SONG))
-    bar = 4 * song.ticks_per_quarter
     session = jobs.Session(tmp_path)
     midi = session.dir() / "gen_001.mid"
-    song.clip(0, 8 * bar).shift_time(bar).dump_midi(str(midi))
-    piece = jobs.Piece("gen_001: late", midi, midi.with_suffix(".png"), None, 1, bars=9)
-    session.shown = [piece]
-    take = app.Actions(cache, LABEL).take_on
-    path, _, mode, bars = take(0)(LABEL, session)
-    assert (path, mode, bars) == (str(midi), "bars", 8)
-    model = cache.get(LABEL)
-    assert model.prompt(path, bars=bars).bars == 8
-    with pytest.raises(MusicgenError, match="has 8 bars, fewer than the 9 asked"):
-        model.prompt(path, bars=piece.bars)
-    assert jobs.whole_prompt_bars(model, SONG) == inputs.MAX_PROMPT_BARS
-    with pytest.raises(MusicgenError, match="no piece here to continue"):
-        take(1)(LABEL, session)
+    symusic.Score(str(SONG)).dump_midi(str(midi))
+    session.shown = [jobs.Piece("gen_001: a song", midi, midi.with_suffix(".png"), None, 1)]
+    path, _, mode, _, form = app.Actions(cache, LABEL).take_on(0)(LABEL, session)
+    assert (path, mode, form) == (str(midi), "end", "")
+    with pytest.raises(MusicgenError, match="no piece here"):
+        app.Actions(cache, LABEL).take_on(1)(LABEL, session)
 
 
 def test_a_form_sets_the_bars_and_writes_its_sections(songs, tmp_path):

@@ -220,18 +220,19 @@ def test_generate_play_download_continue_and_bad_upload(studio, browser, tmp_pat
     onsets = [t for t, _ in notes_of(made)]
     assert onsets and max(onsets) < 8
 
-    # continue this piece: it becomes the prompt, whole from its first note (the piece of
-    # seed 3 opens with a pickup in its first bar, which joins its second: a 1-bar prompt after
-    # the pickup), and the result starts with the whole piece
+    # continue this piece: it is extended from its end (the piece of seed 3 opens with a
+    # pickup in its first bar: the whole piece is kept all the same), and the result is the
+    # whole piece, then the new bars
     assert 2 <= min(onsets) < 4
     page.locator("#continue-this-0").click()
+    page.locator("#prompt-roll").scroll_into_view_if_needed()  # its picture loads once seen
     page.wait_for_selector("#prompt-roll img", timeout=WAIT_MS)
-    assert number(page, "prompt-bars") == 1
+    assert page.locator("#mode input[value=end]").is_checked()
     set_number(page, "new-bars", 2)
     page.locator("#continue").click()
-    label = wait_for_piece(page, "cont_", first)
-    assert re.search(r"continues 1 bar of pop909_sine_spe_gated_2bars_seed3_[\d-]+\.mid", label)
-    assert page.locator("#player-0 .mg-prompt-end").count() == 1  # where the prompt ends
+    label = wait_for_piece(page, "ext_", first)
+    assert re.search(r"extends pop909_sine_spe_gated_2bars_seed3_[\d-]+\.mid \(2 bars\)", label)
+    assert page.locator("#player-0 .mg-prompt-end").count() == 1  # where the piece ended
     continued = download_midi(page, tmp_path)
     assert notes_of(continued, 8) == notes_of(made)
 
@@ -239,6 +240,7 @@ def test_generate_play_download_continue_and_bad_upload(studio, browser, tmp_pat
     page.locator("#prompt-file button[aria-label='Clear']").first.click()
     page.locator("#prompt-file input[type=file]").set_input_files(str(PROMPT))
     page.wait_for_selector("#prompt-roll img", timeout=WAIT_MS)
+    page.locator("#mode").get_by_text("its opening, in bars").click()
     set_number(page, "prompt-bars", 2)  # the piece before set 1
     page.locator("#chords textarea").fill("Am F")
     page.locator("#continue").click()
@@ -293,12 +295,13 @@ def test_defaults_are_the_model_own_through_the_api_and_the_page(studio, browser
             assert params[key]["parameter_default"] is None, (name, key)
     result = client.predict(bars=2, api_name="/generate")
     message = result[-1]
-    seed = int(re.search(r"seed (\d+)", message).group(1))
+    seed = int(re.search(r"take number (\d+)", message).group(1))
     page = open_page(browser)
     open_advanced(page)
     shown = {k: number(page, k) for k in ("temperature", "top-k", "top-p", "repeat")}
     assert shown == {"temperature": 0.9, "top-k": 0.0, "top-p": 0.9, "repeat": 4.5}
-    assert "temperature 0.9, top-k 0, top-p 0.9, bar repeats 4.5)" in message  # the page's values
+    used = "adventure 0.9, note choices considered 0, focus 0.9, repetition 4.5)"
+    assert used in message  # the page's values, in its words
     set_number(page, "bars", 2)
     set_number(page, "seed", seed)
     page.locator("#generate").click()
@@ -314,7 +317,7 @@ def test_defaults_are_the_model_own_through_the_api_and_the_page(studio, browser
     )
     # /continue with its one required thing, the prompt: the page's 2 bars, 4 new bars
     out = client.predict(prompt=gradio_client.handle_file(str(PROMPT)), api_name="/continue")
-    assert "temperature 0.9, top-k 0, top-p 0.9, bar repeats 4.5)" in out[-1]
+    assert used in out[-1]
     assert max(t for t, _ in notes_of(Path(out[2][0]))) < 24  # 2 + 4 bars
     page.close()
 
@@ -440,7 +443,7 @@ def test_two_generations_at_once_get_their_own_results(studio, tmp_path):
     assert all(p.suffix == ".mid" for p in midi.values())
     assert midi[11].read_bytes() != midi[12].read_bytes()
     for seed, r in results.items():
-        assert f"seed {seed}" in r[-1]  # the message names this call's seed
+        assert f"take number {seed}" in r[-1]  # the message names this call's seed
     call_again = {}
     client = gradio_client.Client(studio, verbose=False, download_files=str(tmp_path / "again"))
     call_again = client.predict(LABEL, 2, 1, 11, 1.2, 0, 0.9, 0, "", api_name="/generate")
@@ -471,3 +474,61 @@ def test_no_other_server_file_is_served(studio, tmp_path):
     with big.open("rb") as f:  # straight to the server (gradio_client checks the size first)
         answer = httpx.post(f"{studio}gradio_api/upload", files={"files": f}, timeout=60)
     assert answer.status_code == 413 and "maximum allowed size" in answer.text
+
+
+def phrase_marks(path: Path) -> list[tuple[float, str]]:
+    """(beat, text) of a file's phrase markers (its form: 'i2', 'A4'; not its chords)."""
+    score = symusic.Score(str(path)).to("quarter")
+    return [(round(m.time, 3), m.text) for m in score.markers if not m.text.startswith("Chord ")]
+
+
+def test_extend_undo_rewrite_and_reload(studio, browser, tmp_path):
+    """The songwriter's round: a song in a form, extended by 8 bars (the whole song
+    and its markers, then 8 bars), undone (the song again), its chorus written again (the rest
+    kept), the page reloaded (every piece still there); the melody on its own instrument."""
+    import pretty_midi
+
+    page = open_page(browser)
+    page.locator("#form textarea").fill("i2 A4 B4")
+    page.wait_for_timeout(500)
+    page.locator("#generate").click()
+    song = wait_for_piece(page, "gen_")
+    assert "form i2A4B4" in song
+    first = download_midi(page, tmp_path)
+    assert [t for _, t in phrase_marks(first)] == ["i2", "A4", "B4"]
+
+    page.locator("#continue-this-0").click()  # extended from its end by 8 bars
+    page.locator("#prompt-roll").scroll_into_view_if_needed()
+    page.wait_for_selector("#prompt-roll img", timeout=WAIT_MS)
+    assert page.locator("#form textarea").input_value() == ""  # the song has its form
+    set_number(page, "new-bars", 8)
+    page.locator("#continue").click()
+    longer = wait_for_piece(page, "ext_", song)
+    assert "(10 bars) by 8 bars" in longer
+    extended = download_midi(page, tmp_path)
+    assert notes_of(extended, 40) == notes_of(first)  # the whole song as it was
+    onsets = [t for t, _ in notes_of(extended)]
+    assert max(onsets) >= 40 and max(onsets) < 72  # then 8 bars: 18 in all
+    assert phrase_marks(extended)[:3] == phrase_marks(first)  # its form's markers kept
+    page.locator("#player-0 .mg-roll").get_by_text("Chorus").first.wait_for()
+
+    page.locator("#undo").click()  # back to the song
+    page.wait_for_function(f"document.querySelector('#piece input').value === {song!r}")
+    page.locator("#redo-section input").click()
+    page.get_by_role("option", name="Chorus, bars 7-10").click()
+    page.locator("#redo").click()
+    again = wait_for_piece(page, "redo_", song)
+    assert "bars 7-10" in again
+    rewritten = download_midi(page, tmp_path)
+    assert notes_of(rewritten, 24) == notes_of(first, 24)  # intro and verse kept
+    assert notes_of(rewritten) != notes_of(first)  # the chorus is new
+    assert phrase_marks(rewritten) == phrase_marks(first)
+    tracks = {i.name: i.program for i in pretty_midi.PrettyMIDI(str(rewritten)).instruments}
+    assert tracks["Melody"] != tracks["Piano"]  # the tune on a lead, over the piano
+
+    page.reload()
+    page.wait_for_selector("#generate")
+    page.locator("#message").get_by_text("3 piece(s) kept").wait_for(timeout=WAIT_MS)
+    assert shown_piece(page) == again
+    page.wait_for_function("document.querySelectorAll('#history img').length === 3")
+    page.close()

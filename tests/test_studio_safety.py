@@ -230,7 +230,7 @@ def test_a_client_that_disconnects_stops_its_job(studio):
     url, _, slow = studio
     before = slow.started
     session = "hostile-disconnect"
-    data = list(generate_args("slow", bars=64)) + [None, None, None]  # tempo, transpose, state
+    data = list(generate_args("slow", bars=64)) + [None] * 4  # tempo, transpose, melody, state
     join = {"data": data, "fn_index": fn_index(url, "generate"), "session_hash": session}
     assert httpx.post(f"{url}gradio_api/queue/join", json=join, timeout=30).status_code == 200
     with httpx.stream(

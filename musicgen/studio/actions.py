@@ -1,6 +1,7 @@
-"""The studio page's actions (`Actions`: generate, continue, preview, take on, pick, stop, a page
-left) on the studio's models, each page's state coming in as `session`, and the outputs every
-action ends with (`_show`). Laid out and wired by `studio.app`, which re-exports these names."""
+"""The studio page's actions (`Actions`: generate, continue, write a section again, undo,
+preview, take on, pick, stop, a page left) on the studio's models, each page's state coming in
+as `session`, and the outputs every action ends with (`_show`). Laid out and wired by
+`studio.app`, which re-exports these names."""
 
 from __future__ import annotations
 
@@ -13,9 +14,9 @@ import gradio as gr
 
 from musicgen.errors import MusicgenError
 from musicgen.generation.options import OPTIONS
-from musicgen.studio import controls, inputs, jobs, words
+from musicgen.studio import controls, inputs, jobs, rework, words
 from musicgen.studio.cards import musician_card
-from musicgen.studio.keep import Kept
+from musicgen.studio.keep import Kept, undo
 from musicgen.studio.player import meta, svg
 from musicgen.studio.running import JobFlag, PageJobs
 
@@ -23,15 +24,18 @@ from musicgen.studio.running import JobFlag, PageJobs
 # track_tqdm also follows the sampler's tqdm bar (an API without `progress=`).
 PROGRESS = gr.Progress(track_tqdm=True)
 # The sampling widgets in a musician's words (declared with each option, `Option.words`; the
-# request's own range beside them), and the short form the summary line uses.
+# request's own range beside them), and the names the summary line gives them: the page's own
+# labels (`words.SAMPLING`: adventure, focus...), the seed as the take number.
 WORDS = {name: OPTIONS[name].words or name for name in inputs.SAMPLING}
-SETTINGS = {name: words.split(":")[0] for name, words in WORDS.items()}
+SETTINGS = {name: words.SAMPLING.get(name, (name,))[0].lower() for name in inputs.SAMPLING}
+TAKE = words.TAKE[0].lower()
 
 
 def _show(session: jobs.Session, pieces: list[jobs.Piece], message: str = ""):
     """The outputs every action ends with: the first piece's picture, audio and downloads (the
     API's first three), its choice, the page's list, the side-by-side variations (player,
-    audio, downloads, visibility) and a message last."""
+    audio, downloads, visibility), the sections of the first piece to write again, and a
+    message last."""
     session.shown = list(pieces[: inputs.MAX_NUM])
     gallery = [(str(p.png), p.label) for p in session.pieces]
     labels = [p.label for p in session.pieces]
@@ -43,8 +47,10 @@ def _show(session: jobs.Session, pieces: list[jobs.Piece], message: str = ""):
     files = [[str(f) for f in p.files()] if p else None for p in slots]
     shown = [gr.update(visible=p is not None) for p in slots]
     png = str(first.png) if first else None
+    choices = rework.section_choices(first)
+    sections = gr.update(choices=choices, value=choices[0][1])
     return (session, png, audios[0], files[0], pick, gallery, *players, *audios[1:], *files[1:],
-            *shown, message)  # fmt: skip
+            *shown, sections, message)  # fmt: skip
 
 
 def _player(piece: jobs.Piece | None, k: int) -> str:
@@ -66,11 +72,12 @@ def _summary(pieces: list[jobs.Piece], seconds: float, settings: dict) -> str:
     if stopped:
         return (
             f"Stopped at bar {max(stopped)}: {len(pieces)} piece(s) kept with the bars written "
-            f"(seed {', '.join(map(str, seeds))}; {used})"
+            f"({TAKE} {', '.join(map(str, seeds))}; {used})"
         )
     if not pieces:
         return "Stopped before a bar was finished: nothing to keep."
-    return f"{len(pieces)} piece(s) in {seconds:.1f} s (seed {', '.join(map(str, seeds))}; {used})"
+    seeds_text = ", ".join(map(str, seeds))
+    return f"{len(pieces)} piece(s) in {seconds:.1f} s ({TAKE} {seeds_text}; {used})"
 
 
 class Actions:
@@ -148,8 +155,8 @@ class Actions:
         return tuple(defaults[name] for name in inputs.SAMPLING)
 
     async def generate(self, model=None, bars=None, num=None, seed=None, chords=None, form=None,
-                       tempo=None, transpose=None, session=None, request: gr.Request = None,
-                       progress=PROGRESS, **sampling):  # fmt: skip
+                       tempo=None, transpose=None, melody=None, session=None,
+                       request: gr.Request = None, progress=PROGRESS, **sampling):  # fmt: skip
         """Pieces from scratch. Every argument may be left out (None): the page's value, or
         the chosen model's own sampling; a form sets the bars."""
         label = model or self.default
@@ -159,7 +166,7 @@ class Actions:
             pieces = jobs.run_generate(
                 self.models.get(label), session, self.models.title(label), bars=bars, num=num,
                 seed=seed, chords=chords, form=form, tempo=tempo, transpose=transpose,
-                progress=controls.BarProgress(progress), cancel=flag, **sampling,
+                melody=melody, progress=controls.BarProgress(progress), cancel=flag, **sampling,
             )  # fmt: skip
             used = self.settings(label, sampling)
             return _show(session, pieces, _summary(pieces, time.perf_counter() - start, used))
@@ -168,9 +175,10 @@ class Actions:
 
     async def continue_(self, model=None, prompt=None, mode=None, prompt_bars=None,
                         seconds=None, new_bars=None, num=None, seed=None, chords=None,
-                        form=None, tempo=None, transpose=None, session=None,
+                        form=None, tempo=None, transpose=None, melody=None, session=None,
                         request: gr.Request = None, progress=PROGRESS, **sampling):  # fmt: skip
-        """Continuations of `prompt` (a MIDI file); the others as `generate`'s."""
+        """Continuations of `prompt` (a MIDI file; mode 'end': the whole file extended from
+        its end, undo-able); the others as `generate`'s."""
         label = model or self.default
         start = time.perf_counter()
 
@@ -178,13 +186,44 @@ class Actions:
             pieces = jobs.run_continue(
                 self.models.get(label), session, self.models.title(label), prompt, mode=mode,
                 prompt_bars=prompt_bars, seconds=seconds, new_bars=new_bars, num=num, seed=seed,
-                chords=chords, form=form, tempo=tempo, transpose=transpose,
+                chords=chords, form=form, tempo=tempo, transpose=transpose, melody=melody,
                 progress=controls.BarProgress(progress), cancel=flag, **sampling,
             )  # fmt: skip
             used = self.settings(label, sampling)
             return _show(session, pieces, _summary(pieces, time.perf_counter() - start, used))
 
         return await self._job(request, work)
+
+    async def regenerate(self, model=None, section=None, first_bar=None, last_bar=None,
+                         seed=None, tempo=None, transpose=None, melody=None, session=None,
+                         request: gr.Request = None, progress=PROGRESS, **sampling):  # fmt: skip
+        """The shown piece with one section (or bars first..last, from 1) written again: a
+        new piece, undo-able."""
+        label = model or self.default
+        start = time.perf_counter()
+        piece = session.shown[0] if session is not None and session.shown else None
+        if piece is None:
+            raise MusicgenError("section: no piece shown to write a section of")
+        span = rework.chosen_span(section, first_bar, last_bar)
+
+        def work(flag):
+            made = rework.run_regenerate(
+                self.models.get(label), session, self.models.title(label), piece.midi, span,
+                seed=seed, tempo=tempo, transpose=transpose, melody=melody,
+                progress=controls.BarProgress(progress), cancel=flag, **sampling,
+            )  # fmt: skip
+            pieces = [made] if made else []
+            used = self.settings(label, sampling)
+            return _show(session, pieces, _summary(pieces, time.perf_counter() - start, used))
+
+        return await self._job(request, work)
+
+    def undo(self, session):
+        """Undo: the piece before the last extend or rewrite shown again (none: said so)."""
+        piece = undo(session)
+        if piece is None:
+            return _show(session, session.shown, "Nothing to undo.")
+        return _show(session, [piece], f"Back to {piece.id}.")
 
     def preview(self, label, prompt, mode, prompt_bars, seconds, session):
         if prompt is None:
@@ -193,15 +232,15 @@ class Actions:
         return session, str(jobs.prompt_preview(model, session, prompt, mode, prompt_bars, seconds))
 
     def take_on(self, k: int) -> Callable:
-        """'Continue this piece' of slot k: the piece becomes the Continue tab's prompt, all
-        of it as the chosen model's prompt rule counts it (`jobs.whole_prompt_bars`)."""
+        """'Continue this piece' of slot k: the piece becomes the Continue tab's file, to be
+        extended from its end (mode 'end': the whole piece, then the bars to add); the form
+        box is emptied (the piece has its form: one given now is that of the new bars)."""
 
         def take(label, session):
             piece = session.shown[k] if k < len(session.shown) else None
             if piece is None:
                 raise MusicgenError("continue: no piece here to continue")
-            bars = jobs.whole_prompt_bars(self.models.get(label or self.default), piece.midi)
-            return str(piece.midi), gr.Tabs(selected="continue"), "bars", bars
+            return str(piece.midi), gr.Tabs(selected="continue"), "end", gr.update(), ""
 
         return take
 

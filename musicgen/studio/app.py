@@ -58,10 +58,12 @@ CSS = (
 )
 # Each action's inputs by name, in the order the page sends them: the handlers take them by
 # keyword (`_by_name`) and the click's components are looked up by the same names (`_inputs`).
-LOOKS = ("chords", "form", "tempo", "transpose")
+LOOKS = ("chords", "form", "tempo", "transpose", "melody")
 GENERATE = ("model", "bars", "num", "seed", *inputs.SAMPLING, *LOOKS, "session")
 CONTINUE = ("model", "prompt", "mode", "prompt_bars", "seconds", "new_bars", "num", "seed",
             *inputs.SAMPLING, *LOOKS, "session")  # fmt: skip
+REGENERATE = ("model", "section", "first_bar", "last_bar", "seed", *inputs.SAMPLING, "tempo",
+              "transpose", "melody", "session")  # fmt: skip
 
 
 def _page_error(exc: Exception) -> gr.Error:
@@ -125,6 +127,7 @@ def _by_name(action: Callable, names: tuple[str, ...]) -> Callable:
 def _inputs(ui: SimpleNamespace, names: tuple[str, ...]) -> list[gr.components.Component]:
     """The page's components for an action's inputs, by name (the sampling ones by option)."""
     by_name = {**vars(ui), **dict(zip(inputs.SAMPLING, ui.sampling, strict=True))}
+    by_name |= {"section": ui.redo_section, "first_bar": ui.from_bar, "last_bar": ui.to_bar}
     return [by_name[name] for name in names]
 
 
@@ -132,7 +135,7 @@ def _wire(page: gr.Blocks, ui: SimpleNamespace, act: Actions) -> None:
     """Events: the two public endpoints in one concurrency group, the rest private."""
     private = {"api_visibility": "private"}
     shown = [ui.session, ui.roll, ui.audios[0], ui.files[0], ui.pieces, ui.history, *ui.players,
-             *ui.audios[1:], *ui.files[1:], *ui.slots, ui.message]  # fmt: skip
+             *ui.audios[1:], *ui.files[1:], *ui.slots, ui.redo_section, ui.message]  # fmt: skip
     model_out = [ui.summary, ui.card, ui.chords, ui.form, *ui.sampling, ui.status, ui.builder]
     page.load(_guarded(act.on_model), [ui.model], model_out, **private)
     page.load(_guarded(act.restore), [ui.keep, ui.session], [ui.keep, *shown], **private)
@@ -147,23 +150,30 @@ def _wire(page: gr.Blocks, ui: SimpleNamespace, act: Actions) -> None:
         _guarded(_by_name(act.continue_, CONTINUE)), _inputs(ui, CONTINUE), shown,
         api_name="continue", concurrency_id="sampling", show_progress_on=[ui.message],
     )  # fmt: skip
+    redo = ui.redo.click(
+        _guarded(_by_name(act.regenerate, REGENERATE)), _inputs(ui, REGENERATE), shown,
+        concurrency_id="sampling", show_progress_on=[ui.message], **private,
+    )  # fmt: skip
+    ui.undo.click(_guarded(act.undo), [ui.session], shown, **private)
     # Stop does not cancel a running job (it ends with what was written), only waiting ones
     for btn in (ui.gen_stop, ui.cont_stop):
         stopping = btn.click(act.stop, [ui.session], None, queue=False, **private)
-        stopping.failure(None, None, None, cancels=[gen, cont], queue=False, **private)
+        stopping.failure(None, None, None, cancels=[gen, cont, redo], queue=False, **private)
     for trigger in (ui.chords.change, ui.form.change, ui.bars.release):
         trigger(controls.preview, [ui.chords, ui.form, ui.bars], ui.progression, **private)
     add = [ui.form, ui.section, ui.section_bars]
     ui.add_section.click(_guarded(words.add_section), add, ui.form, **private)
     ui.clear_form.click(lambda: "", None, ui.form, **private)
     previewed = [ui.session, ui.prompt_roll]
-    for trigger in (ui.prompt.upload, ui.mode.change, ui.prompt_bars.release, ui.seconds.release):
+    # the mode on a user's change only (`input`): 'Continue this piece' sets it and previews
+    # once itself (two previews at once leave Gradio's image hidden)
+    for trigger in (ui.prompt.upload, ui.mode.input, ui.prompt_bars.release, ui.seconds.release):
         trigger(_guarded(act.preview), [ui.model, *prompt, ui.session], previewed, **private)
     for k, btn in enumerate(ui.take):
         btn.click(
             _guarded(act.take_on(k)),
             [ui.model, ui.session],
-            [ui.prompt, ui.tabs, ui.mode, ui.prompt_bars],
+            [ui.prompt, ui.tabs, ui.mode, ui.prompt_bars, ui.form],
             **private,
         ).then(_guarded(act.preview), [ui.model, *prompt, ui.session], previewed, **private)
     ui.pieces.input(act.pick, [ui.pieces, ui.session], shown, **private)

@@ -3,8 +3,9 @@ as that key spells it (Bb in F major, A# in B major; "Am7", never "A:7min").
 
 The key is estimated from the notes (Krumhansl-Kessler profiles, each pitch class weighted by
 how long it sounds): a reading aid for the title, not a measure. The chords are those the
-model's tokens name (`pieces.chords_per_bar`), reduced to the chord sounding as each bar begins,
-carried over a bar where the chord does not change, so every bar shows one.
+written file's chord markers name (`pieces.chords_per_bar`; the library's names,
+`chord_marks.chord_symbol`, respelt for the key), reduced to the chord sounding as each bar
+begins, carried over a bar where the chord does not change, so every bar shows one.
 """
 
 from __future__ import annotations
@@ -12,14 +13,11 @@ from __future__ import annotations
 import numpy as np
 import symusic
 
+from musicgen.generation.chord_marks import chord_symbol as marked_symbol
+from musicgen.generation.chord_marks import split_symbol
+
 SHARPS = ("C", "C#", "D", "D#", "E", "F", "F#", "G", "G#", "A", "A#", "B")
 FLATS = ("C", "Db", "D", "Eb", "E", "F", "Gb", "G", "Ab", "A", "Bb", "B")
-# A chord quality (the tokenizer's, or Harte's) as a lead sheet writes it after the root.
-SUFFIXES = {
-    "maj": "", "min": "m", "7min": "m7", "min7": "m7", "7maj": "maj7", "maj7": "maj7",
-    "7dom": "7", "7": "7", "7halfdim": "m7b5", "hdim7": "m7b5", "7dim": "dim7",
-    "dim7": "dim7", "dim": "dim", "aug": "aug", "sus2": "sus2", "sus4": "sus4",
-}  # fmt: skip
 MAJOR = np.array([6.35, 2.23, 3.48, 2.33, 4.38, 4.09, 2.52, 5.19, 2.39, 3.66, 2.29, 2.88])
 MINOR = np.array([6.33, 2.68, 3.52, 5.38, 2.60, 3.53, 2.54, 4.75, 3.98, 2.69, 3.34, 3.17])
 # Major keys written with sharps (G D A E B F#), by tonic; a minor key spells as its relative.
@@ -63,13 +61,18 @@ def key_name(key: tuple[int, bool] | None) -> str:
 
 def chord_symbol(name: str, transpose: int = 0, flats: bool = False) -> str:
     """A tokenizer's chord ('A:7min', Harte 'A:min7') as a chord symbol ('Am7'), moved
-    `transpose` semitones and spelt with flats or sharps; an unknown root is left as given."""
-    root, _, quality = name.partition(":")
-    pc = SHARPS.index(root) if root in SHARPS else FLATS.index(root) if root in FLATS else None
-    if pc is None:
-        return name
-    names = FLATS if flats else SHARPS
-    return names[(pc + transpose) % 12] + SUFFIXES.get(quality, quality)
+    `transpose` semitones (the library's naming, `chord_marks.chord_symbol`), spelt with flats
+    or sharps; an unknown root is left as given."""
+    return respell(marked_symbol(name, transpose), flats)
+
+
+def respell(symbol: str, flats: bool) -> str:
+    """A chord symbol as the piece's key spells it ('C#m' as 'Dbm' with flats): the
+    library's one spelling (`chord_marks`) is the common pop one, the player's follows the key."""
+    parts = split_symbol(symbol)
+    if parts is None:
+        return symbol
+    return (FLATS if flats else SHARPS)[parts[0]] + parts[1]
 
 
 def one_per_bar(events: list[tuple[int, int, str]], bars: int) -> list[str]:

@@ -163,10 +163,15 @@ def check_transpose(value) -> int | None:
     return whole("transpose", value, -MAX_TRANSPOSE, MAX_TRANSPOSE)
 
 
+def check_melody(value) -> int | None:
+    """The melody's instrument, a General MIDI program 0..127 (None: the library's lead)."""
+    return whole("melody", value, 0, 127)
+
+
 def prompt_length(mode: str, bars=None, seconds=None) -> dict:
     """`bars=` or `seconds=` of a prompt, checked."""
     if mode not in ("bars", "seconds"):
-        raise MusicgenError(f"mode: give 'bars' or 'seconds', got {mode!r}")
+        raise MusicgenError(f"mode: give 'end', 'bars' or 'seconds', got {mode!r}")
     if mode == "seconds":
         return {"seconds": number("seconds", seconds, 0.1, MAX_SECONDS)}
     return {"bars": whole("bars", bars, 1, MAX_PROMPT_BARS) or 2}

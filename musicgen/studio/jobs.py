@@ -17,15 +17,14 @@ from pathlib import Path
 
 from musicgen.errors import Cancelled
 from musicgen.generation.api import Model
-from musicgen.generation.prompt import bars_with_music, encode_song
+from musicgen.generation.finish import finish
 from musicgen.generation.render import piano_roll
-from musicgen.measures.metrics import notes_from_score
+from musicgen.measures.metrics import load_notes, notes_from_score
 from musicgen.studio.controls import check_form, settle_form
 from musicgen.studio.inputs import (
     MAX_BARS,
     MAX_NEW_BARS,
     MAX_NUM,
-    MAX_PROMPT_BARS,
     check_chords,
     check_upload,
     given,
@@ -48,7 +47,7 @@ from musicgen.studio.models import (
     shipped_models,
 )
 from musicgen.studio.partial import Recorder, kept_pieces
-from musicgen.studio.pieces import Look, chord_name, chords_per_bar, render, save_audio
+from musicgen.studio.pieces import chords_per_bar, render, save_audio, sound
 from musicgen.studio.session import (
     MAX_SESSION_PIECES,
     SESSIONS,
@@ -60,10 +59,10 @@ from musicgen.studio.session import (
 
 __all__ = [
     "DEFAULT_MODEL", "MAX_SESSION_PIECES", "SESSIONS", "SUMMARIES", "TITLES",
-    "Look", "ModelCache", "Piece", "Session", "check_disk", "chord_name", "chords_per_bar",
+    "ModelCache", "Piece", "Session", "check_disk", "chords_per_bar", "sound",
     "folder_bytes", "has_chord_tokens", "model_choices", "model_defaults", "page_defaults",
     "prompt_preview", "render", "run_continue", "run_generate", "sampling_defaults",
-    "save_audio", "shipped_models", "whole_prompt_bars",
+    "save_audio", "shipped_models",
 ]  # fmt: skip
 
 
@@ -79,6 +78,7 @@ def run_generate(
     form=None,
     tempo=None,
     transpose=None,
+    melody=None,
     progress=None,
     cancel: threading.Event | None = None,
     **sampling_given,
@@ -90,31 +90,32 @@ def run_generate(
     kept."""
     bars = whole("bars", or_page("bars", bars), 1, MAX_BARS, required=True)
     num = whole("num", or_page("num", num), 1, MAX_NUM) or 1
-    look = Look.checked(tempo, transpose)
     asked = request(
         num=num, bars=bars, seed=random_seed(seed), chords=check_chords(chords),
-        form=check_form(form), **sampling_given,
+        form=check_form(form), **sound(tempo, transpose, melody), **sampling_given,
     ).seeded()  # fmt: skip
     asked, shape = settle_form(model, asked)
     seed, bars = asked.seed, asked.bars
     info = {"model": model_label, "bars": bars, "seed": seed, **given(asked)}
     info |= {"form": shape} if shape else {}
     out = []
-    for i, (music, stopped) in enumerate(_run(model, session, asked, progress, cancel)):
+    for i, (music, stopped) in enumerate(run_pieces(model, session, asked, progress, cancel)):
         what = bars_text(bars) if stopped is None else f"stopped at bar {stopped} of {bars}"
         what = f"form {shape}, {what}" if shape else what
         what += ", no new note" if music.new_notes == 0 else ""  # said, never silent
         label = f"{model_label}, seed {seed}, piece {i + 1}, {what}"
-        piece = render(music, session, "gen", label, info, model, None, look)
+        piece = render(music, session, "gen", label, info, model)
         piece.stopped_at, piece.bars = stopped, bars if stopped is None else stopped
         out.append(piece)
     return out
 
 
-def _run(model: Model, session: Session, asked, progress, cancel, prompt=None):
+def run_pieces(model: Model, session: Session, asked, progress, cancel, prompt=None):
     """The request's pieces (`Model.pieces`) under a stop flag of the session's, each with the
-    new bars it holds when Stop ended the job (None when it finished); a stopped piece with
-    no whole new bar is dropped. A flag set because the page or request is gone re-raises."""
+    new bars it holds when Stop ended the job (None when it finished), its sound finished as
+    the library finishes a piece (`finish`: chord markers, instruments, tempo); a stopped
+    piece with no whole new bar is dropped. A flag set because the page or request is gone
+    re-raises."""
     check_disk(session)
     if hasattr(progress, "bars"):  # the page's hook shows bars: the ones this job writes
         progress.bars = asked.bars
@@ -127,7 +128,11 @@ def _run(model: Model, session: Session, asked, progress, cancel, prompt=None):
         if getattr(flag, "left", False) or not hasattr(model, "tokenizer"):
             raise
         kept = kept_pieces(model, recorder, asked.num, asked.seed, prompt)
-        return [(k.music, k.bars) for k in kept if k.bars > 0]
+        kept = [k for k in kept if k.bars > 0]
+        for k in kept:
+            written = (model.tokenizer, k.music.ids, prompt)
+            finish(k.music.score, asked, written=written)
+        return [(k.music, k.bars) for k in kept]
     finally:
         session.end_job(flag)
 
@@ -148,23 +153,32 @@ def run_continue(
     form=None,
     tempo=None,
     transpose=None,
+    melody=None,
     progress=None,
     cancel: threading.Event | None = None,
     **sampling_given,
 ) -> list[Piece]:
     """`num` continuations of the uploaded prompt, rendered into the session (None: the page's
     value or the model's own, as `run_generate`); `chords`: the progression of the new bars;
-    `form`: the song's, the prompt its first bars (it sets the new bars)."""
+    `form`: the song's, the prompt its first bars (it sets the new bars). Mode 'end': the
+    whole piece extended from its end (`rework.run_extend`; `form` that of the new bars)."""
     check_upload(path, model.tokenizer.name)
+    if or_page("mode", mode) == "end":
+        from musicgen.studio.rework import run_extend
+
+        return run_extend(
+            model, session, model_label, path, new_bars=new_bars, num=num, seed=seed,
+            chords=chords, form=form, tempo=tempo, transpose=transpose, melody=melody,
+            progress=progress, cancel=cancel, **sampling_given,
+        )  # fmt: skip
     length = prompt_length(
         or_page("mode", mode), or_page("prompt_bars", prompt_bars), or_page("seconds", seconds)
     )
     new_bars = whole("new_bars", or_page("new_bars", new_bars), 1, MAX_NEW_BARS, required=True)
     num = whole("num", or_page("num", num), 1, MAX_NUM) or 1
-    look = Look.checked(tempo, transpose)
     asked = request(
         "new_bars", num=num, bars=new_bars, seed=random_seed(seed), chords=check_chords(chords),
-        form=check_form(form), **sampling_given,
+        form=check_form(form), **sound(tempo, transpose, melody), **sampling_given,
     ).seeded()  # fmt: skip
     prompt = model.prompt(path, **length)
     asked, shape = settle_form(model, asked, prompt.bars, MAX_NEW_BARS)
@@ -176,11 +190,12 @@ def run_continue(
     label = f"{model_label} continues {what} of {name}" + (f" in form {shape}" if shape else "")
     label += f", seed {asked.seed}"
     out = []
-    for i, (music, stopped) in enumerate(_run(model, session, asked, progress, cancel, prompt)):
+    made = run_pieces(model, session, asked, progress, cancel, prompt)
+    for i, (music, stopped) in enumerate(made):
         end = "" if stopped is None else f", stopped at new bar {stopped} of {new_bars}"
         end += ", no new note" if music.new_notes == 0 else ""  # said, never silent
         piece = render(music, session, "cont", f"{label}, piece {i + 1}{end}", info, model,
-                       prompt, look)  # fmt: skip
+                       prompt.end_tick / prompt.notes.ticks_per_quarter, prompt.beats)  # fmt: skip
         piece.stopped_at = stopped
         piece.bars = prompt.bars + (new_bars if stopped is None else stopped)
         out.append(piece)
@@ -193,21 +208,14 @@ def bars_text(n: int) -> str:
 
 
 def prompt_preview(model: Model, session: Session, path, mode="bars", bars=2, seconds=None):
-    """The piano roll (PNG path) of the prompt exactly as the model will be fed it."""
+    """The piano roll (PNG path) of the prompt exactly as the model will be fed it; mode
+    'end': the whole piece, which the new bars will follow."""
     check_upload(path, model.tokenizer.name)
-    prompt = model.prompt(path, **prompt_length(mode, bars, seconds))
     folder = session.dir()
     stem = session.next_stem("prompt")
+    if mode == "end":
+        title = f"{Path(path).name}: the whole piece; the new bars follow its end"
+        return piano_roll(load_notes(Path(path)), folder / f"{stem}.png", title=title)
+    prompt = model.prompt(path, **prompt_length(mode, bars, seconds))
     title = f"the opening of {Path(path).name}: {bars_text(prompt.bars)}, as the model hears it"
     return piano_roll(notes_from_score(prompt.notes), folder / f"{stem}.png", title=title)
-
-
-def whole_prompt_bars(model: Model, path) -> int:
-    """The prompt bars that take a piece on whole ('Continue this piece'): its bars as the
-    prompt rule counts them (`prompt.bars_with_music`: from its first note, which a song model
-    often writes after a silent bar), read through this model's tokenizer as the Continue tab
-    reads the file, within the page's longest prompt and at least 1; a piece without notes is
-    the upload's one line."""
-    check_upload(path, model.tokenizer.name)
-    ids = encode_song(model.tokenizer, path)
-    return min(max(bars_with_music(model.tokenizer, ids, Path(path).name), 1), MAX_PROMPT_BARS)

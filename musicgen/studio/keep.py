@@ -1,6 +1,11 @@
 """Nothing lost on a reload: a browser's pieces kept on the server under a key the browser holds
 (a `gr.BrowserState`, in its localStorage), so that a reloaded or reopened page gets its
-session back, pieces, files and numbering included.
+session back, pieces, files, numbering and undo history included.
+
+Undo (`push_undo`, `undo`): each extend or rewrite of a piece of the page pushes that piece's
+id on the session's history; Undo pops it and shows that piece again. Nothing is deleted: the
+newer piece stays in the page's list. An id whose piece has gone (the page's budget) is passed
+over.
 
 A page's own `gr.State` is deleted when the page closes; a kept session outlives it and is
 closed (its files deleted) only once no page has used it for `SESSION_IDLE_S`. Its files stay
@@ -15,9 +20,12 @@ import secrets
 import threading
 import time
 from collections.abc import Callable
+from pathlib import Path
 
 from musicgen.studio.inputs import SESSION_IDLE_S
-from musicgen.studio.session import Session
+from musicgen.studio.session import Piece, Session
+
+MAX_UNDO = 40  # the history's length (as many as a page's pieces)
 
 
 class Kept:
@@ -62,3 +70,22 @@ def release(session: Session) -> None:
     kept for its browser (`Kept` closes it once idle)."""
     if not getattr(session, "kept", False):
         session.close()
+
+
+def push_undo(session: Session, path, made: list[Piece]) -> None:
+    """`made` came from the file at `path`: where that is a piece of the page (not an upload)
+    and something was made, its id goes on the undo history."""
+    source = next((p for p in session.pieces if Path(p.midi) == Path(path)), None)
+    if source is not None and made:
+        session.history.append(source.id)
+        del session.history[:-MAX_UNDO]
+
+
+def undo(session: Session) -> Piece | None:
+    """The piece before the last extend or rewrite (popped from the history), None when there
+    is none left."""
+    while session.history:
+        piece = session.by_id(session.history.pop())
+        if piece is not None:
+            return piece
+    return None

@@ -12,7 +12,7 @@ import gradio as gr
 
 from musicgen.errors import SEED_MAX
 from musicgen.generation.request import SPECS
-from musicgen.studio import inputs, jobs, words
+from musicgen.studio import inputs, jobs, rework, words
 
 TITLE = "musicgen studio"
 INTRO = "Write a song from scratch, or upload a MIDI file to continue it."
@@ -60,12 +60,12 @@ def _tabs(ui: SimpleNamespace) -> None:
             with gr.Row():
                 ui.prompt = gr.File(label="MIDI file to continue", file_types=[".mid", ".midi"],
                                     type="filepath", elem_id="prompt-file")  # fmt: skip
-                ui.prompt_roll = gr.Image(label="The opening the model will hear",
+                ui.prompt_roll = gr.Image(label="What the model will hear",
                                           type="filepath", interactive=False,
                                           elem_id="prompt-roll")  # fmt: skip
             with gr.Row():
-                ui.mode = gr.Radio(["bars", "seconds"], value=inputs.PAGE["mode"],
-                                   label="Use its opening, counted in", elem_id="mode")  # fmt: skip
+                ui.mode = gr.Radio(words.MODES, value=inputs.PAGE["mode"],
+                                   label="What the model hears first", elem_id="mode")  # fmt: skip
                 ui.prompt_bars = gr.Slider(1, inputs.MAX_PROMPT_BARS,
                                            value=inputs.PAGE["prompt_bars"], step=1,
                                            label="Bars of it to use",
@@ -104,6 +104,8 @@ def _song(ui: SimpleNamespace) -> None:
         ui.transpose = gr.Slider(-inputs.MAX_TRANSPOSE, inputs.MAX_TRANSPOSE,
                                  value=inputs.PAGE["transpose"], step=1,
                                  label="Transpose (semitones)", elem_id="transpose")  # fmt: skip
+        ui.melody = gr.Dropdown(list(words.INSTRUMENTS.items()), value=words.INSTRUMENTS["Flute"],
+                                label=words.MELODY_LABEL, elem_id="melody")  # fmt: skip
 
 
 def controls(models: jobs.ModelCache, default: str) -> SimpleNamespace:
@@ -132,9 +134,24 @@ def controls(models: jobs.ModelCache, default: str) -> SimpleNamespace:
     return ui
 
 
+def _rework(ui: SimpleNamespace) -> None:
+    """Undo, and writing one section of the shown piece again (one of its sections, or bars
+    from..to as the player counts them)."""
+    with gr.Row(elem_id="rework", equal_height=True):
+        ui.redo_section = gr.Dropdown([rework.BARS_CHOICE], value=rework.BARS_CHOICE[1],
+                                      label="Write again", elem_id="redo-section",
+                                      min_width=200)  # fmt: skip
+        ui.from_bar = raw(gr.Number(1, label="From bar", precision=0, minimum=1,
+                                    elem_id="from-bar", min_width=80))  # fmt: skip
+        ui.to_bar = raw(gr.Number(4, label="To bar", precision=0, minimum=1, elem_id="to-bar",
+                                  min_width=80))  # fmt: skip
+        ui.redo = gr.Button("Write it again", size="sm", elem_id="redo", min_width=100)
+        ui.undo = gr.Button("Undo", size="sm", elem_id="undo", min_width=80)
+
+
 def results(ui: SimpleNamespace) -> None:
-    """The variations side by side (player, audio, downloads, 'Continue this piece'), the
-    shown piece's choice and the page's list."""
+    """The variations side by side (player, audio, downloads, 'Continue this piece'), undo
+    and writing a section again, the shown piece's choice and the page's list."""
     ui.message = gr.Markdown(label="message", elem_id="message")
     ui.roll = gr.Image(
         label="piano roll", type="filepath", interactive=False, visible=False, elem_id="roll"
@@ -154,6 +171,7 @@ def results(ui: SimpleNamespace) -> None:
                                         interactive=False, elem_id=f"downloads-{k}"))  # fmt: skip
                 ui.take.append(gr.Button("Continue this piece", size="sm",
                                          elem_id=f"continue-this-{k}"))  # fmt: skip
+    _rework(ui)
     ui.pieces = gr.Dropdown([], label="Show a piece made on this page", elem_id="piece")
     ui.history = gr.Gallery(label="Pieces made on this page", columns=4, object_fit="contain",
                             height=240, allow_preview=False, elem_id="history")  # fmt: skip

@@ -33,6 +33,11 @@ class Piece:
     bars: int | None = None  # whole bars the piece holds (prompt included)
     stopped_at: int | None = None  # new bars written when Stop ended the job (None: finished)
 
+    @property
+    def id(self) -> str:
+        """The piece's name on its page ('ext_003'), which its label begins with."""
+        return self.label.split(":", 1)[0]
+
     def files(self) -> list[Path]:
         return [p for p in (self.midi, self.audio) if p is not None]
 
@@ -62,6 +67,7 @@ class Session:
         self.running: set[threading.Event] = set()  # one stop flag per running job
         self.shown: list[Piece] = []  # the variations the page shows side by side
         self.made = 0
+        self.history: list[str] = []  # ids of the pieces an extend or rewrite started from
         self.kept = False  # kept for its browser across reloads (`keep.Kept`)
         self.used = time.monotonic()  # when a page last used it (`keep.Kept` expires it)
 
@@ -117,6 +123,9 @@ class Session:
     def find(self, label: str | None) -> Piece | None:
         return next((p for p in self.pieces if p.label == label), None)
 
+    def by_id(self, piece_id: str) -> Piece | None:
+        return next((p for p in self.pieces if p.id == piece_id), None)
+
     def close(self) -> None:
         """Stop its jobs and delete its files (the page was closed or its session expired)."""
         self.stop()
@@ -125,6 +134,7 @@ class Session:
         self.folder = None  # a page still holding it writes to a new folder
         self.pieces.clear()
         self.shown.clear()
+        self.history.clear()
 
 
 def check_disk(session: Session, server_mb: float = SERVER_MB) -> None:

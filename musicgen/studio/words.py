@@ -40,6 +40,19 @@ SAMPLING = {
 }
 TAKE = ("Take number", "The same number makes the same piece again; -1: a new one each time.")
 
+# The melody's instrument (General MIDI programs, 0-based), by name; the library's lead first.
+MELODY_LABEL = "Melody instrument"
+INSTRUMENTS = {
+    "Flute": 73, "Voice Oohs": 53, "Sawtooth lead": 81, "Piano": 0, "Clarinet": 71,
+    "Violin": 40, "Trumpet": 56, "Alto sax": 65, "Vibraphone": 11, "Choir": 52,
+}  # fmt: skip
+# Which part of an uploaded piece the model hears before the new bars (`inputs.prompt_length`).
+MODES = [
+    ("its end: keep it all and add bars", "end"),
+    ("its opening, in bars", "bars"),
+    ("its opening, in seconds", "seconds"),
+]
+
 # Section names by the form's letter (POP909's labels): the builder offers the first ones.
 SECTIONS = {
     "i": "Intro", "A": "Verse", "B": "Chorus", "C": "Bridge", "D": "Part D", "E": "Part E",
