@@ -82,7 +82,10 @@ def register(sub: argparse._SubParsersAction) -> None:
     )
     _add_common(c, continuation=True)
     c.set_defaults(func=run_continue)
+    _register_regenerate(sub)
 
+
+def _register_regenerate(sub: argparse._SubParsersAction) -> None:
     r = sub.add_parser(
         "regenerate",
         help="write bars (or a section) of a MIDI file again, the rest kept",

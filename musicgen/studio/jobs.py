@@ -189,8 +189,13 @@ def run_continue(
     info |= {"seed": asked.seed, **given(asked)} | ({"form": shape} if shape else {})
     label = f"{model_label} continues {what} of {name}" + (f" in form {shape}" if shape else "")
     label += f", seed {asked.seed}"
-    out = []
     made = run_pieces(model, session, asked, progress, cancel, prompt)
+    return _continued(made, session, model, prompt, label, info, new_bars)
+
+
+def _continued(made, session: Session, model: Model, prompt, label: str, info: dict, new_bars):
+    """The rendered continuations, each saying where Stop cut it or that it has no new note."""
+    out = []
     for i, (music, stopped) in enumerate(made):
         end = "" if stopped is None else f", stopped at new bar {stopped} of {new_bars}"
         end += ", no new note" if music.new_notes == 0 else ""  # said, never silent

@@ -23,6 +23,15 @@ from musicgen.tokenizers.base import Grammar
 PITCH_CLASSES = ["C", "C#", "D", "D#", "E", "F", "F#", "G", "G#", "A", "A#", "B"]
 
 
+# a token name's kind (before its "_") -> its family in `RemiTables`
+FAMILY_OF_KIND = {
+    "PAD": "SPECIAL", "BOS": "SPECIAL", "EOS": "SPECIAL", "Bar": "BAR", "Position": "POSITION",
+    "Tempo": "TEMPO", "Chord": "CHORD", "Pitch": "PITCH", "Velocity": "VELOCITY",
+    "Duration": "DURATION", "MelodyPitch": "PITCH", "Section": "SECTION",
+    "SectionBars": "SECTION_BARS", "SectionDensity": "SECTION_DENSITY", "Recall": "RECALL",
+}  # fmt: skip
+
+
 @dataclass
 class RemiTables:
     """Per-id lookup arrays derived from the vocabulary names (built once per tokenizer)."""
@@ -58,23 +67,7 @@ class RemiTables:
 
     @classmethod
     def build(cls, names: list[str]) -> RemiTables:
-        fams = {
-            "PAD": cls.SPECIAL,
-            "BOS": cls.SPECIAL,
-            "EOS": cls.SPECIAL,
-            "Bar": cls.BAR,
-            "Position": cls.POSITION,
-            "Tempo": cls.TEMPO,
-            "Chord": cls.CHORD,
-            "Pitch": cls.PITCH,
-            "Velocity": cls.VELOCITY,
-            "Duration": cls.DURATION,
-            "MelodyPitch": cls.PITCH,
-            "Section": cls.SECTION,
-            "SectionBars": cls.SECTION_BARS,
-            "SectionDensity": cls.SECTION_DENSITY,
-            "Recall": cls.RECALL,
-        }
+        fams = {kind: getattr(cls, fam) for kind, fam in FAMILY_OF_KIND.items()}
         n = len(names)
         t = cls(
             family=np.full(n, cls.OTHER, dtype=np.int8),
