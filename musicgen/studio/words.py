@@ -10,6 +10,7 @@ from __future__ import annotations
 import re
 
 from musicgen.errors import MusicgenError
+from musicgen.generation.options import OPTIONS
 from musicgen.tokenizers.form import MAX_SECTION_BARS, Phrase, form_text, parse_form
 
 # Words a songwriter does not use: the sampler's, the tokenizer's, the form's letters.
@@ -19,25 +20,9 @@ JARGON = (
 )  # fmt: skip
 FORM_LETTERS = re.compile(r"\b[ioX]\d+\b|\bi/o\b|'[ioxX]'")  # i4, o4, X8, 'i' (x2: a repeat)
 
-# The sampling widgets: (label, what it does to the music), by option name.
-SAMPLING = {
-    "temperature": (
-        "Adventure",
-        "Higher: bolder, more surprising notes; lower: safer, more predictable ones.",
-    ),
-    "top_k": (
-        "Note choices considered",
-        "How many of the likeliest next notes the model chooses among; 0: all of them.",
-    ),
-    "top_p": (
-        "Focus",
-        "Lower keeps the music to the notes the model is surest of; 1: no limit.",
-    ),
-    "repeat": (
-        "Repetition",
-        "How strongly a bar repeats one 4 or 8 bars back, as a song's phrases do; 0: off.",
-    ),
-}
+# The sampling widgets: (label, what it does to the music), by option name, from each option's
+# declaration (`Option.words`: "Label: what it does.").
+SAMPLING = {n: tuple(o.words.split(": ", 1)) for n, o in OPTIONS.items() if o.studio and o.words}
 TAKE = ("Take number", "The same number makes the same piece again; -1: a new one each time.")
 
 # The melody's instrument (General MIDI programs, 0-based), by name; the library's lead first.

@@ -35,7 +35,8 @@ DECODING = (
         "sampling temperature",
         studio=True,
         slider=(0.0, 2.0, 0.05),
-        words="temperature: higher is more adventurous",
+        words="Adventure: Higher: bolder, more surprising notes; lower: safer, more "
+        "predictable ones.",
         short="T",
         card="T = {:g}",
         card_always=True,
@@ -48,7 +49,8 @@ DECODING = (
         "keep the K likeliest ids",
         kind=int,
         studio=True,
-        words="top-k: draw only among the k likeliest notes (0: all)",
+        words="Note choices considered: How many of the likeliest next notes the model chooses "
+        "among; 0: all of them.",
         short="k",
         card="top-k {}",
     ),
@@ -59,7 +61,7 @@ DECODING = (
         "nucleus mass",
         studio=True,
         slider=(0.05, 1.0, 0.01),
-        words="top-p: draw only among the likeliest notes that make up this share",
+        words="Focus: Lower keeps the music to the notes the model is surest of; 1: no limit.",
         short="p",
         card="top-p {:g}",
         paper=(("remi", 0.9),),

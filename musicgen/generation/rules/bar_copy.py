@@ -39,7 +39,8 @@ class BarEcho(Rule):
         "nats for the id that continues an earlier bar being copied (bar repeats)",
         studio=True,
         slider=(0.0, 8.0, 0.5),
-        words="bar repeats: how strongly a bar copies an earlier one (0: off)",
+        words="Repetition: How strongly a bar repeats one 4 or 8 bars back, as a song's "
+        "phrases do; 0: off.",
         short="r",
         card="bar-copy bonus {:g} nats",
     )

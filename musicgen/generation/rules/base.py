@@ -38,7 +38,8 @@ MELODY_VOICE = Need("melody voice", lambda t: t.melody_pitches() is not None)
 class Option:
     """One sampling option, declared once: every surface (the API, the CLI, a config's
     `sample:`, the studio, the evaluate sweep, the cards) is derived from it. `studio`: the
-    page shows it (`words`: its label there; `slider`: (low, high, step), else a number box);
+    page shows it (`words`: "Label: what it does to the music." there; `slider`: (low, high,
+    step), else a number box);
     `short`: its label in sweep tables; `card`: its words in a model card's and the demo's
     sampling line, a format of its value ("top-k {}"), shown where the value is not the default
     (`card_always`: whatever it is); `needs`: the request field without which it does nothing
