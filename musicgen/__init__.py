@@ -15,7 +15,7 @@ def __getattr__(name: str):
 
         return getattr(api, name)
     if name == "render_audio":
-        from musicgen.generation.render import synthesize
+        from musicgen.generation.api.render import synthesize
 
         return synthesize
     if name == "MusicgenError":

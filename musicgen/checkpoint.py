@@ -267,7 +267,9 @@ def convert_to_folder(src: str | Path, folder: str | Path) -> Path:
     )
     if not same:
         raise MusicgenError(f"{folder}: weights differ from {src} after conversion")
-    forms = Path(src).parent / "forms.json"  # a run's training forms (generation.form)
+    forms = (
+        Path(src).parent / "forms.json"
+    )  # a run's training forms (generation.controls.form_plan)
     if forms.is_file():
         atomic_write_text(Path(folder) / "forms.json", forms.read_text())
     return folder

@@ -36,7 +36,7 @@ COMMANDS = [
 
 # The library's messages name the Python API's parameters (`max_tokens: must be >= 1`); on the
 # command line they name the flag that set them. The generation request's come from its fields
-# (`generation.request.flags`); the others are listed here (a command whose flag differs sets
+# (`generation.api.request.flags`); the others are listed here (a command whose flag differs sets
 # `flags={parameter: flag}` on its parser).
 OTHER_FLAGS = {
     "checkpoint": "--checkpoint",
@@ -62,7 +62,7 @@ _LEADING_NAMES = re.compile(r"^([a-z_]+(?: and [a-z_]+)*):")
 def flag_message(message: str, flags: dict[str, str] | None = None) -> str:
     """`max_tokens: ...` -> `--max-tokens: ...` (and `bars and seconds:` -> `--bars and
     --seconds:`); a message that starts otherwise (a file name, a config key) is kept."""
-    from musicgen.generation.request import flags as request_flags
+    from musicgen.generation.api.request import flags as request_flags
 
     table = {**OTHER_FLAGS, **request_flags(), **(flags or {})}
     match = _LEADING_NAMES.match(message)

@@ -147,7 +147,7 @@ class SampleConfig(dict):
     """The model's own sampling defaults, chosen by measurement and kept with its weights
     (docs/evaluation.md, "Sampling defaults"): option name -> value, None or absent: the
     tokenizer's paper setting. The names and ranges are the sampling options' (declared in the
-    generation layer, above this one: `generation.options.check_sample` checks them where a
+    generation layer, above this one: `generation.api.options.check_sample` checks them where a
     model is loaded to generate); here each value is a finite number. Training does not read
     them. `sample.temperature` reads one (None where unset)."""
 

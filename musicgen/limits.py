@@ -104,7 +104,7 @@ MAX_CHORD_TEXT = MAX_CHORD_FILE_BYTES  # characters of a progression given as te
 
 
 # Every sampling number a user gives has ONE range, declared with its option
-# (`generation.options`) and checked through `check_in_range`. The bounds keep
+# (`generation.api.options`) and checked through `check_in_range`. The bounds keep
 # the arithmetic finite: logits / 1e-300 and a bonus of 1e39 nats are inf in float32, and a
 # top-p of 1e-300 is 0 there (nothing kept); such a value is refused, not sampled into NaN.
 @dataclass(frozen=True)

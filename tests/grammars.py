@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from musicgen.generation.chords import check_progression
+from musicgen.generation.api.options import SamplingOptions
+from musicgen.generation.controls.chord_plan import check_progression
+from musicgen.generation.controls.form_plan import form_sections
 from musicgen.generation.decoding.steer import Steered
-from musicgen.generation.form import form_sections
-from musicgen.generation.options import SamplingOptions
 from musicgen.generation.rules import ChordPlan, Controls
 from musicgen.tokenizers.base import Grammar
 from musicgen.tokenizers.form import parse_form

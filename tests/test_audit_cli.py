@@ -23,10 +23,10 @@ from musicgen.checkpoint import load_checkpoint, read_payload
 from musicgen.cli import main
 from musicgen.config import load_config, validate
 from musicgen.errors import MusicgenError
-from musicgen.generation.chords import chord_events, parse_progression
-from musicgen.generation.options import RANGES as SAMPLING_RANGES
-from musicgen.generation.options import check_sample
-from musicgen.generation.request import GenerationRequest
+from musicgen.generation.api.options import RANGES as SAMPLING_RANGES
+from musicgen.generation.api.options import check_sample
+from musicgen.generation.api.request import GenerationRequest
+from musicgen.generation.controls.chord_plan import chord_events, parse_progression
 
 SONG = DATA / "pop909" / "005" / "005.mid"
 TINY = ROOT / "configs" / "pop909" / "tiny.yaml"

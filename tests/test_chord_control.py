@@ -15,7 +15,8 @@ import musicgen
 from musicgen.cli import main
 from musicgen.data.trio_patterns import parse_chord
 from musicgen.errors import MusicgenError
-from musicgen.generation.chords import (
+from musicgen.generation.api.prompt import encode_song, prompt_from_ids
+from musicgen.generation.controls.chord_plan import (
     NO_CHORD_TOKENS,
     check_progression,
     chord_events,
@@ -26,7 +27,6 @@ from musicgen.generation.chords import (
     progression_from_midi,
     read_chord,
 )
-from musicgen.generation.prompt import encode_song, prompt_from_ids
 from musicgen.measures.metrics import notes_from_score, notes_per_onset
 from musicgen.tokenizers import build_tokenizer
 from musicgen.tokenizers.chords import (
@@ -452,7 +452,7 @@ def test_a_strong_chord_tone_bonus_keeps_every_note_in_the_chord(tiny):
 def test_chord_tones_is_a_sampling_option_from_the_api_to_the_grammar(tok):
     """`chord_tones` (CLI `--chord-tones`) reaches the chord grammar the API builds: 0 turns the
     soft rule off, N puts N nats on the bar's chord tones; the default is the measured one."""
-    from musicgen.generation.request import GenerationRequest
+    from musicgen.generation.api.request import GenerationRequest
     from musicgen.generation.rules import ChordControl
 
     measured = ChordControl.option.default

@@ -11,7 +11,7 @@ import pytest
 from paths import ROOT
 
 import musicgen
-from musicgen.generation.chord_marks import CHORD_MARK, chord_symbol, phrase_marks
+from musicgen.generation.api.chord_marks import CHORD_MARK, chord_symbol, phrase_marks
 from musicgen.tokenizers.form import read_markers
 
 SONG_TOKENS = ROOT / "configs" / "tokenizer" / "remi_song.yaml"

@@ -72,8 +72,8 @@ def test_dotted_overrides_parse_yaml_scalars():
 
 def test_sample_section_is_typed_and_ranged():
     """The model's own sampling defaults: a mapping of finite numbers, None where unset; their
-    names and ranges are the sampling options' (`generation.options.check_sample`)."""
-    from musicgen.generation.options import check_sample
+    names and ranges are the sampling options' (`generation.api.options.check_sample`)."""
+    from musicgen.generation.api.options import check_sample
 
     assert Config().sample == {} and Config().sample.temperature is None
     cfg = load_config(None, ["sample.temperature=1.0", "sample.top_p=0.95"])

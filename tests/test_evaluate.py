@@ -305,7 +305,7 @@ def test_prompt_check_sees_a_changed_or_added_prompt_note(remi):
     import symusic
 
     from musicgen.evaluate.style import prompt_check, song_prompt
-    from musicgen.generation.prompt import encode_song
+    from musicgen.generation.api.prompt import encode_song
 
     prompt = song_prompt(remi, encode_song(remi, POP909 / "004" / "004.mid"), 2)
     assert prompt_check(prompt, prompt.notes) == {"kept": True, "extra": 0, "missing": 0}

@@ -15,7 +15,7 @@ from paths import ROOT
 import musicgen
 from musicgen.cli import main
 from musicgen.errors import MusicgenError
-from musicgen.generation.prompt import encode_song
+from musicgen.generation.api.prompt import encode_song
 
 SONG = ROOT / "data" / "demo" / "pop909_005.mid"
 SONG_TOKENS = ROOT / "configs" / "tokenizer" / "remi_song.yaml"

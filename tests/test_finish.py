@@ -11,8 +11,8 @@ from paths import ROOT
 import musicgen
 from musicgen.cli import main
 from musicgen.errors import MusicgenError
-from musicgen.generation.finish import LEAD_PROGRAM, hold_tempo, set_programs, transpose
-from musicgen.generation.prompt import encode_song
+from musicgen.generation.api.finish import LEAD_PROGRAM, hold_tempo, set_programs, transpose
+from musicgen.generation.api.prompt import encode_song
 
 SONG = ROOT / "data" / "demo" / "pop909_005.mid"  # 8 tempo events
 SONG_TOKENS = ROOT / "configs" / "tokenizer" / "remi_song.yaml"

@@ -217,7 +217,7 @@ def test_evaluate_form_end_to_end(tmp_path, capsys):
     assert d["mean"] == pytest.approx(want) and d["low"] <= d["mean"] <= d["high"]
     # the real continuation is the song's own bars first+4 .. first+6, through the tokenizer
     from musicgen.checkpoint import checkpoint_tokenizer
-    from musicgen.generation.prompt import encode_song
+    from musicgen.generation.api.prompt import encode_song
 
     tok = checkpoint_tokenizer(ROOT / "checkpoints" / "pop909_sine_spe_gated")
     song = DATA / "pop909" / "001" / "001.mid"

@@ -12,7 +12,7 @@ import torch
 from paths import DATA
 
 from musicgen.cli import main
-from musicgen.generation.prompt import load_prompt, midi_pairing, only_notes
+from musicgen.generation.api.prompt import load_prompt, midi_pairing, only_notes
 from musicgen.tokenizers import build_tokenizer
 
 SONG = DATA / "pop909" / "001" / "001.mid"
@@ -379,7 +379,7 @@ def _pieces(n: int, seed: int = 1) -> list:
 
 
 def _write_many(folder: str, start) -> None:
-    from musicgen.generation.write import write_pieces
+    from musicgen.generation.api.write import write_pieces
 
     start.wait()
     tok = build_tokenizer("remi")
@@ -419,7 +419,7 @@ def test_eight_writers_into_one_folder_lose_no_file(tmp_path, how):
 def test_a_failed_write_leaves_no_placeholder(tmp_path, monkeypatch):
     import errno
 
-    from musicgen.generation import write
+    from musicgen.generation.api import write
 
     def full(score, path):
         raise OSError(errno.ENOSPC, "No space left on device", str(path))

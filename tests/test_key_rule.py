@@ -8,8 +8,8 @@ import torch
 from conftest import tiny_model_config
 from paths import DATA, ROOT
 
+from musicgen.generation.api.request import GenerationRequest
 from musicgen.generation.decoding.sample import SamplingOptions, generate
-from musicgen.generation.request import GenerationRequest
 from musicgen.generation.rules.in_key import MIN_NOTES, PROMPT_HOLD, KeyKeep, pitch_classes
 from musicgen.measures import form as fm
 from musicgen.measures.metrics import notes_from_score

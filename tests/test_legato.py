@@ -1,12 +1,12 @@
-"""The melody's legato (musicgen.generation.legato): which rests it closes and which it leaves,
+"""The melody's legato (musicgen.generation.api.legato): which rests it closes and which it leaves,
 that it touches lengths only and only the written melody, and the request's switch end to end."""
 
 import pytest
 import symusic
 
 from musicgen.errors import MusicgenError
-from musicgen.generation.legato import hold_melody
-from musicgen.generation.request import GenerationRequest, add_flags, from_args
+from musicgen.generation.api.legato import hold_melody
+from musicgen.generation.api.request import GenerationRequest, add_flags, from_args
 
 TPQ = 4  # ticks per beat: one tick is a sixteenth
 

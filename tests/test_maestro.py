@@ -23,7 +23,7 @@ from paths import DATA, ROOT
 from musicgen.cli import main
 from musicgen.errors import MusicgenError
 from musicgen.generation.api import load
-from musicgen.generation.prompt import load_prompt, prompt_from_seconds
+from musicgen.generation.api.prompt import load_prompt, prompt_from_seconds
 from musicgen.io import write_score
 from musicgen.tokenizers import build_tokenizer, load_tokenizer
 from musicgen.tokenizers.pedal import fold_pedal

@@ -10,9 +10,9 @@ from conftest import tiny_model_config
 from grammars import controls, steered
 from paths import DATA, ROOT
 
+from musicgen.generation.api.request import GenerationRequest
+from musicgen.generation.controls.progression import parse_progression
 from musicgen.generation.decoding.sample import SamplingOptions, generate
-from musicgen.generation.progression import parse_progression
-from musicgen.generation.request import GenerationRequest
 from musicgen.generation.rules import MelodyDue, MelodyRange
 from musicgen.model import build_model
 from musicgen.tokenizers import build_tokenizer

@@ -408,8 +408,8 @@ def test_train_generate_and_evaluate_end_to_end(prepared, tmp_path):
     """configs/pop909/tiny.yaml with both musical inputs: train, reload, generate, evaluate."""
     from musicgen.config import load_config
     from musicgen.evaluate import evaluate_nll
+    from musicgen.generation.api.request import default_options
     from musicgen.generation.decoding.sample import generate
-    from musicgen.generation.request import default_options
     from musicgen.train.run import train
 
     cfg = load_config(

@@ -14,7 +14,7 @@ import pytest
 import symusic
 
 from musicgen.errors import MusicgenError
-from musicgen.generation.chord_marks import CHORD_MARK, phrase_marks
+from musicgen.generation.api.chord_marks import CHORD_MARK, phrase_marks
 from tests.paths import DATA, ROOT
 
 SONG = ROOT / "data" / "demo" / "pop909_005.mid"
@@ -88,7 +88,7 @@ def test_page_messages_are_one_line_without_server_paths():
 
 
 def chord_bars(model, music) -> dict[int, list[str]]:
-    from musicgen.generation.chords import chord_events
+    from musicgen.generation.controls.chord_plan import chord_events
 
     out: dict[int, list[str]] = {}
     for bar, _pos, tok in chord_events(model.tokenizer, music.ids):
@@ -179,7 +179,7 @@ def test_saving_to_no_path_is_one_line(remi):
 def test_a_continuation_writes_its_new_notes_into_the_prompt_tracks(song_model):
     """The prompt's "Piano" and miditok's "Acoustic Grand Piano" are one part: one track,
     named as the prompt names it; the prompt's Melody track stays (it wrote two piano tracks)."""
-    from musicgen.generation.prompt import merge
+    from musicgen.generation.api.prompt import merge
 
     prompt = song_model.prompt(SONG, bars=2)
     assert [t.name for t in prompt.notes.tracks] == ["Melody", "Piano"]

@@ -220,7 +220,7 @@ def test_api_results(tiny_checkpoints, tmp_path):
     cont = m.continue_midi(SONG, bars=2, seed=1, max_tokens=16)
     assert cont.prompt_len > 1 and cont.stop in ("end", "max_tokens")
     scored = m.score(SONG)
-    from musicgen.generation.prompt import encode_song
+    from musicgen.generation.api.prompt import encode_song
 
     annotated = encode_song(m.tokenizer, SONG)  # the chord_midi.txt beside it, as in training
     assert scored["tokens"] == len(annotated) - 1 > len(m.tokenizer.encode(SONG)) - 1

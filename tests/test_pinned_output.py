@@ -4,11 +4,11 @@ A change to how options are gathered, checked or passed on must not change what 
 these digests were taken from the shipped models on the CPU (one thread, the torch version
 below); another torch build may round differently, so there the test is skipped. The pop
 model's cases with a melody written at `--no-legato` pin what is sampled; "form, legato" pins
-the melody's legato (`generation.legato`) on top of it. The second "continue" file was
+the melody's legato (`generation.api.legato`) on top of it. The second "continue" file was
 re-pinned when its new notes joined the prompt's Piano track (the same notes; issue 66). The
-melody's lead instrument (`generation.finish`) is set back to the piano where a case writes a
+melody's lead instrument (`generation.api.finish`) is set back to the piano where a case writes a
 melody, so the digests still pin what is sampled (issue 65); the pop cases were re-pinned when
-the chords the ids write became markers ("Chord Am", `generation.chord_marks`): without them the
+the chords the ids write became markers ("Chord Am", `generation.api.chord_marks`): without them the
 files are the bytes pinned before.
 """
 

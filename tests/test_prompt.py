@@ -13,7 +13,7 @@ from paths import DATA
 
 import musicgen
 from musicgen.evaluate import song_prompt
-from musicgen.generation.prompt import (
+from musicgen.generation.api.prompt import (
     Prompt,
     bars_with_music,
     encode_song,

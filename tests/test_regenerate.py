@@ -13,7 +13,7 @@ from paths import ROOT
 import musicgen
 from musicgen.cli import main
 from musicgen.errors import MusicgenError
-from musicgen.generation.chord_marks import CHORD_MARK, phrase_marks
+from musicgen.generation.api.chord_marks import CHORD_MARK, phrase_marks
 
 SONG_TOKENS = ROOT / "configs" / "tokenizer" / "remi_song.yaml"
 

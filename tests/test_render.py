@@ -15,7 +15,7 @@ from paths import DATA
 
 from musicgen.cli import main
 from musicgen.errors import MusicgenError
-from musicgen.generation.render import (
+from musicgen.generation.api.render import (
     PIANO_ROLL_DPI,
     PIANO_ROLL_SIZE,
     find_fluidsynth,
@@ -57,7 +57,7 @@ def test_piano_roll_png_size_and_track_colours(tmp_path):
     # MELODY in the melody red, BRIDGE and PIANO each in its own tab10 colour
     import matplotlib
 
-    from musicgen.generation.render import MELODY_COLOUR
+    from musicgen.generation.api.render import MELODY_COLOUR
 
     pixels = (mpimg.imread(written[0])[..., :3] * 255).round().astype(int).reshape(-1, 3)
     present = {tuple(p) for p in np.unique(pixels, axis=0)}
@@ -147,7 +147,7 @@ def test_audio_asked_for_without_a_synthesizer_is_an_error(tmp_path, capsys, mon
     """`render --wav` with no synthesizer used to exit 0 having written nothing; asked for by
     name, missing audio is now one error line (exit 1); the default PNG + WAV still writes the
     PNG and warns (docs/evaluation.md)."""
-    import musicgen.generation.render as render
+    import musicgen.generation.api.render as render
 
     midi = short_midi(tmp_path / "short.mid")
     monkeypatch.setattr(render, "_soundfont_for_pip_synth", lambda soundfont: None)

@@ -52,7 +52,7 @@ NUMBERS = {  # the valid values more often than the invalid ones
     "min_tokens": [0, 5],
     "chord_tones": [0.0, 2.0],
 }
-SOUND = {  # how the written piece sounds (`generation.finish`; issue 65)
+SOUND = {  # how the written piece sounds (`generation.api.finish`; issue 65)
     "tempo": [100.0, 60, 300, 10.0],
     "transpose": [0, 3, -12, 48, 100],
     "melody_program": [0, 73, 81, 128],

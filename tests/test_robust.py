@@ -33,7 +33,7 @@ from musicgen.cli import main
 from musicgen.config import load_config
 from musicgen.data.prepare import prepare
 from musicgen.errors import MusicgenError
-from musicgen.generation.render import MAX_BAR_LINES, bar_lines, render_midi
+from musicgen.generation.api.render import MAX_BAR_LINES, bar_lines, render_midi
 from musicgen.io import atomic_write_bytes, atomic_write_text, write_score
 from musicgen.limits import Limits, check_score, score_bars
 from musicgen.tokenizers import build_tokenizer

@@ -100,8 +100,8 @@ from musicgen.cli import build_parser
 from musicgen.config import load_config
 from musicgen.errors import MusicgenError
 from musicgen.evaluate.form import SWEPT, sampling_label, sweep
-from musicgen.generation.options import SamplingOptions, check_sample, describe
-from musicgen.generation.request import GenerationRequest
+from musicgen.generation.api.options import SamplingOptions, check_sample, describe
+from musicgen.generation.api.request import GenerationRequest
 from musicgen.generation.rules import Controls
 from musicgen.generation.decoding.steer import Steered
 from musicgen.studio import app, inputs

@@ -14,6 +14,7 @@ from paths import DATA
 
 from musicgen.config import ModelConfig, PerceiverConfig
 from musicgen.errors import Cancelled, MusicgenError
+from musicgen.generation.api.request import default_options
 from musicgen.generation.decoding.sample import (
     SamplingOptions,
     apply_temperature,
@@ -26,7 +27,6 @@ from musicgen.generation.decoding.sample import (
     top_k_filter,
     top_p_filter,
 )
-from musicgen.generation.request import default_options
 from musicgen.measures.metrics import duplicate_note_rate, load_notes
 from musicgen.model import build_model
 from musicgen.tokenizers import build_tokenizer

@@ -10,8 +10,8 @@ from paths import DATA, ROOT
 
 from musicgen.data.pop909_structure import align_song
 from musicgen.errors import MusicgenError
-from musicgen.generation.chord_marks import phrase_marks
-from musicgen.generation.form import form_sections, with_form
+from musicgen.generation.api.chord_marks import phrase_marks
+from musicgen.generation.controls.form_plan import form_sections, with_form
 from musicgen.generation.rules import FormControl
 from musicgen.tokenizers import build_tokenizer, from_description
 from musicgen.tokenizers.form import (

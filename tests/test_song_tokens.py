@@ -9,7 +9,7 @@ from paths import DATA, ROOT
 
 from musicgen.data.pop909_structure import MIN_MATCH, align, align_song, read_form, read_melody
 from musicgen.errors import MusicgenError
-from musicgen.generation.form import form_sections, read_form_arg, with_form
+from musicgen.generation.controls.form_plan import form_sections, read_form_arg, with_form
 from musicgen.generation.rules import FormControl
 from musicgen.tokenizers import build_tokenizer
 from musicgen.tokenizers.form import Phrase, Section, parse_form, place
@@ -142,7 +142,7 @@ def test_sections_follow_their_bars(tok):
 def test_written_songs_mark_their_phrases_and_the_roll_draws_them(tok, tmp_path, monkeypatch):
     """decode writes a marker per phrase; a MIDI file read back gives the same phrases, and
     `render` draws them."""
-    from musicgen.generation import render
+    from musicgen.generation.api import render
     from musicgen.tokenizers.form import read_markers
 
     score, folder = song("001")
@@ -345,8 +345,8 @@ def test_copy_rule_copies_the_same_bar_of_the_last_phrase_with_the_label(tok):
 
 
 def test_chords_per_phrase_follow_the_form():
-    from musicgen.generation.form import parse_section_chords
-    from musicgen.generation.request import GenerationRequest
+    from musicgen.generation.api.request import GenerationRequest
+    from musicgen.generation.controls.form_plan import parse_section_chords
 
     per = parse_section_chords("A: C G Am F; B: F G C Am")
     prog = per.over(parse_form("A4B2A2"))

@@ -215,7 +215,7 @@ def sampling_text(loaded, source: bool = True) -> str:
     import torch
 
     from musicgen.generation.api import Model
-    from musicgen.generation.options import describe
+    from musicgen.generation.api.options import describe
 
     o = Model(loaded, torch.device("cpu"), "").options()  # the rule generation applies
     own = any(v is not None for v in loaded.config.sample.values())
@@ -282,7 +282,7 @@ def music_section(d: dict, spec: dict, sampling: str = "") -> list[str]:
 
 def style_section(d: dict, groove: bool = True) -> list[str]:
     """The time-segment table of a style.json (`musicgen evaluate style`)."""
-    from musicgen.generation.options import describe
+    from musicgen.generation.api.options import describe
 
     sampling = describe(d["sampling"])
     songs = (

@@ -3,11 +3,11 @@
 Writes to `out/demo/`: two pop-piano pieces from scratch (a song model writes them in a 16-bar
 form), a continuation of the first 2 bars of a bundled POP909 song, (when the groove model is
 there) a continuation of a 2-bar trio prompt of a style never seen in training and (when the
-Maestro model is there) a continuation of the first
-4 seconds of a held-out MAESTRO performance; each as MIDI, a piano-roll PNG and audio (WAV with
-FluidSynth when installed, else with the pip-installed synthesizer; see `generation.render`). Each
-step calls the Python API (`Model.pieces`, the path of `generate` / `continue`) and the same
-`generation.write.write_pieces` as those commands, and prints the command line that does the
+Maestro model is there) a continuation of the first 4 seconds of a held-out MAESTRO performance;
+each as MIDI, a piano-roll PNG and audio (WAV with FluidSynth when installed, else with the
+pip-installed synthesizer; see `generation.api.render`). Each step calls the Python API
+(`Model.pieces`, the path of `generate` / `continue`) and the same
+`generation.api.write.write_pieces` as those commands, and prints the command line that does the
 same, so the demo is also their smoke test. Works from a source checkout and from an installed
 wheel.
 """
@@ -21,9 +21,9 @@ from pathlib import Path
 from musicgen.commands.generate import ProgressBar
 from musicgen.errors import MusicgenError
 from musicgen.generation.api import GenerationRequest, Model, checkpoint_stem, load
-from musicgen.generation.options import describe
-from musicgen.generation.request import SCRATCH_BARS
-from musicgen.generation.write import write_pieces
+from musicgen.generation.api.options import describe
+from musicgen.generation.api.request import SCRATCH_BARS
+from musicgen.generation.api.write import write_pieces
 from musicgen.resources import shipped_dir
 from musicgen.tokenizers.form import parse_form
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import argparse
 
-from musicgen.generation.options import OPTIONS, SWEEP
+from musicgen.generation.api.options import OPTIONS, SWEEP
 
 
 def add_form(tasks: argparse._SubParsersAction) -> argparse.ArgumentParser:
@@ -24,7 +24,7 @@ def add_form(tasks: argparse._SubParsersAction) -> argparse.ArgumentParser:
     form.add_argument("--data", required=True, help="folder of songs (POP909: NNN/NNN.mid)")
     form.add_argument("--split", default="validation", help="train | validation | test | all")
     form.add_argument("--max-songs", type=int, help="use only the first N songs of the split")
-    for name in SWEEP:  # one flag per sampling option a sweep may vary (generation.options)
+    for name in SWEEP:  # one flag per sampling option a sweep may vary (generation.api.options)
         option = OPTIONS[name]
         form.add_argument(
             "--" + name.replace("_", "-"), type=option.kind, nargs="+",

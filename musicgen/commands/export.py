@@ -1,7 +1,8 @@
 """`musicgen export`: a saved or hand-written token sequence -> a MIDI file.
 
-Accepted inputs: see `generation.tokenfile` (the JSON of `generate --save-tokens`, a JSON list or a
-text file of ids / token names). The tokenizer comes from a checkpoint or a `tokenizer.json`.
+Accepted inputs: see `generation.api.tokenfile` (the JSON of `generate --save-tokens`, a JSON
+list or a text file of ids / token names). The tokenizer comes from a checkpoint or a
+`tokenizer.json`.
 """
 
 from __future__ import annotations
@@ -40,8 +41,8 @@ def load_tokenizer_from(args: argparse.Namespace) -> Tokenizer:
 
 
 def run(args: argparse.Namespace) -> int:
-    from musicgen.generation.tokenfile import read_tokens, to_ids
-    from musicgen.generation.write import claim, release, write_midi
+    from musicgen.generation.api.tokenfile import read_tokens, to_ids
+    from musicgen.generation.api.write import claim, release, write_midi
 
     path = Path(args.tokens)
     tokens = read_tokens(path)  # before the tokenizer: a missing file is the first error

@@ -1,10 +1,10 @@
 """`musicgen generate` (pieces from scratch) and `musicgen continue` (a MIDI prompt continued).
 
 Both are thin callers of the Python API (`generation.api.Model.pieces`, the one generation
-path): their flags are the fields of `generation.request.GenerationRequest` (`add_flags`), the
+path): their flags are the fields of `generation.api.request.GenerationRequest` (`add_flags`), the
 request is built (and every value checked) before the model is loaded, the API applies the
 defaults to what was not given, and the pieces are written with
-`generation.write.write_pieces` into `--out`, never overwriting an existing file silently. The
+`generation.api.write.write_pieces` into `--out`, never overwriting an existing file silently. The
 API's messages name its parameters (`max_tokens: ...`); `musicgen.cli` shows them as flags.
 """
 
@@ -19,12 +19,12 @@ from tqdm import tqdm
 
 from musicgen.errors import EMPTY_EXIT, EmptyPiece, MusicgenError
 from musicgen.generation.api import Model, checkpoint_stem, load
+from musicgen.generation.api.extend import check_extend, extended
+from musicgen.generation.api.prompt import Prompt
+from musicgen.generation.api.regenerate import regenerated
+from musicgen.generation.api.request import GenerationRequest, add_flags, from_args
+from musicgen.generation.api.write import write_pieces
 from musicgen.generation.decoding.sample import invalid_rate
-from musicgen.generation.extend import check_extend, extended
-from musicgen.generation.prompt import Prompt
-from musicgen.generation.regenerate import regenerated
-from musicgen.generation.request import GenerationRequest, add_flags, from_args
-from musicgen.generation.write import write_pieces
 
 PROMPT_RULE = (
     "the first N bars that hold music (leading silent bars are skipped; a pickup, a first "

@@ -29,7 +29,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from musicgen.generation.render import render_midi
+    from musicgen.generation.api.render import render_midi
 
     png, wav, ogg = args.png, args.wav, args.ogg
     asked = wav or ogg  # audio asked for by name: no synthesizer is an error, not a warning

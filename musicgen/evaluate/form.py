@@ -22,8 +22,8 @@ from tqdm import tqdm
 
 from musicgen.errors import MusicgenError
 from musicgen.evaluate.common import write_json
-from musicgen.generation.options import OPTIONS, SWEEP
-from musicgen.generation.prompt import Prompt, encode_song, select_bars
+from musicgen.generation.api.options import OPTIONS, SWEEP
+from musicgen.generation.api.prompt import Prompt, encode_song, select_bars
 from musicgen.measures import form as fm
 from musicgen.measures.metrics import (
     Notes,
@@ -208,7 +208,7 @@ def model_names(checkpoints: Sequence[str | Path]) -> list[str]:
     return names
 
 
-# the sampling options a sweep varies and their labels (generation.options: those with a
+# the sampling options a sweep varies and their labels (generation.api.options: those with a
 # short label); `legato` is [False] (--no-legato) or None
 SHORT = {name: OPTIONS[name].short for name in SWEEP} | {"legato": "legato"}
 SWEPT = tuple(SHORT)

@@ -163,7 +163,7 @@ def song_probes(
 ):
     """`make_probes` (with `phrases`: `make_phrase_probes`) of a song's ids, from its first
     bar with music (the prompt rule's)."""
-    from musicgen.generation.prompt import music_start
+    from musicgen.generation.api.prompt import music_start
 
     first, _pickup = music_start(tokenizer, ids.tolist(), where)
     if phrases:

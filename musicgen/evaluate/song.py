@@ -95,7 +95,7 @@ def encode_aligned(tokenizer, path: Path, folder: Path):
 def chords_from_ids(tokenizer, ids: Sequence[int], first_bar: int, bars: int) -> list[Chord]:
     """The Chord tokens of `ids` as chords from bar `first_bar` on (beats from it), each
     holding until the next (at most `CHORD_HOLD_BARS` bars), within `bars` bars."""
-    from musicgen.generation.progression import chord_events
+    from musicgen.generation.controls.progression import chord_events
 
     per_bar = tokenizer.time_tables().positions_per_bar
     starts = [
@@ -207,7 +207,7 @@ def plan_runs(settings: Sequence[dict], chords: bool, densities: bool = False) -
 
 def progression(case: SongCase):
     """The song's annotated chords as a Progression from its form's bar 0 (not cycled)."""
-    from musicgen.generation.progression import Progression, Slot
+    from musicgen.generation.controls.progression import Progression, Slot
     from musicgen.tokenizers.chords import HarteChord
 
     bars: list[list[Slot]] = [[] for _ in range(case.real.bars)]
@@ -223,7 +223,7 @@ def progression(case: SongCase):
 def write_song(model, case: SongCase, run: Run, seed: int, prompt_bars: int):
     """THE ONE PLACE the whole-song mode generates: the case's form, from scratch or after its
     first `prompt_bars` bars, through `Model.pieces` (one song a call: a form per request)."""
-    from musicgen.generation.prompt import select_bars
+    from musicgen.generation.api.prompt import select_bars
 
     tok = model.tokenizer
     extra: dict = {}

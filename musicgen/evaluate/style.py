@@ -14,7 +14,13 @@ from tqdm import tqdm
 
 from musicgen.errors import MusicgenError
 from musicgen.evaluate.common import midi_files, write_json
-from musicgen.generation.prompt import Prompt, encode_song, midi_pairing, only_notes, select_bars
+from musicgen.generation.api.prompt import (
+    Prompt,
+    encode_song,
+    midi_pairing,
+    only_notes,
+    select_bars,
+)
 from musicgen.io import write_score
 from musicgen.measures.metrics import (
     BAR_BEATS,
@@ -40,7 +46,7 @@ def split_by_time(notes: Notes, start: float, n: int = N_STYLE_SEGMENTS) -> list
 
 def song_prompt(tokenizer, ids: list[int], bars: int, where: str = "prompt") -> Prompt:
     """The prompt `evaluate style` continues: the first `bars` bars that hold music, by the one
-    rule of `generation.prompt.select_bars` (what `musicgen continue --bars` feeds), with at
+    rule of `generation.api.prompt.select_bars` (what `musicgen continue --bars` feeds), with at
     least one bar of the song after it (the true continuation it is compared with)."""
     prompt = select_bars(tokenizer, ids, bars, where=where)
     if len(tokenizer.bar_starts(np.asarray(ids, dtype=np.int64))) <= prompt.first_bar + prompt.bars:
@@ -236,13 +242,13 @@ def evaluate_style(
 
     Similarities are computed per track role and averaged over the roles the source has. The
     continuations are written to out/samples/ as MIDI. `sampling`: options of
-    `generation.options.OPTIONS` by name (None or left out: the model's own, else the paper's).
+    `generation.api.options.OPTIONS` by name (None or left out: the model's own, else the paper's).
     """
     # One pass over the prompt songs (`_Tally.add`) fills three score sets in step (sampled,
     # true continuation, other-song sources) with one random stream.
     from musicgen.evaluate.plots import plot_style_boxes
     from musicgen.generation.api import GenerationRequest, load
-    from musicgen.generation.options import OPTIONS
+    from musicgen.generation.api.options import OPTIONS
 
     unknown = sorted(set(sampling) - set(OPTIONS))
     if unknown:

@@ -13,7 +13,7 @@ from collections.abc import Callable
 import gradio as gr
 
 from musicgen.errors import MusicgenError
-from musicgen.generation.options import OPTIONS
+from musicgen.generation.api.options import OPTIONS
 from musicgen.studio import controls, inputs, jobs, rework, words
 from musicgen.studio.cards import musician_card
 from musicgen.studio.keep import Kept, undo

@@ -16,9 +16,9 @@ import time
 from collections.abc import Callable
 
 from musicgen.errors import MusicgenError
-from musicgen.generation.form import model_forms, parse_section_chords
-from musicgen.generation.progression import Progression, parse_progression
-from musicgen.generation.request import GenerationRequest
+from musicgen.generation.api.request import GenerationRequest
+from musicgen.generation.controls.form_plan import model_forms, parse_section_chords
+from musicgen.generation.controls.progression import Progression, parse_progression
 from musicgen.studio import inputs
 from musicgen.studio.words import section_name
 from musicgen.tokenizers.form import Phrase, form_text, parse_form, place
@@ -86,7 +86,7 @@ def settle_form(
 
 def _draw(model, seed: int, held: int, most: int) -> list[Phrase]:
     """One of the model's training forms that fits (`settle_form`), drawn from `seed`."""
-    from musicgen.generation.form import draw_form
+    from musicgen.generation.controls.form_plan import draw_form
 
     forms = model_forms(model.source)
     fits = [

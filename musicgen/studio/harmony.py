@@ -13,8 +13,8 @@ from __future__ import annotations
 import numpy as np
 import symusic
 
-from musicgen.generation.chord_marks import chord_symbol as marked_symbol
-from musicgen.generation.chord_marks import split_symbol
+from musicgen.generation.api.chord_marks import chord_symbol as marked_symbol
+from musicgen.generation.api.chord_marks import split_symbol
 
 SHARPS = ("C", "C#", "D", "D#", "E", "F", "F#", "G", "G#", "A", "A#", "B")
 FLATS = ("C", "Db", "D", "Eb", "E", "F", "Gb", "G", "Ab", "A", "Bb", "B")

@@ -17,8 +17,8 @@ import symusic
 
 from musicgen import errors
 from musicgen.errors import SEED_MAX, MusicgenError
-from musicgen.generation.options import STUDIO
-from musicgen.generation.request import SCRATCH_BARS, GenerationRequest
+from musicgen.generation.api.options import STUDIO
+from musicgen.generation.api.request import SCRATCH_BARS, GenerationRequest
 from musicgen.limits import check_score
 from musicgen.studio.words import section_letters
 

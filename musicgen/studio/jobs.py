@@ -17,8 +17,8 @@ from pathlib import Path
 
 from musicgen.errors import Cancelled
 from musicgen.generation.api import Model
-from musicgen.generation.finish import finish
-from musicgen.generation.render import piano_roll
+from musicgen.generation.api.finish import finish
+from musicgen.generation.api.render import piano_roll
 from musicgen.measures.metrics import load_notes, notes_from_score
 from musicgen.studio.controls import check_form, settle_form
 from musicgen.studio.inputs import (

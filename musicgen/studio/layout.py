@@ -11,7 +11,7 @@ from types import SimpleNamespace
 import gradio as gr
 
 from musicgen.errors import SEED_MAX
-from musicgen.generation.request import SPECS
+from musicgen.generation.api.request import SPECS
 from musicgen.studio import inputs, jobs, rework, words
 
 TITLE = "musicgen studio"

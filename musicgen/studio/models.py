@@ -128,7 +128,7 @@ def has_chord_tokens(model: Model) -> bool:
     (`progression.chords_unsupported`: chord tokens, and bars of a score, which a
     performance model such as the classical one lacks), so the page hides the box it would
     refuse."""
-    from musicgen.generation.progression import chords_unsupported
+    from musicgen.generation.controls.progression import chords_unsupported
 
     return chords_unsupported(model.tokenizer) is None
 

@@ -13,8 +13,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from musicgen.generation.api import Model, Music
+from musicgen.generation.api.prompt import Prompt
 from musicgen.generation.decoding.sample import Generated
-from musicgen.generation.prompt import Prompt
 
 
 class _Tape:

@@ -1,5 +1,5 @@
 """How a result is written for the page: its sound as the request's own fields (`sound`: tempo,
-transposition, melody instrument, acted on once by `generation.finish`), the chord names of its
+transposition, melody instrument, acted on once by `generation.api.finish`), the chord names of its
 bars (read back from the file's chord markers, so an extended or rewritten piece names the bars
 it kept too), and its MIDI, piano roll, audio and player data in the page's folder (`render`)."""
 
@@ -12,8 +12,8 @@ from pathlib import Path
 import symusic
 
 from musicgen.generation.api import Model, Music
-from musicgen.generation.chord_marks import CHORD_MARK
-from musicgen.generation.render import piano_roll, synthesize
+from musicgen.generation.api.chord_marks import CHORD_MARK
+from musicgen.generation.api.render import piano_roll, synthesize
 from musicgen.measures.metrics import load_notes
 from musicgen.studio.harmony import flats_for, key_name, key_of, one_per_bar, respell
 from musicgen.studio.inputs import MAX_AUDIO_SECONDS, check_melody, check_tempo, check_transpose

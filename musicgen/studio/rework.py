@@ -1,6 +1,6 @@
 """Working on a piece already made, as a songwriter does: extend it from its end (the whole piece
-plus new bars, `generation.extend`), write one section of it again (`generation.regenerate`),
-and the page's section choices for that.
+plus new bars, `generation.api.extend`), write one section of it again
+(`generation.api.regenerate`), and the page's section choices for that.
 
 Both run the library's own steps (the prompt of the bars before the new ones, the form placed
 after them, the file put back together around the new bars, its sound finished once) through
@@ -19,10 +19,10 @@ import symusic
 
 from musicgen.errors import MusicgenError
 from musicgen.generation.api import Model
-from musicgen.generation.extend import end_prompt, form_after, whole
-from musicgen.generation.finish import finish
-from musicgen.generation.prompt import encode_song
-from musicgen.generation.regenerate import before_prompt, rewrite, section_bars
+from musicgen.generation.api.extend import end_prompt, form_after, whole
+from musicgen.generation.api.finish import finish
+from musicgen.generation.api.prompt import encode_song
+from musicgen.generation.api.regenerate import before_prompt, rewrite, section_bars
 from musicgen.studio.controls import check_form, settle_form
 from musicgen.studio.inputs import (
     MAX_NEW_BARS,
@@ -86,7 +86,7 @@ def run_regenerate(model: Model, session: Session, model_label: str, path, span,
                    cancel: threading.Event | None = None,
                    **sampling_given) -> Piece | None:  # fmt: skip
     """The piece at `path` with bars `span` ((a, b), 0-based, b excluded) written again, the
-    rest kept (`generation.regenerate`); None where Stop came before a whole bar."""
+    rest kept (`generation.api.regenerate`); None where Stop came before a whole bar."""
     tok = model.tokenizer
     if tok.name != "remi":
         raise MusicgenError(f"regenerate: needs a REMI model (this model's is '{tok.name}')")

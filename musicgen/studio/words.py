@@ -10,7 +10,7 @@ from __future__ import annotations
 import re
 
 from musicgen.errors import MusicgenError
-from musicgen.generation.options import OPTIONS
+from musicgen.generation.api.options import OPTIONS
 from musicgen.tokenizers.form import MAX_SECTION_BARS, Phrase, form_text, parse_form
 
 # Words a songwriter does not use: the sampler's, the tokenizer's, the form's letters.

@@ -5,7 +5,8 @@ with melody (A, B, C, ... the same letter for the same material), lower case for
 `i` and `o` for intro and outro, `x`/`X` for other phrases. The REMI tokenizer writes a phrase
 as `Section_<label> SectionBars_<n>` right after the `Bar` where it starts (with densities, then
 `SectionDensity_<k>`: how busy the phrase is, `density_level`); the form control
-(generation.form) forces those tokens; the data side (data.pop909_structure) reads annotations.
+(generation.controls.form_plan, rules.form_control) forces those tokens; the data side
+(data.pop909_structure) reads annotations.
 """
 
 from __future__ import annotations

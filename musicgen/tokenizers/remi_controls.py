@@ -1,7 +1,7 @@
-"""What a control (generation.chords) and the musical clock read of the REMI vocabulary: the
-`RemiControls` mixin of `tokenizers.remi.RemiTokenizer` (bar-start, chord and pitch-class ids,
-the time tables). It reads the tokenizer's `tables`, `options`, `bar_id`, `vocab_size` and its
-miditok tokenizer's chord maps."""
+"""What a control (generation.controls.chord_plan) and the musical clock read of the REMI
+vocabulary: the `RemiControls` mixin of `tokenizers.remi.RemiTokenizer` (bar-start, chord and
+pitch-class ids, the time tables). It reads the tokenizer's `tables`, `options`, `bar_id`,
+`vocab_size` and its miditok tokenizer's chord maps."""
 
 from __future__ import annotations
 
@@ -16,7 +16,7 @@ from musicgen.tokenizers.remi_grammar import RemiTables
 class RemiControls:
     """The control and time interface of `RemiTokenizer` (a mixin: no state of its own)."""
 
-    # --- what a control needs (generation.chords) --------------------------------------------
+    # --- what a control needs (generation.controls.chord_plan) ---------------------------------
 
     def bar_start_ids(self) -> list[int]:
         """The ids that open a bar."""

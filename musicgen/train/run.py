@@ -357,7 +357,7 @@ def open_outputs(run: Run, start_step: int) -> None:
         _truncate_log(run.out / "log.jsonl", start_step)
         run.log = open(run.out / "log.jsonl", "a")
         forms = manifest_forms(run.cfg.data.path)
-        if forms:  # what `--form auto` draws from (generation.form)
+        if forms:  # what `--form auto` draws from (generation.controls.form_plan)
             atomic_write_text(run.out / "forms.json", json.dumps(forms) + "\n")
         n_params = sum(p.numel() for p in run.model.parameters())
         print(

@@ -3,7 +3,7 @@
 For POP909 validation songs (the `prepare` hash split) with their chord_midi.txt, the shipped
 model writes (a) 16-bar pieces from scratch and (b) 12-bar continuations of the song's first 4
 bars that hold music, each once freely and once forcing the song's own progression
-(`musicgen.generation.chords`), same seed for both (paired). Measured:
+(`musicgen.generation.controls.chord_plan`), same seed for both (paired). Measured:
 - chord agreement: chorder's recogniser (PyPI `chorder`, rule-based, the 11 qualities of the
   tokenizer) over the span of each bar where the given chord sounds from its downbeat, against
   the given chord folded to the tokenizer's vocabulary; exact (root and quality), root and
@@ -35,12 +35,12 @@ ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
 from musicgen.data.prepare import hash_split  # noqa: E402
-from musicgen.generation.chords import (  # noqa: E402
+from musicgen.generation.api.prompt import encode_song, load_prompt  # noqa: E402
+from musicgen.generation.controls.chord_plan import (  # noqa: E402
     Progression,
     chord_id,
     progression_from_chord_file,
 )
-from musicgen.generation.prompt import encode_song, load_prompt  # noqa: E402
 from musicgen.measures import form as fm  # noqa: E402
 from musicgen.measures.metrics import notes_from_score  # noqa: E402
 

@@ -31,7 +31,7 @@ sys.path.insert(0, str(ROOT / "scripts" / "experiments"))
 import chord_control as cc  # noqa: E402
 
 import musicgen  # noqa: E402
-from musicgen.generation.chords import load_progression  # noqa: E402
+from musicgen.generation.controls.chord_plan import load_progression  # noqa: E402
 from musicgen.generation.rules import ChordControl  # noqa: E402
 from musicgen.measures.form import top_voice  # noqa: E402
 from musicgen.measures.metrics import (  # noqa: E402

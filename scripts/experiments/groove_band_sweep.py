@@ -26,7 +26,7 @@ import numpy as np
 import musicgen
 from musicgen.evaluate.band import band_measures, band_summary
 from musicgen.evaluate.common import midi_files
-from musicgen.generation.request import GenerationRequest
+from musicgen.generation.api.request import GenerationRequest
 
 BARS = 8
 PROMPT_BARS = 2

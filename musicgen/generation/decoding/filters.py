@@ -24,7 +24,7 @@ Redirect = tuple[torch.Tensor, torch.Tensor]  # (source ids, target ids) of one 
 
 NEG_INF = float("-inf")
 
-# the options of plain decoding, declared once (`generation.options` gathers every option);
+# the options of plain decoding, declared once (`generation.api.options` gathers every option);
 # `paper`: the settings of the SPE paper's music experiments (Liutkus et al., ICML 2021) per
 # tokenizer, where a model's config says nothing
 DECODING = (

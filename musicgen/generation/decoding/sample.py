@@ -13,6 +13,7 @@ import numpy as np
 import torch
 
 from musicgen.errors import Cancelled, MusicgenError, check_int
+from musicgen.generation.api.options import SamplingOptions
 from musicgen.generation.decoding.draw import draw
 from musicgen.generation.decoding.filters import (  # noqa: F401 (re-exported: the sampler's one import)
     NEG_INF,
@@ -27,7 +28,6 @@ from musicgen.generation.decoding.filters import (  # noqa: F401 (re-exported: t
 )
 from musicgen.generation.decoding.guidance import LabelLag, guide
 from musicgen.generation.decoding.steer import Steered
-from musicgen.generation.options import SamplingOptions
 from musicgen.generation.rules import Controls
 from musicgen.tokenizers.base import Grammar, Tokenizer
 from musicgen.tokenizers.recall import RecallContext, has_recall

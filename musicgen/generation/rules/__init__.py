@@ -4,7 +4,7 @@ Each rule declares its option (if any) and its effects on the one `Rule` protoco
 (`rules.base`); the sampler starts every rule of `RULES` for each sequence and composes the
 effects in this order (`generation.decoding.steer`). A new rule is one module plus one line
 here: its option then appears in the API, the CLI, a config's `sample:`, the studio (if it
-asks) and the evaluate sweep (`generation.options`).
+asks) and the evaluate sweep (`generation.api.options`).
 
 - `chord_control`: a progression's Chord tokens forced; the chord tones favoured (`chord_tones`)
 - `form_control`: a form's phrase tokens forced; the song ends with the form

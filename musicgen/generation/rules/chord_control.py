@@ -13,7 +13,7 @@ from __future__ import annotations
 import numpy as np
 
 from musicgen.errors import MusicgenError
-from musicgen.generation.progression import Progression, Slot
+from musicgen.generation.controls.progression import Progression, Slot
 from musicgen.generation.rules.base import Option, Rule, Start
 from musicgen.limits import Range
 from musicgen.tokenizers.base import Grammar, Tokenizer

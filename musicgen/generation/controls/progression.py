@@ -1,6 +1,6 @@
 """Chord progressions from the user (`Progression`): chord symbols or Harte labels in a string,
 a POP909 `chord_midi.txt`, or the chords the tokenizer detects in a MIDI file; each chord read
-by the one Harte parser (`tokenizers.chords.parse_harte`). `generation.chords` forces them."""
+by the one Harte parser (`tokenizers.chords.parse_harte`). `controls.chord_plan` plans them."""
 
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
 """How a written piece sounds, after sampling: a tempo held through it, a transposition, the
 instruments of its tracks, its chords as markers (`chord_marks`). The request's `tempo`,
-`transpose` and `melody_program` fields (`generation.request`) act here, once, for `generate`,
+`transpose` and `melody_program` fields (`generation.api.request`) act here, once, for `generate`,
 `continue` (`--extend` too), the API and the studio; none of them changes what the model is fed
 or samples.
 
@@ -18,13 +18,13 @@ from typing import TYPE_CHECKING
 import symusic
 
 from musicgen.errors import MusicgenError
-from musicgen.generation.chord_marks import add_chord_marks, transpose_marks
-from musicgen.generation.written import PIANO_NAMES
+from musicgen.generation.api.chord_marks import add_chord_marks, transpose_marks
+from musicgen.generation.api.written import PIANO_NAMES
 from musicgen.measures.song import MELODY_NAME
 
 if TYPE_CHECKING:
-    from musicgen.generation.prompt import Prompt
-    from musicgen.generation.request import GenerationRequest
+    from musicgen.generation.api.prompt import Prompt
+    from musicgen.generation.api.request import GenerationRequest
     from musicgen.tokenizers.base import Tokenizer
 
 LEAD_PROGRAM = 73  # General MIDI "Flute" (0-based): the melody's instrument by default

@@ -20,7 +20,7 @@ import symusic
 from musicgen.tokenizers.base import Tokenizer
 
 if TYPE_CHECKING:
-    from musicgen.generation.prompt import Prompt
+    from musicgen.generation.api.prompt import Prompt
 
 CHORD_MARK = "Chord "  # a chord marker's text: "Chord Am"
 NOTE_NAMES = ("C", "C#", "D", "Eb", "E", "F", "F#", "G", "Ab", "A", "Bb", "B")
@@ -69,7 +69,7 @@ def add_chord_marks(
     they replace the ids' chords over its bars; the new part's first chord is marked even
     where it goes on from the prompt's (an extended file, which keeps only the new part's
     markers, then names it)."""
-    from musicgen.generation.progression import chord_events, chords_unsupported
+    from musicgen.generation.controls.progression import chord_events, chords_unsupported
 
     if chords_unsupported(tokenizer) is not None or not len(score.tracks):
         return  # symusic writes a track-less score's markers after its tempos, out of order

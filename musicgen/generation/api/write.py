@@ -18,13 +18,13 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from musicgen.errors import MusicgenError
-from musicgen.generation.tokenfile import write_token_file
+from musicgen.generation.api.tokenfile import write_token_file
 from musicgen.io import ensure_dir, write_error, write_score
 
 if TYPE_CHECKING:
     import symusic
 
-    from musicgen.generation.music import Music
+    from musicgen.generation.api.music import Music
     from musicgen.tokenizers.base import Tokenizer
 
 MAX_CLAIM_TRIES = 100_000  # names `stem`, `stem-1`, ... tried before giving up
@@ -128,7 +128,7 @@ def write_pieces(
 
 
 def _render(midi: Path, folder: Path, report: Callable[[str], None]) -> list[Path]:
-    from musicgen.generation.render import render_midi
+    from musicgen.generation.api.render import render_midi
 
     paths = render_midi(midi, folder, png=True, wav=True)
     for path in paths:

@@ -1,7 +1,7 @@
 """Chord control, the request's side: a progression from the user checked for a model and
 planned against the prompt (`chord_plan`); the rule that forces it while sampling, and favours
-its chord tones, is `rules.chord_control`. A `Progression` (read in `generation.progression`)
-is a list of bars with the chords given in them. The rules in full: docs/generation.md, "Chord
+its chord tones, is `rules.chord_control`. A `Progression` (read in `controls.progression`) is
+a list of bars with the chords given in them. The rules in full: docs/generation.md, "Chord
 control".
 """
 
@@ -33,7 +33,7 @@ __all__ = [
     "chord_plan",
 ]
 
-from musicgen.generation.progression import (  # re-exported: the chord control's one import
+from musicgen.generation.controls.progression import (  # re-exported: the controls' one import
     ACCEPTED,
     MAX_PROGRESSION_BARS,
     NO_BARS,

@@ -11,7 +11,7 @@ import numpy as np
 import symusic
 
 from musicgen.errors import MusicgenError
-from musicgen.generation.write import write_midi
+from musicgen.generation.api.write import write_midi
 
 
 def apply_tempo(score: symusic.Score, tempo: float | None) -> symusic.Score:
@@ -29,7 +29,7 @@ def apply_tempo(score: symusic.Score, tempo: float | None) -> symusic.Score:
 @dataclass
 class Music:
     """One generated piece: its score, ids (which decode to it, the melody's legato aside:
-    `generation.legato`) and how sampling ended."""
+    `generation.api.legato`) and how sampling ended."""
 
     score: symusic.Score
     ids: list[int]
@@ -65,6 +65,6 @@ class Music:
 
     def save_audio(self, path: str | Path) -> Path:
         """Synthesize the piece to .wav (or .ogg / .mp3) (`render.synthesize`)."""
-        from musicgen.generation.render import synthesize
+        from musicgen.generation.api.render import synthesize
 
         return synthesize(self.score, path)

@@ -11,7 +11,7 @@ from pathlib import Path
 import numpy as np
 
 from musicgen.errors import MusicgenError
-from musicgen.generation.prompt import encode_song
+from musicgen.generation.api.prompt import encode_song
 from musicgen.measures.likelihood import notes_scored, per_position_nll
 from musicgen.tokenizers.recall import recall_context
 

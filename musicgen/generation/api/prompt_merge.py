@@ -1,7 +1,7 @@
 """What comes back from a prompt: the prompt's notes as the tokenizer reads them, then the
 generated notes from the cut on, never cutting a prompt note (`merge`), the continuation alone
-(`continuation_only`), and the note filters they share. Re-exported by `generation.prompt`; the
-rules: `generation.prompt`'s module docstring."""
+(`continuation_only`), and the note filters they share. Re-exported by `generation.api.prompt`; the
+rules: `generation.api.prompt`'s module docstring."""
 
 from __future__ import annotations
 
@@ -9,10 +9,10 @@ from typing import TYPE_CHECKING
 
 import symusic
 
-from musicgen.generation.written import from_zero, track_key
+from musicgen.generation.api.written import from_zero, track_key
 
 if TYPE_CHECKING:
-    from musicgen.generation.prompt import Prompt
+    from musicgen.generation.api.prompt import Prompt
 
 
 def only_notes(score: symusic.Score, keep) -> symusic.Score:
@@ -28,7 +28,7 @@ def only_notes(score: symusic.Score, keep) -> symusic.Score:
 
 def midi_pairing(score: symusic.Score) -> symusic.Score:
     """Pair the onsets and ends of each track's same-pitch notes first-in first-out, as a MIDI
-    file does (second rule in `generation.prompt`'s module docstring); in place."""
+    file does (second rule in `generation.api.prompt`'s module docstring); in place."""
     for track in score.tracks:
         keys: dict[int, list] = {}
         for n in track.notes:
@@ -47,7 +47,7 @@ def midi_pairing(score: symusic.Score) -> symusic.Score:
 
 def merge(prompt: Prompt, generated: symusic.Score) -> symusic.Score:
     """The prompt's notes, then the generated notes from bar N+1 on (the overlap rule in
-    `generation.prompt`'s module docstring)."""
+    `generation.api.prompt`'s module docstring)."""
     if generated.ticks_per_quarter != prompt.notes.ticks_per_quarter:
         generated = generated.resample(prompt.notes.ticks_per_quarter)
     cut = prompt.end_tick

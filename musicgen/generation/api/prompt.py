@@ -23,21 +23,21 @@ import numpy as np
 import symusic
 
 from musicgen.errors import MusicgenError, check_int, check_range
-from musicgen.generation.chord_marks import file_chords
-from musicgen.generation.prompt_merge import (  # noqa: F401 (re-exported: what comes back)
+from musicgen.generation.api.chord_marks import file_chords
+from musicgen.generation.api.prompt_merge import (  # noqa: F401 (re-exported: what comes back)
     continuation_only,
     merge,
     midi_pairing,
     only_notes,
 )
-from musicgen.generation.prompt_tempo import (  # noqa: F401 (re-exported: the prompt's tempo)
+from musicgen.generation.api.prompt_tempo import (  # noqa: F401 (re-exported: the prompt's tempo)
     DEFAULT_QPM,
     PROMPT_QPM,
     bar_ticks,
     prompt_tempo,
     tempo_at_bar,
 )
-from musicgen.generation.written import with_markers
+from musicgen.generation.api.written import with_markers
 from musicgen.limits import MAX_NEW_BARS, PROMPT_SECONDS
 from musicgen.tokenizers.base import Tokenizer
 

@@ -3,7 +3,7 @@
 `GenerationRequest` is what `Model.pieces` runs. Everything that asks for a generation derives
 from its fields: the API's keyword arguments (`GenerationRequest.build`), the flags of `musicgen
 generate` and `continue` (`add_flags`, `from_args`) and the studio's widgets (`widget`). Its
-sampling fields are derived from the options' declarations (`generation.options`). A value is
+sampling fields are derived from the options' declarations (`generation.api.options`). A value is
 checked once, when the request is built; the sampler trusts it.
 """
 
@@ -18,10 +18,14 @@ from pathlib import Path
 from typing import Any
 
 from musicgen.errors import SEED_MAX, MusicgenError, check_int
-from musicgen.generation.finish import LEAD_PROGRAM
-from musicgen.generation.form import SectionChords, parse_section_chords, read_form_arg
-from musicgen.generation.options import OPTIONS, RANGES, SamplingOptions, check, paper_defaults
-from musicgen.generation.progression import (
+from musicgen.generation.api.finish import LEAD_PROGRAM
+from musicgen.generation.api.options import OPTIONS, RANGES, SamplingOptions, check, paper_defaults
+from musicgen.generation.controls.form_plan import (
+    SectionChords,
+    parse_section_chords,
+    read_form_arg,
+)
+from musicgen.generation.controls.progression import (
     Progression,
     check_chord_path,
     looks_like_file,
@@ -73,7 +77,7 @@ def _whole_field(default, help: str, low: int, high: int | None, **spec) -> Any:
 
 
 def _option_field(name: str) -> tuple[str, Any, Any]:
-    """A sampling option's request field (`generation.options`): None, the model's default."""
+    """A sampling option's request field (`generation.api.options`): None, the model's default."""
     o = OPTIONS[name]
     if o.range is None:  # a switch, on by default: --no-NAME turns it off
         return name, bool, _field(o.default, o.help, flag="--no-" + name.replace("_", "-"))

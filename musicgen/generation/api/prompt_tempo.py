@@ -1,6 +1,6 @@
 """A prompt's tempo: the qpm in effect where its first bar begins on the tokenizer's grid
 (`tempo_at_bar`), refused outside `PROMPT_QPM` (`prompt_tempo`); `bar_ticks`, a bar's length.
-Re-exported by `generation.prompt`."""
+Re-exported by `generation.api.prompt`."""
 
 from __future__ import annotations
 

@@ -18,7 +18,7 @@ from pathlib import Path
 import numpy as np
 
 from musicgen.errors import MusicgenError
-from musicgen.generation.progression import Progression, parse_progression
+from musicgen.generation.controls.progression import Progression, parse_progression
 from musicgen.io import Unreadable, read_regular
 from musicgen.tokenizers.base import Tokenizer
 from musicgen.tokenizers.form import Phrase, Section, form_text, parse_form, place

@@ -22,9 +22,8 @@ import numpy as np
 import symusic
 
 from musicgen.errors import MusicgenError
-from musicgen.generation.finish import finish
-from musicgen.generation.form import resolve
-from musicgen.generation.prompt import (
+from musicgen.generation.api.finish import finish
+from musicgen.generation.api.prompt import (
     Prompt,
     beats_per_bar,
     check_midi_path,
@@ -33,13 +32,14 @@ from musicgen.generation.prompt import (
     prompt_tempo,
     select_bars,
 )
-from musicgen.generation.written import PIANO_NAMES
+from musicgen.generation.api.written import PIANO_NAMES
+from musicgen.generation.controls.form_plan import resolve
 from musicgen.measures.song import MELODY_NAME
 from musicgen.tokenizers.form import MAX_SECTION_BARS, Phrase
 
 if TYPE_CHECKING:
-    from musicgen.generation.api import Model, Music
-    from musicgen.generation.request import GenerationRequest
+    from musicgen.generation.api.model import Model, Music
+    from musicgen.generation.api.request import GenerationRequest
 
 
 def check_extend(request: GenerationRequest, **given) -> None:

@@ -2,7 +2,7 @@
 `--section NAME`; `Model.regenerate(path, bars=(a, b))`).
 
 The bars before the section are the prompt (its last ones, as many as the model's window holds
-beside the new bars, as `generation.extend` takes them; none for a section at bar 0, which is
+beside the new bars, as `generation.api.extend` takes them; none for a section at bar 0, which is
 written from scratch); the model writes b - a bars; the file keeps every note, marker and tempo
 outside the section as it was (a note that sounds into the section from before it is cut at
 its first bar), and the section's notes and chord markers are the model's (its phrase markers
@@ -20,10 +20,10 @@ import numpy as np
 import symusic
 
 from musicgen.errors import MusicgenError, check_int
-from musicgen.generation.chord_marks import CHORD_MARK
-from musicgen.generation.extend import form_after, own_track, window_bars
-from musicgen.generation.finish import finish
-from musicgen.generation.prompt import (
+from musicgen.generation.api.chord_marks import CHORD_MARK
+from musicgen.generation.api.extend import form_after, own_track, window_bars
+from musicgen.generation.api.finish import finish
+from musicgen.generation.api.prompt import (
     Prompt,
     beats_per_bar,
     check_midi_path,
@@ -32,11 +32,11 @@ from musicgen.generation.prompt import (
     prompt_tempo,
     select_bars,
 )
-from musicgen.generation.request import GenerationRequest
+from musicgen.generation.api.request import GenerationRequest
 from musicgen.tokenizers.form import read_markers
 
 if TYPE_CHECKING:
-    from musicgen.generation.api import Model, Music
+    from musicgen.generation.api.model import Model, Music
 
 
 def section_bars(path: Path, total: int, bars=None, section: str | None = None) -> tuple[int, int]:

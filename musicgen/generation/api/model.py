@@ -28,17 +28,24 @@ from types import EllipsisType
 import torch
 
 from musicgen.errors import EmptyPiece, MusicgenError
-from musicgen.generation.chords import chord_plan
-from musicgen.generation.decoding.sample import (
-    Generated,
-    GrammarWrap,
-    Progress,
-    SamplingOptions,
-    generate,
+from musicgen.generation.api.extend import extend_many
+from musicgen.generation.api.finish import finish
+from musicgen.generation.api.legato import hold_melody
+from musicgen.generation.api.music import Music, apply_tempo
+from musicgen.generation.api.options import check_sample
+from musicgen.generation.api.prompt import Prompt, continuation_only, load_prompt, merge
+from musicgen.generation.api.regenerate import regenerate as regenerate_bars
+from musicgen.generation.api.request import (
+    BAR_TOKEN_CAP,
+    CONTINUE_MAX_TOKENS,
+    GENERATE_MAX_TOKENS,
+    SCRATCH_BARS,
+    GenerationRequest,
 )
-from musicgen.generation.extend import extend_many
-from musicgen.generation.finish import finish
-from musicgen.generation.form import (
+from musicgen.generation.api.scoring import ids_nll, score_song
+from musicgen.generation.api.write import checkpoint_stem, write_midi
+from musicgen.generation.controls.chord_plan import chord_plan
+from musicgen.generation.controls.form_plan import (
     SectionChords,
     form_sections,
     form_text,
@@ -46,21 +53,14 @@ from musicgen.generation.form import (
     total_bars,
     with_form,
 )
-from musicgen.generation.legato import hold_melody
-from musicgen.generation.music import Music, apply_tempo
-from musicgen.generation.options import check_sample
-from musicgen.generation.prompt import Prompt, continuation_only, load_prompt, merge
-from musicgen.generation.regenerate import regenerate as regenerate_bars
-from musicgen.generation.request import (
-    BAR_TOKEN_CAP,
-    CONTINUE_MAX_TOKENS,
-    GENERATE_MAX_TOKENS,
-    SCRATCH_BARS,
-    GenerationRequest,
+from musicgen.generation.decoding.sample import (
+    Generated,
+    GrammarWrap,
+    Progress,
+    SamplingOptions,
+    generate,
 )
 from musicgen.generation.rules import Controls
-from musicgen.generation.scoring import ids_nll, score_song
-from musicgen.generation.write import checkpoint_stem, write_midi
 
 __all__ = [
     "BAR_TOKEN_CAP",
@@ -307,7 +307,7 @@ class Model:
         """`num` continuations of the prompt `self.prompt(path, bars, prompt_bars=, seconds=)`:
         the prompt, then what the model writes: `new_bars` bars (None: until the end token or
         `max_tokens`, default 1024 ids); `fields`: the other `GenerationRequest` fields.
-        `extend`: the whole file, then `new_bars` bars after its last (`generation.extend`)."""
+        `extend`: the whole file, then `new_bars` bars after its last (`generation.api.extend`)."""
         request = GenerationRequest.build("new_bars", num=num, bars=new_bars, **fields)
         _check_hooks(progress, cancel, grammar_wrap)  # both before the file is read
         if extend is not False:
@@ -321,7 +321,7 @@ class Model:
 
     regenerate = regenerate_bars  # bars (a, b) or a section of a file written again
 
-    score = score_song  # mean NLL per token and per note of a song (`generation.scoring`)
+    score = score_song  # mean NLL per token and per note of a song (`generation.api.scoring`)
     nll = ids_nll  # the NLL of each id after the first
 
 

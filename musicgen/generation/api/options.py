@@ -3,7 +3,7 @@ them: `SamplingOptions` (what the sampler reads), `RANGES`, `check` and `describ
 sampling line of the cards, the demo and the style benchmark's table).
 
 Plain decoding declares its own (`filters.DECODING`), each rule its one (`rules.RULES`), the
-phrase guidance its weight (`guidance.GUIDANCE`). The request (`generation.request`: the API
+phrase guidance its weight (`guidance.GUIDANCE`). The request (`generation.api.request`: the API
 and the CLI flags), a model config's `sample:` (`config.SampleConfig`), the studio's widgets and
 the evaluate sweep are built from `OPTIONS`; no other module lists the names.
 """

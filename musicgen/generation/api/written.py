@@ -1,6 +1,6 @@
 """What makes a written score agree with its prompt file: nothing before time 0, the prompt's
 tracks matched by their part (not miditok's track name), the file's phrase markers read as
-section tokens. Used by `generation.prompt`."""
+section tokens. Used by `generation.api.prompt`."""
 
 from __future__ import annotations
 
