@@ -10,6 +10,10 @@ from pathlib import Path
 from musicgen.commands.evaluate_form import add_form
 from musicgen.commands.evaluate_memory import add_memory
 from musicgen.errors import MusicgenError, check_range, check_seed
+from musicgen.generation.api.options import OPTIONS
+from musicgen.generation.api.request import flag, help_text
+
+STYLE_SAMPLING = ("temperature", "top_p")  # the sampling options `evaluate style` may set
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -82,10 +86,11 @@ def _add_style(tasks: argparse._SubParsersAction) -> argparse.ArgumentParser:
     style.add_argument("--max-tokens", type=int, default=1024, help="ids sampled after the prompt")
     style.add_argument("--samples", type=int, default=3, help="continuations per prompt")
     style.add_argument("--max-prompts", type=int, help="use only the first N prompt songs")
-    style.add_argument(
-        "--temperature", type=float, help="default: the model's own, else the paper's"
-    )
-    style.add_argument("--top-p", type=float)
+    for name in STYLE_SAMPLING:  # flags derived from the options' declarations, as generate's
+        style.add_argument(
+            flag(name), dest=name, type=OPTIONS[name].kind,
+            help=f"{help_text(name)}; default: the model's own, else the paper's",
+        )  # fmt: skip
     style.add_argument("--seed", type=int, default=0)
     style.set_defaults(func=run_style)
     return style
@@ -189,8 +194,7 @@ def run_style(args: argparse.Namespace) -> int:
         bars=args.bars,
         max_tokens=args.max_tokens,
         samples=args.samples,
-        temperature=args.temperature,
-        top_p=args.top_p,
+        **{name: getattr(args, name) for name in STYLE_SAMPLING},
         seed=args.seed,
         device=args.device,
         max_prompts=args.max_prompts,

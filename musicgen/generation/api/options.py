@@ -31,11 +31,12 @@ SWEEP = tuple(name for name, o in OPTIONS.items() if o.short)  # what `evaluate 
 def paper_defaults(tokenizer_name: str) -> dict[str, Any]:
     """The options whose paper setting for this tokenizer replaces their default
     (`Option.paper`; none for a tokenizer no paper used)."""
-    return {
-        n: dict(o.paper)[tokenizer_name]
-        for n, o in OPTIONS.items()
-        if tokenizer_name in dict(o.paper)
-    }
+    out = {}
+    for name, option in OPTIONS.items():
+        paper = dict(option.paper)
+        if tokenizer_name in paper:
+            out[name] = paper[tokenizer_name]
+    return out
 
 
 def check(name: str, value, where: str | None = None):
