@@ -165,7 +165,7 @@ def test_real_melodic_bars_have_their_melody(tok):
     due, closed_owing = MelodyDue(tok, melodic, []), []
     for i in ids:
         if i in (tok.bar_id, tok.eos_id) and due.owed():
-            closed_owing.append(due.bar)
+            closed_owing.append(due.clock.bar)
         due.push(int(i))
     assert len(melodic) > 40 and len(closed_owing) <= 0.02 * len(melodic)
 

@@ -6,7 +6,8 @@ rescans), and offers effects the sampler composes (`decoding.steer.Steered`): `f
 narrowing that counts as the grammar), `mask` (a soft narrowing, kept only where it leaves an
 id), `bonus` (nats added), `choice` (nats that choose inside a group, `filters.choose_within`),
 `redirects` (mass moved from forbidden ids to the ids they mean) and `due` (ids owed before the
-grammar's completion). Each effect defaults to none, so a rule says only what it does.
+grammar's completion). Each effect defaults to none, so a rule says only what it does. A rule
+that follows the bars and positions reads them from a `BarClock`.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from typing import Any, ClassVar
 import numpy as np
 
 from musicgen.limits import Range
-from musicgen.tokenizers.base import Grammar, Tokenizer
+from musicgen.tokenizers.base import Grammar, TimeTables, Tokenizer
 from musicgen.tokenizers.form import Section
 
 
@@ -134,3 +135,33 @@ class Rule:
     def due(self) -> list[int]:
         """Ids the rule still owes, written before the grammar's completion."""
         return []
+
+
+class BarClock:
+    """A row's bar and its position in it, followed id by id from the tokenizer's time tables
+    (`Tokenizer.time_tables`): an id that opens a bar starts the next one at position 0, a
+    Position id moves within it. `bar` is -1 before the first bar opens. Constant work per id."""
+
+    def __init__(self, tt: TimeTables) -> None:
+        self.opens_bar = tt.bar.astype(bool)
+        self._position = np.where(self.opens_bar, -1, tt.position)  # Position_p: p
+        self.per_bar, self.per_beat = tt.positions_per_bar, tt.positions_per_beat
+        self.bar, self.pos = -1, 0
+
+    def push(self, tok: int) -> bool:
+        """Take an id of the vocabulary; whether it was a clock id (a bar opened, a position)."""
+        if self.opens_bar[tok]:
+            self.bar, self.pos = self.bar + 1, 0
+            return True
+        if self._position[tok] >= 0:
+            self.pos = int(self._position[tok])
+            return True
+        return False
+
+    def now(self) -> int:
+        """Positions from the first bar's start to the current position."""
+        return self.bar * self.per_bar + self.pos
+
+    def at_last_position(self) -> bool:
+        """Whether the current position is the bar's last."""
+        return self.pos == self.per_bar - 1

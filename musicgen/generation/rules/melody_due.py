@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from musicgen.generation.rules.base import Rule, Start
+from musicgen.generation.rules.base import BarClock, Rule, Start
 from musicgen.tokenizers.base import Tokenizer
 
 
@@ -23,17 +23,14 @@ class MelodyDue(Rule):
         if pitches is None:
             raise ValueError("MelodyDue: the vocabulary has no melody voice")
         tt = tokenizer.time_tables()
-        self._opens_bar = tt.bar.astype(bool)
-        self._position = np.where(self._opens_bar, -1, tt.position)  # Position_p: p
-        self._per_bar, self._per_beat = tt.positions_per_bar, tt.positions_per_beat
+        self.clock = BarClock(tt)
         self._melody = pitches >= 0
         self._ends = tokenizer.note_end_mask()  # Duration ids
         self._beats = np.where(self._ends, tokenizer.tables.value, 0.0)  # a Duration's beats
         self._accompaniment = (np.asarray(tt.note) == 1) & ~self._melody
-        self._closers = self._opens_bar.copy()
+        self._closers = self.clock.opens_bar.copy()
         self._closers[tokenizer.eos_id] = True
         self.melodic = frozenset(melodic_bars)
-        self.bar, self.pos = -1, 0
         self.end = -1.0  # in positions from the first bar: where the melody so far stops
         self._onset: int | None = None  # a melody note's onset, until its Duration comes
         for tok in ids:
@@ -51,27 +48,26 @@ class MelodyDue(Rule):
     def push(self, tok: int) -> None:
         if not 0 <= tok < len(self._melody):
             return
-        if self._opens_bar[tok]:
-            self.bar, self.pos = self.bar + 1, 0
-        elif self._position[tok] >= 0:
-            self.pos = int(self._position[tok])
-        elif self._melody[tok]:
-            self._onset = self.bar * self._per_bar + self.pos
+        if self.clock.push(tok):
+            return
+        if self._melody[tok]:
+            self._onset = self.clock.now()
             self.end = max(self.end, self._onset + 1.0)
         elif self._accompaniment[tok]:
             self._onset = None
         elif self._ends[tok] and self._onset is not None:
-            self.end = max(self.end, self._onset + self._beats[tok] * self._per_beat)
+            self.end = max(self.end, self._onset + self._beats[tok] * self.clock.per_beat)
             self._onset = None
 
     def owed(self) -> bool:
         """The current bar is melodic and no melody note sounds in it yet."""
-        return self.bar in self.melodic and self.end <= self.bar * self._per_bar
+        bar = self.clock.bar
+        return bar in self.melodic and self.end <= bar * self.clock.per_bar
 
     def mask(self) -> np.ndarray | None:
         """bool[V]: what may come next while the melody is owed (module doc); None otherwise."""
         if not self.owed():
             return None
-        if self.pos == self._per_bar - 1:  # the bar's last position: its melody note now
+        if self.clock.at_last_position():  # its melody note now
             return self._melody
         return ~self._closers

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from musicgen.generation.rules.base import Rule, Start
+from musicgen.generation.rules.base import BarClock, Rule, Start
 from musicgen.tokenizers.base import TimeTables, Tokenizer
 
 
@@ -20,13 +20,11 @@ class MusicFirst(Rule):
 
     def __init__(self, tokenizer: Tokenizer, ids: list[int], tt: TimeTables | None = None) -> None:
         tt = tokenizer.time_tables() if tt is None else tt
-        self._opens_bar = tt.bar.astype(bool)
+        self.clock = BarClock(tt)
         self._starts_note = np.asarray(tt.note, dtype=bool)
-        self._position = np.where(self._opens_bar, -1, tt.position)  # Position_p: p
-        self._last = tt.positions_per_bar - 1
-        self._closers = self._opens_bar.copy()
+        self._closers = self.clock.opens_bar.copy()
         self._closers[tokenizer.eos_id] = True
-        self.bars, self.pos, self.sounded = 0, 0, False
+        self.sounded = False
         for tok in ids:
             self.push(int(tok))
 
@@ -49,20 +47,16 @@ class MusicFirst(Rule):
         return None if rule.sounded else rule
 
     def push(self, tok: int) -> None:
-        if self.sounded or not 0 <= tok < len(self._opens_bar):
+        if self.sounded or not 0 <= tok < len(self.clock.opens_bar):
             return
-        if self._opens_bar[tok]:
-            self.bars, self.pos = self.bars + 1, 0
-        elif self._position[tok] >= 0:
-            self.pos = int(self._position[tok])
-        elif self._starts_note[tok]:
+        if not self.clock.push(tok) and self._starts_note[tok]:
             self.sounded = True
 
     def mask(self) -> np.ndarray | None:
         """bool[V]: what may come next while the first bar is still silent; None once a note
         has come (or before the first bar opens)."""
-        if self.sounded or self.bars == 0:
+        if self.sounded or self.clock.bar < 0:
             return None
-        if self.pos == self._last:  # the bar's last position: its note now
+        if self.clock.at_last_position():  # its note now
             return self._starts_note.copy()
         return ~self._closers
