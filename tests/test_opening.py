@@ -9,6 +9,7 @@ from conftest import tiny_model_config
 from paths import ROOT
 
 from musicgen.generation.decoding.sample import SamplingOptions, generate
+from musicgen.generation.rules.base import BarClock
 from musicgen.generation.rules.opening import MusicFirst
 from musicgen.model import build_model
 from musicgen.tokenizers import build_tokenizer
@@ -21,6 +22,19 @@ def tok():
 
 def opened(tok, names: list[str]) -> MusicFirst:
     return MusicFirst(tok, [tok.token_id(n) for n in names])
+
+
+def test_the_bar_clock_follows_bars_and_positions(tok):
+    """The clock the rules share: -1 before the first bar, each bar from position 0."""
+    clock = BarClock(tok.time_tables())
+    assert (clock.bar, clock.pos) == (-1, 0)
+    moved = [clock.push(tok.token_id(n)) for n in ["BOS_None", "Bar_None", "Position_4"]]
+    assert moved == [False, True, True] and (clock.bar, clock.pos, clock.now()) == (0, 4, 4)
+    assert not clock.push(tok.token_id("Pitch_60")) and clock.now() == 4
+    clock.push(tok.bar_id)
+    assert (clock.bar, clock.pos) == (1, 0) and not clock.at_last_position()
+    clock.push(tok.token_id("Position_15"))
+    assert clock.at_last_position() and clock.now() == clock.per_bar + 15
 
 
 def test_the_first_bar_does_not_close_before_a_note(tok):
