@@ -188,7 +188,8 @@ def test_generate_play_download_continue_and_bad_upload(studio, browser, tmp_pat
     set_number(page, "seed", 3)
     set_number(page, "temperature", 1.0)  # the piece of seed 3 at these opens with a pickup
     set_number(page, "repeat", 5)
-    page.wait_for_timeout(500)  # the values typed reach the page's state (a user is slower)
+    assert number(page, "seed") == 3
+    page.wait_for_timeout(1500)  # the values typed reach the page's state (a user is slower)
     page.locator("#generate").click()
     first = wait_for_piece(page, "gen_001")
     assert "seed 3" in first and "2 bars" in first
