@@ -105,11 +105,16 @@ def browser():
 
 
 def set_number(page, elem_id: str, value) -> None:
-    """Type into the number box of a slider or number field (as a user does)."""
+    """Type into the number box of a slider or number field (as a user does), again where
+    the box was drawn anew under the typing (a folded section opening on a busy machine)."""
     box = page.locator(f"#{elem_id} input[type=number]")
-    box.fill(str(value))
-    box.press("Enter")
-    box.blur()
+    for _ in range(5):
+        box.fill(str(value))
+        box.press("Enter")
+        box.blur()
+        page.wait_for_timeout(200)
+        if float(box.input_value() or "nan") == float(value):
+            return
 
 
 def number(page, elem_id: str) -> float:
