@@ -26,10 +26,8 @@ from hypothesis import strategies as st  # noqa: E402
 
 from musicgen.errors import EmptyPiece, MusicgenError  # noqa: E402
 from musicgen.generation.rules.in_key import MIN_NOTES  # noqa: E402
-from tests.paths import ROOT  # noqa: E402
+from tests.test_request_space import SONG, SONG_TOKENS, bars_of  # noqa: E402
 
-SONG = ROOT / "data" / "demo" / "pop909_005.mid"
-SONG_TOKENS = ROOT / "configs" / "tokenizer" / "remi_song.yaml"
 EXAMPLES = int(os.environ.get("OPTION_SPACE_EXAMPLES", "30"))
 MAX_TOKENS = 80
 LONGER = {"guidance": 400, "in_key": 300}  # they act from the second phrase, the 17th note
@@ -127,9 +125,7 @@ def notes(data: bytes, melody: bool | None = None) -> list:
 
 
 def bars(data: bytes) -> int:
-    s = score(data)
-    last = max((n.time for t in s.tracks for n in t.notes), default=-1)
-    return last // (4 * s.ticks_per_quarter) + 1
+    return bars_of(score(data))
 
 
 def no_op(model, name: str, value, r: dict, off, off_midi: bytes) -> str | None:
